@@ -1,0 +1,53 @@
+-- The generation task queue. The table generation.tasks *is* the queue: workers claim
+-- rows with FOR UPDATE SKIP LOCKED, hold a time-based lease (claim_expires_at) and
+-- finish them with Complete or Fail. See task.proto for the statements.
+
+CREATE SCHEMA generation;
+
+-- Lifecycle: queued -> processing -> completed | failed.
+-- The label order matters: `ORDER BY status DESC` puts reclaimable `processing`
+-- zombies ahead of `queued` work. `dispatched` is never set by an RPC; it exists so
+-- the reaper also sweeps legacy rows parked in it.
+CREATE TYPE generation.task_status AS ENUM ('queued', 'dispatched', 'processing', 'completed', 'failed');
+
+-- A worker pool: every task names the tool that processes it.
+CREATE TABLE generation.tools (
+    id uuid PRIMARY KEY DEFAULT gen_random_uuid(),
+    name text NOT NULL UNIQUE,
+    created_at timestamptz NOT NULL DEFAULT now()
+);
+
+CREATE TABLE generation.tasks (
+    id uuid PRIMARY KEY DEFAULT gen_random_uuid(),
+    tool_id uuid NOT NULL REFERENCES generation.tools (id),
+    status generation.task_status NOT NULL DEFAULT 'queued',
+    -- Subscription-tier priority: higher is claimed sooner.
+    priority integer NOT NULL DEFAULT 0,
+    -- Bounded retry: a row is claimable only while retry_count < max_retries.
+    retry_count integer NOT NULL DEFAULT 0 CHECK (retry_count >= 0),
+    max_retries integer NOT NULL DEFAULT 3 CHECK (max_retries >= 0),
+    input jsonb NOT NULL DEFAULT '{}',
+    output jsonb,
+    error text,
+    reported_usage jsonb,
+    -- Durable billing context, read back to settle against the terminal task.
+    reserved_token_amount bigint,
+    billing_idempotency_key text UNIQUE,
+    -- Parent span captured at enqueue, so the worker continues the same trace.
+    w3c_traceparent text,
+    -- The lease: who holds the claim (a fresh token per claim) and until when.
+    lease_token uuid,
+    claim_expires_at timestamptz,
+    created_at timestamptz NOT NULL DEFAULT now(),
+    started_at timestamptz,
+    completed_at timestamptz
+);
+
+-- Makes the claim's `ORDER BY status DESC, priority DESC, created_at ASC LIMIT n`
+-- an index-ordered top-n, even under a deep mixed-priority backlog for one tool.
+CREATE INDEX idx_gen_tasks_queue ON generation.tasks (tool_id, status DESC, priority DESC, created_at ASC)
+    WHERE status IN ('queued', 'processing');
+
+-- The reaper's scan for stale rows of every tool.
+CREATE INDEX idx_gen_tasks_stale ON generation.tasks (created_at)
+    WHERE status IN ('queued', 'dispatched', 'processing');

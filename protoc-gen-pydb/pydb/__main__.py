@@ -1,0 +1,3 @@
+from pydb.plugin.main import main
+
+raise SystemExit(main())

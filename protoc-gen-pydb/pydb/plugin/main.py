@@ -1,0 +1,107 @@
+"""protoc-gen-pydb's entry point: CodeGeneratorRequest on stdin -> CodeGeneratorResponse on stdout.
+
+Hermetic: reads only the request and the schema files under the `proto_path=` roots.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import traceback
+from pathlib import Path
+
+# The options extension must be registered before the request is parsed, or protobuf keeps
+# (pydb.v1.sql) as an unknown field and every RPC looks unannotated.
+from pydb.v1 import options_pb2  # noqa: F401  (import for its side effect)
+
+from google.protobuf.compiler import plugin_pb2
+
+from pydb import __version__, include_dir
+
+from .compiler import compile_request
+from .diagnostics import format_all
+from .render import render
+
+_FEATURES = plugin_pb2.CodeGeneratorResponse.FEATURE_PROTO3_OPTIONAL
+
+
+class ParameterError(Exception):
+    pass
+
+
+def parse_parameters(raw: str) -> list[str]:
+    """`proto_path=DIR` (repeatable) -> the roots to look schema files up in. Strict: an
+    unknown key or a malformed entry is an error."""
+    roots: list[str] = []
+    for item in filter(None, (p.strip() for p in raw.split(","))):
+        key, sep, value = item.partition("=")
+        if key == "proto_path":
+            if not sep or not value:
+                raise ParameterError("proto_path needs a directory: proto_path=DIR")
+            roots.append(value)
+        else:
+            raise ParameterError(f"unknown parameter {item!r}; protoc-gen-pydb accepts proto_path=DIR (repeatable)")
+    return roots or ["."]
+
+
+def _reader(roots: list[str]):  # type: ignore[no-untyped-def]
+    def read(rel: str) -> tuple[str, str] | None:
+        for root in roots:
+            path = Path(root) / rel
+            if path.is_file():
+                display = os.path.normpath(str(path))
+                return display, path.read_text(encoding="utf-8")
+        return None
+
+    return read
+
+
+def generate(request: plugin_pb2.CodeGeneratorRequest) -> plugin_pb2.CodeGeneratorResponse:
+    response = plugin_pb2.CodeGeneratorResponse(supported_features=_FEATURES)
+    try:
+        roots = parse_parameters(request.parameter)
+    except ParameterError as err:
+        response.error = f"protoc-gen-pydb: {err}"
+        return response
+    try:
+        files, diagnostics = compile_request(list(request.proto_file), list(request.file_to_generate), _reader(roots))
+        rendered = render(files) if not any(d.severity == "error" for d in diagnostics) else []
+    except Exception:  # an internal error: say so, and ask for a report
+        response.error = (
+            "protoc-gen-pydb internal error (this is a bug, not a problem in your proto; please report it "
+            "with the .proto and schema.sql):\n" + traceback.format_exc()
+        )
+        return response
+    errors = [d for d in diagnostics if d.severity == "error"]
+    warnings = [d for d in diagnostics if d.severity == "warning"]
+    if warnings:
+        sys.stderr.write(format_all(warnings) + "\n")
+    if errors:
+        count = f"{len(errors)} error{'s' if len(errors) != 1 else ''}"
+        response.error = f"{count} in SQL annotations:\n" + format_all(errors)
+        return response
+    for path, content in rendered:
+        response.file.add(name=path, content=content)
+    return response
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if args:
+        if args[0] in ("--version", "-V"):
+            print(f"protoc-gen-pydb {__version__}")
+            return 0
+        if args[0] == "--include-dir":
+            print(include_dir())
+            return 0
+        print("usage: protoc-gen-pydb [--version | --include-dir]\n"
+              "Run by protoc as a plugin: protoc --pydb_out=OUT [--pydb_opt=proto_path=DIR] ...", file=sys.stderr)
+        return 0 if args[0] in ("-h", "--help") else 2
+    request = plugin_pb2.CodeGeneratorRequest.FromString(sys.stdin.buffer.read())
+    response = generate(request)
+    sys.stdout.buffer.write(response.SerializeToString(deterministic=True))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

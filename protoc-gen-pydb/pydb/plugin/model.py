@@ -1,0 +1,98 @@
+"""The render model: frozen dataclasses holding everything the templates print, already
+decided. Templates only lay it out; no logic about SQL or protobuf lives in them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class EnumMap:
+    """A Postgres enum <-> proto enum correspondence, label by label."""
+
+    from_pg_name: str  # the dict literal's name in the generated module
+    to_pg_name: str
+    proto_type: str  # Python type of the proto enum, e.g. task_pb2.TaskStatus
+    pairs: tuple[tuple[str, str], ...]  # (pg label, proto value expression)
+    pg_type: str
+    used_from_pg: bool
+    used_to_pg: bool
+
+
+@dataclass(frozen=True)
+class ParamBinding:
+    """A `@name` bound to a request field: `expr` computes the value to send."""
+
+    name: str
+    expr: str
+
+
+@dataclass(frozen=True)
+class FieldValue:
+    """One keyword argument of a message constructor: `field=expr`."""
+
+    field: str
+    expr: str
+    comment: str
+
+
+@dataclass(frozen=True)
+class RowConverter:
+    """A function turning a result row into a message."""
+
+    function: str
+    message_type: str  # Python type, e.g. task_pb2.Task
+    doc: str
+    values: tuple[FieldValue, ...]
+
+
+@dataclass(frozen=True)
+class Rpc:
+    name: str  # ClaimNextTask
+    function: str  # claim_next_task
+    sql_const: str  # CLAIM_NEXT_TASK_SQL
+    sql: str  # psycopg-ready: %(name)s placeholders, % doubled
+    request_type: str
+    response_type: str
+    cardinality: str  # one | optional | many | exec
+    summary: str
+    params: tuple[ParamBinding, ...]
+    #: How rows land in the response: a converter, into result_field, or (when
+    #: result_field is empty) as the response itself.
+    converter: str | None
+    result_field: str | None
+    loads_text: bool
+    #: For ONE statements that target a row by primary key: the existence probe.
+    probe_const: str | None
+    probe_sql: str | None
+    probe_param: str | None
+    probe_table: str | None
+    conflict_do_nothing: bool
+    source_comment: str
+
+
+@dataclass(frozen=True)
+class Service:
+    name: str  # GenerationDataService
+    full_name: str  # generation.task.v1.GenerationDataService
+    handlers_class: str  # GenerationDataServiceHandlers
+    rpcs: tuple[Rpc, ...]
+    unannotated: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class File:
+    proto: str  # generation/task/v1/task.proto
+    package: str
+    pb2_module: str  # generation.task.v1.task_pb2
+    pb2_alias: str  # task_pb2
+    grpc_module: str
+    grpc_alias: str
+    handlers_module: str  # generation.task.v1.task_pydb
+    handlers_path: str  # generation/task/v1/task_pydb.py
+    server_path: str
+    extra_imports: tuple[tuple[str, str], ...]  # (module, alias) of other pb2 modules used
+    enums: tuple[EnumMap, ...]
+    converters: tuple[RowConverter, ...]
+    services: tuple[Service, ...]
+    version: str

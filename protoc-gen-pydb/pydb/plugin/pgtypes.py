@@ -1,0 +1,196 @@
+"""PostgreSQL types as the analyzer sees them, and the pg <-> proto compatibility table."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sqlglot import exp
+
+# Canonical names of the built-in types the catalog understands, keyed by sqlglot's DType.
+_BUILTIN: dict[exp.DataType.Type, str] = {
+    exp.DataType.Type.SMALLINT: "int2",
+    exp.DataType.Type.INT: "int4",
+    exp.DataType.Type.BIGINT: "int8",
+    exp.DataType.Type.SERIAL: "int4",
+    exp.DataType.Type.SMALLSERIAL: "int2",
+    exp.DataType.Type.BIGSERIAL: "int8",
+    exp.DataType.Type.DECIMAL: "numeric",
+    exp.DataType.Type.FLOAT: "float4",
+    exp.DataType.Type.DOUBLE: "float8",
+    exp.DataType.Type.BOOLEAN: "bool",
+    exp.DataType.Type.TEXT: "text",
+    exp.DataType.Type.VARCHAR: "varchar",
+    exp.DataType.Type.CHAR: "bpchar",
+    exp.DataType.Type.NAME: "name",
+    exp.DataType.Type.UUID: "uuid",
+    exp.DataType.Type.VARBINARY: "bytea",
+    exp.DataType.Type.DATE: "date",
+    exp.DataType.Type.TIME: "time",
+    exp.DataType.Type.TIMETZ: "timetz",
+    exp.DataType.Type.TIMESTAMP: "timestamp",
+    exp.DataType.Type.TIMESTAMPTZ: "timestamptz",
+    exp.DataType.Type.INTERVAL: "interval",
+    exp.DataType.Type.JSON: "json",
+    exp.DataType.Type.JSONB: "jsonb",
+}
+
+INTEGER = frozenset({"int2", "int4", "int8"})
+NUMERIC = INTEGER | {"numeric", "float4", "float8"}
+TEXTUAL = frozenset({"text", "varchar", "bpchar", "name"})
+TEMPORAL = frozenset({"date", "time", "timetz", "timestamp", "timestamptz"})
+JSON = frozenset({"json", "jsonb"})
+
+
+@dataclass(frozen=True)
+class PgType:
+    """A column or expression type. `name` is canonical (`int4`, `timestamptz`, ...) or, for
+    enums, the qualified type name; `labels` is set exactly for enums."""
+
+    name: str
+    is_array: bool = False
+    labels: tuple[str, ...] | None = None
+
+    @property
+    def is_enum(self) -> bool:
+        return self.labels is not None
+
+    @property
+    def element(self) -> PgType:
+        return PgType(self.name, False, self.labels)
+
+    def array(self) -> PgType:
+        return PgType(self.name, True, self.labels)
+
+    def __str__(self) -> str:
+        return self.name + ("[]" if self.is_array else "")
+
+
+# Types of expressions that are not columns.
+UNKNOWN = PgType("unknown")  # an untyped string literal: it takes the type of its context
+NULL = PgType("null")
+BOOL = PgType("bool")
+INT4 = PgType("int4")
+INT8 = PgType("int8")
+NUMERIC_T = PgType("numeric")
+FLOAT8 = PgType("float8")
+TEXT = PgType("text")
+UUID = PgType("uuid")
+TIMESTAMPTZ = PgType("timestamptz")
+INTERVAL = PgType("interval")
+JSONB = PgType("jsonb")
+
+
+def qualified_name(node: exp.Expression) -> str:
+    """`generation.task_status` from a Dot/Identifier/Table/Column node, lower-cased unless quoted."""
+    if isinstance(node, exp.Dot):
+        return f"{qualified_name(node.this)}.{qualified_name(node.expression)}"
+    if isinstance(node, exp.Identifier):
+        return node.this if node.quoted else node.this.lower()
+    if isinstance(node, (exp.Table, exp.Column)):
+        return ".".join(qualified_name(part) for part in node.parts)
+    return node.sql(dialect="postgres").lower()
+
+
+class UnknownType(Exception):
+    """A type name the catalog does not know; the message names it."""
+
+
+def resolve_datatype(dt: exp.DataType, enums: dict[str, tuple[str, ...]]) -> PgType:
+    """Map a sqlglot DataType to a PgType, looking user-defined names up in `enums`."""
+    if dt.this == exp.DataType.Type.ARRAY:
+        inner = dt.expressions[0] if dt.expressions else None
+        if not isinstance(inner, exp.DataType):
+            raise UnknownType(dt.sql(dialect="postgres"))
+        return resolve_datatype(inner, enums).array()
+    if dt.this == exp.DataType.Type.USERDEFINED:
+        kind = dt.args.get("kind")
+        name = qualified_name(kind) if isinstance(kind, exp.Expression) else str(kind).lower()
+        if name in enums:
+            return PgType(name, False, enums[name])
+        raise UnknownType(name)
+    builtin = _BUILTIN.get(dt.this)
+    if builtin is None:
+        raise UnknownType(dt.sql(dialect="postgres").lower())
+    return PgType(builtin)
+
+
+# ---------------------------------------------------------------------------------------------
+# pg <-> proto. A proto field type is named the way descriptor.proto names it: `int32`,
+# `string`, ..., `enum` (any proto enum), or a message's full name for well-known types.
+
+TIMESTAMP_MSG = "google.protobuf.Timestamp"
+DURATION_MSG = "google.protobuf.Duration"
+
+#: Wrapper messages that give a scalar presence; their `.value` holds the scalar.
+WRAPPERS: dict[str, str] = {
+    "google.protobuf.DoubleValue": "double",
+    "google.protobuf.FloatValue": "float",
+    "google.protobuf.Int64Value": "int64",
+    "google.protobuf.UInt64Value": "uint64",
+    "google.protobuf.Int32Value": "int32",
+    "google.protobuf.UInt32Value": "uint32",
+    "google.protobuf.BoolValue": "bool",
+    "google.protobuf.StringValue": "string",
+    "google.protobuf.BytesValue": "bytes",
+}
+
+_INT32 = frozenset({"int32", "sint32", "sfixed32"})
+_INT64 = frozenset({"int64", "sint64", "sfixed64"})
+
+#: For each pg type (element type for arrays), the proto scalar or message types it may map to.
+#: Reading a column into a field and binding a field to a parameter use the same table.
+COMPATIBLE: dict[str, frozenset[str]] = {
+    "int2": _INT32 | _INT64,
+    "int4": _INT32 | _INT64,
+    "int8": _INT64,
+    "numeric": frozenset({"string", "double"}),
+    "float4": frozenset({"float", "double"}),
+    "float8": frozenset({"double"}),
+    "bool": frozenset({"bool"}),
+    "text": frozenset({"string"}),
+    "varchar": frozenset({"string"}),
+    "bpchar": frozenset({"string"}),
+    "name": frozenset({"string"}),
+    "uuid": frozenset({"string"}),
+    "bytea": frozenset({"bytes"}),
+    "json": frozenset({"string"}),
+    "jsonb": frozenset({"string"}),
+    "date": frozenset({"string"}),
+    "time": frozenset({"string"}),
+    "timetz": frozenset({"string"}),
+    "timestamp": frozenset({TIMESTAMP_MSG}),
+    "timestamptz": frozenset({TIMESTAMP_MSG}),
+    "interval": frozenset({DURATION_MSG}),
+}
+
+
+def compatible(pg: PgType, proto_type: str) -> bool:
+    """Whether values of `pg` (element type, for arrays) fit a proto field of `proto_type`.
+
+    `proto_type` is a scalar name, `enum`, or a message's full name; wrappers count as
+    their scalar."""
+    proto_type = WRAPPERS.get(proto_type, proto_type)
+    if pg.is_enum:
+        return proto_type in ("enum", "string")
+    return proto_type in COMPATIBLE.get(pg.name, frozenset())
+
+
+#: For binding a request field to a parameter: the proto types a pg parameter type accepts.
+#: Narrower proto integers may feed wider columns, never the reverse.
+PARAM_COMPATIBLE: dict[str, frozenset[str]] = {
+    **COMPATIBLE,
+    "int2": _INT32,
+    "int4": _INT32,
+    "int8": _INT32 | _INT64,
+    "numeric": _INT32 | _INT64 | frozenset({"string", "double", "float"}),
+    "float4": frozenset({"float"}),
+    "float8": _INT32 | frozenset({"float", "double"}),
+}
+
+
+def param_compatible(pg: PgType, proto_type: str) -> bool:
+    """Whether a request field of `proto_type` may be bound where Postgres expects `pg`."""
+    proto_type = WRAPPERS.get(proto_type, proto_type)
+    if pg.is_enum:
+        return proto_type in ("enum", "string")
+    return proto_type in PARAM_COMPATIBLE.get(pg.name, frozenset())

@@ -1,0 +1,45 @@
+"""Render model -> files, with the jinja2 templates shipped in `pydb.templates`."""
+
+from __future__ import annotations
+
+from importlib import resources
+
+import jinja2
+
+from . import model
+
+
+def _load_template(name: str) -> str:
+    # Templates ship as the `pydb.templates` package (the repo's top-level templates/).
+    return resources.files("pydb.templates").joinpath(name).read_text(encoding="utf-8")
+
+
+def _py_block(text: str) -> str:
+    """`text` as the body of a triple-quoted Python string literal."""
+    return text.replace("\\", "\\\\").replace('"""', '\\"\\"\\"')
+
+
+def environment() -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=jinja2.FunctionLoader(_load_template),
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+        autoescape=False,
+    )
+    env.filters["py_block"] = _py_block
+    return env
+
+
+def render(files: list[model.File]) -> list[tuple[str, str]]:
+    """(path, content) for every generated file, in a stable order."""
+    env = environment()
+    handlers = env.get_template("handlers.py.j2")
+    server = env.get_template("server.py.j2")
+    out = []
+    for f in sorted(files, key=lambda f: f.proto):
+        out.append((f.handlers_path, handlers.render(file=f)))
+        if f.services:
+            out.append((f.server_path, server.render(file=f)))
+    return out

@@ -1,0 +1,42 @@
+"""What the generated handlers and servers import at run time.
+
+Kept small and free of plugin internals: request-field conversion with clear
+INVALID_ARGUMENT messages, the database-error -> gRPC status mapping, and `Database`,
+which runs one handler on a pooled connection inside the caller's deadline.
+"""
+
+from __future__ import annotations
+
+from .convert import (
+    enum_label,
+    parse_uuid,
+    parse_uuids,
+    text_results,
+    timestamp_param,
+)
+from .database import Database
+from .errors import (
+    AlreadyExists,
+    FailedPrecondition,
+    InvalidArgument,
+    NotFound,
+    RpcError,
+    Unavailable,
+    status_for_db_error,
+)
+
+__all__ = [
+    "AlreadyExists",
+    "Database",
+    "FailedPrecondition",
+    "InvalidArgument",
+    "NotFound",
+    "RpcError",
+    "Unavailable",
+    "enum_label",
+    "parse_uuid",
+    "parse_uuids",
+    "status_for_db_error",
+    "text_results",
+    "timestamp_param",
+]

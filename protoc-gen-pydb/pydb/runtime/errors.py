@@ -1,0 +1,93 @@
+"""gRPC status for what goes wrong in a handler.
+
+A handler raises `RpcError` subclasses for what it can tell itself (a malformed id, no such
+row); database errors are mapped by SQLSTATE. Messages never carry SQL text or a traceback.
+"""
+
+from __future__ import annotations
+
+import grpc
+import psycopg
+from psycopg import errors as pg_errors
+
+
+class RpcError(Exception):
+    """An error with the gRPC status it should be answered with."""
+
+    code: grpc.StatusCode = grpc.StatusCode.INTERNAL
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class InvalidArgument(RpcError):
+    code = grpc.StatusCode.INVALID_ARGUMENT
+
+
+class NotFound(RpcError):
+    code = grpc.StatusCode.NOT_FOUND
+
+
+class AlreadyExists(RpcError):
+    code = grpc.StatusCode.ALREADY_EXISTS
+
+
+class FailedPrecondition(RpcError):
+    code = grpc.StatusCode.FAILED_PRECONDITION
+
+
+class Unavailable(RpcError):
+    code = grpc.StatusCode.UNAVAILABLE
+
+
+class DeadlineExceeded(RpcError):
+    code = grpc.StatusCode.DEADLINE_EXCEEDED
+
+
+# SQLSTATE classes and codes -> gRPC status. Documented in docs/errors.md.
+_BY_SQLSTATE: dict[str, grpc.StatusCode] = {
+    "23505": grpc.StatusCode.ALREADY_EXISTS,  # unique_violation
+    "23503": grpc.StatusCode.FAILED_PRECONDITION,  # foreign_key_violation
+    "23502": grpc.StatusCode.INVALID_ARGUMENT,  # not_null_violation
+    "23514": grpc.StatusCode.INVALID_ARGUMENT,  # check_violation
+    "23P01": grpc.StatusCode.FAILED_PRECONDITION,  # exclusion_violation
+    "40001": grpc.StatusCode.ABORTED,  # serialization_failure
+    "40P01": grpc.StatusCode.ABORTED,  # deadlock_detected
+    "55P03": grpc.StatusCode.UNAVAILABLE,  # lock_not_available
+    "57014": grpc.StatusCode.DEADLINE_EXCEEDED,  # query_canceled (statement_timeout / cancel)
+    "57P01": grpc.StatusCode.UNAVAILABLE,  # admin_shutdown
+    "57P02": grpc.StatusCode.UNAVAILABLE,  # crash_shutdown
+    "57P03": grpc.StatusCode.UNAVAILABLE,  # cannot_connect_now
+    "53300": grpc.StatusCode.RESOURCE_EXHAUSTED,  # too_many_connections
+}
+_BY_CLASS: dict[str, grpc.StatusCode] = {
+    "08": grpc.StatusCode.UNAVAILABLE,  # connection exception
+    "22": grpc.StatusCode.INVALID_ARGUMENT,  # data exception (bad text representation, range)
+    "53": grpc.StatusCode.RESOURCE_EXHAUSTED,  # insufficient resources
+}
+
+
+def status_for_db_error(err: psycopg.Error) -> tuple[grpc.StatusCode, str]:
+    """The status and a client-safe message for a database error."""
+    if isinstance(err, (psycopg.OperationalError, psycopg.InterfaceError)) and not err.sqlstate:
+        return grpc.StatusCode.UNAVAILABLE, "database unavailable"
+    state = err.sqlstate or ""
+    code = _BY_SQLSTATE.get(state) or _BY_CLASS.get(state[:2]) or grpc.StatusCode.INTERNAL
+    if code == grpc.StatusCode.INTERNAL:
+        return code, f"database error (SQLSTATE {state or 'unknown'})"
+    if code == grpc.StatusCode.UNAVAILABLE:
+        return code, "database unavailable"
+    diag = err.diag
+    primary = diag.message_primary or type(err).__name__
+    if isinstance(err, pg_errors.ForeignKeyViolation):
+        # Writing a row that points at a missing one is NOT_FOUND ("Key (tool_id)=(...) is not
+        # present in table ..."); removing a row others still point at is FAILED_PRECONDITION.
+        detail = diag.message_detail or ""
+        if "is not present in table" in detail:
+            return grpc.StatusCode.NOT_FOUND, f"a referenced row does not exist: {detail}"
+        return code, f"the row is still referenced: {detail}" if detail else primary
+    if isinstance(err, pg_errors.UniqueViolation):
+        detail = diag.message_detail or ""
+        return code, f"already exists: {detail}" if detail else primary
+    return code, primary
