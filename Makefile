@@ -1,0 +1,74 @@
+# protoc-gen-pydb — every target sets itself up: the virtualenv and pinned tools come first.
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+.DEFAULT_GOAL := help
+
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+# protoc finds protoc-gen-pydb and the mypy plugins on PATH.
+export PATH := $(abspath $(VENV))/bin:$(PATH)
+export PYTHONHASHSEED := 0
+
+PROTO_ROOT := example_protos
+PROTOS := $(shell cd $(PROTO_ROOT) && find . -name '*.proto' | sed 's|^\./||' | LC_ALL=C sort)
+
+.PHONY: help venv generate check-generated lint typecheck test test-fast serve bench clean
+
+help:
+	@echo "make generate         (re)create generated/ from $(PROTO_ROOT)/ (main job)"
+	@echo "make test             lint, mypy --strict, drift check, unit + integration tests"
+	@echo "make check-generated  fail with a diff when generated/ is not what the plugin makes"
+	@echo "make serve            run GenerationDataService (DATABASE_URL, LISTEN_ADDR)"
+	@echo "make bench            benchmarks -> benchmarks/RESULTS.md"
+
+$(VENV)/.installed: requirements-dev.txt pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --disable-pip-version-check -r requirements-dev.txt
+	$(PY) -m pip install -q --disable-pip-version-check --no-deps --no-build-isolation -e .
+	touch $@
+
+venv: $(VENV)/.installed
+
+# $(1): output directory for the example protos; $(2): for the plugin's own options_pb2.
+run_protoc = mkdir -p $(1) $(2) && \
+	$(PY) -m grpc_tools.protoc -I$(PROTO_ROOT) -Iprotoc-gen-pydb \
+	  --python_out=$(1) --grpc_python_out=$(1) --mypy_out=quiet:$(1) --mypy_grpc_out=quiet:$(1) \
+	  --pydb_out=$(1) --pydb_opt=proto_path=$(PROTO_ROOT) $(PROTOS) && \
+	$(PY) -m grpc_tools.protoc -Iprotoc-gen-pydb --python_out=$(2) --mypy_out=quiet:$(2) pydb/v1/options.proto
+
+generate: venv
+	rm -rf generated
+	$(call run_protoc,generated,protoc-gen-pydb)
+
+check-generated: venv
+	@tmp=$$(mktemp -d); trap 'rm -rf $$tmp' EXIT; \
+	$(call run_protoc,$$tmp/generated,$$tmp/opts); \
+	status=0; \
+	diff -ru generated $$tmp/generated || status=1; \
+	for f in options_pb2.py options_pb2.pyi; do \
+	  diff -u protoc-gen-pydb/pydb/v1/$$f $$tmp/opts/pydb/v1/$$f || status=1; done; \
+	if [ $$status -ne 0 ]; then echo "generated code is stale: run 'make generate' and commit the result"; exit 1; fi; \
+	echo "generated/ is up to date"
+
+lint: venv
+	$(VENV)/bin/ruff check protoc-gen-pydb tests worker benchmarks generated --exclude '*_pb2*.py*'
+	$(VENV)/bin/ruff format --check protoc-gen-pydb tests worker benchmarks
+
+typecheck: venv
+	$(VENV)/bin/mypy protoc-gen-pydb/pydb generated worker tests
+
+test: lint typecheck check-generated
+	$(VENV)/bin/pytest -q -p no:cacheprovider
+
+test-fast: venv
+	$(VENV)/bin/pytest -q -p no:cacheprovider -m "not slow"
+
+serve: venv
+	PYTHONPATH=generated $(PY) -m generation.task.v1.task_pydb_server
+
+bench: venv
+	$(PY) benchmarks/run.py
+
+clean:
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

@@ -1,0 +1,101 @@
+"""Shared fixtures: a real PostgreSQL with a scratch database, and the generated
+GenerationDataService served over gRPC on a free port."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import grpc
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "generated"))
+sys.path.insert(0, str(ROOT / "tests"))
+
+from generation.task.v1 import task_pb2, task_pb2_grpc, task_pydb_server  # noqa: E402
+from pg import Cluster, postgres_server, scratch_database  # noqa: E402
+
+from pydb.runtime import server as pydb_server  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def pg_server() -> Iterator[tuple[str, Cluster | None]]:
+    with postgres_server() as found:
+        yield found
+
+
+@pytest.fixture(scope="session")
+def database_url(pg_server: tuple[str, Cluster | None]) -> Iterator[str]:
+    with scratch_database(pg_server[0]) as url:
+        yield url
+
+
+def server_config(database_url: str, **overrides: object) -> pydb_server.Config:
+    base = pydb_server.Config(
+        database_url=database_url,
+        listen_addr="127.0.0.1:0",
+        pool_min=2,
+        pool_max=20,
+        tls_cert=None,
+        tls_key=None,
+        reflection=True,
+        log_level="info",
+        grace_seconds=5.0,
+        health_interval=0.2,
+    )
+    fields = {**base.__dict__, **overrides}
+    return pydb_server.Config(**fields)  # type: ignore[arg-type]
+
+
+class RunningServer:
+    def __init__(self, port: int, stop: asyncio.Event, task: asyncio.Task[None]) -> None:
+        self.port = port
+        self.address = f"127.0.0.1:{port}"
+        self.stop = stop
+        self.task = task
+
+    async def close(self) -> None:
+        self.stop.set()
+        await self.task
+
+
+async def start_server(cfg: pydb_server.Config) -> RunningServer:
+    """Serve the generated service in this event loop; returns once it listens."""
+    stop = asyncio.Event()
+    ready: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+    task = asyncio.create_task(
+        pydb_server.serve(cfg, task_pydb_server.register, task_pydb_server.SERVICE_NAMES, started=ready.set_result, stop=stop)
+    )
+    done, _ = await asyncio.wait({task, ready}, return_when=asyncio.FIRST_COMPLETED)
+    if task in done:
+        task.result()  # raises what made it stop
+    return RunningServer(ready.result(), stop, task)
+
+
+@pytest.fixture(scope="session")
+async def service(database_url: str) -> AsyncIterator[RunningServer]:
+    running = await start_server(server_config(database_url))
+    yield running
+    await running.close()
+
+
+@pytest.fixture(scope="session")
+async def channel(service: RunningServer) -> AsyncIterator[grpc.aio.Channel]:
+    async with grpc.aio.insecure_channel(service.address) as ch:
+        yield ch
+
+
+@pytest.fixture
+def stub(channel: grpc.aio.Channel) -> task_pb2_grpc.GenerationDataServiceStub:
+    return task_pb2_grpc.GenerationDataServiceStub(channel)
+
+
+@pytest.fixture
+async def tool(stub: task_pb2_grpc.GenerationDataServiceStub) -> task_pb2.Tool:
+    """A fresh tool per test, so tests never see each other's queue."""
+    resp = await stub.RegisterTool(task_pb2.RegisterToolRequest(name=f"tool-{uuid.uuid4().hex[:10]}"))
+    return resp.tool
