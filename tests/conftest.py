@@ -4,6 +4,7 @@ GenerationDataService served over gRPC on a free port."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import sys
 import uuid
 from collections.abc import AsyncIterator, Iterator
@@ -14,11 +15,11 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "generated"))
+sys.path.insert(0, str(ROOT / "worker"))  # the taskworker package (tests/test_worker_*.py)
 sys.path.insert(0, str(ROOT / "tests"))
 
 from generation.task.v1 import task_pb2, task_pb2_grpc, task_pydb_server  # noqa: E402
 from pg import Cluster, postgres_server, scratch_database  # noqa: E402
-
 from pydb.runtime import server as pydb_server  # noqa: E402
 
 
@@ -47,8 +48,7 @@ def server_config(database_url: str, **overrides: object) -> pydb_server.Config:
         grace_seconds=5.0,
         health_interval=0.2,
     )
-    fields = {**base.__dict__, **overrides}
-    return pydb_server.Config(**fields)  # type: ignore[arg-type]
+    return dataclasses.replace(base, **overrides)  # type: ignore[arg-type]
 
 
 class RunningServer:
@@ -68,10 +68,13 @@ async def start_server(cfg: pydb_server.Config) -> RunningServer:
     stop = asyncio.Event()
     ready: asyncio.Future[int] = asyncio.get_running_loop().create_future()
     task = asyncio.create_task(
-        pydb_server.serve(cfg, task_pydb_server.register, task_pydb_server.SERVICE_NAMES, started=ready.set_result, stop=stop)
+        pydb_server.serve(
+            cfg, task_pydb_server.register, task_pydb_server.SERVICE_NAMES, started=ready.set_result, stop=stop
+        )
     )
-    done, _ = await asyncio.wait({task, ready}, return_when=asyncio.FIRST_COMPLETED)
-    if task in done:
+    waiters: list[asyncio.Future[object]] = [task, ready]  # type: ignore[list-item]
+    await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
+    if task.done():
         task.result()  # raises what made it stop
     return RunningServer(ready.result(), stop, task)
 
@@ -90,12 +93,12 @@ async def channel(service: RunningServer) -> AsyncIterator[grpc.aio.Channel]:
 
 
 @pytest.fixture
-def stub(channel: grpc.aio.Channel) -> task_pb2_grpc.GenerationDataServiceStub:
+def stub(channel: grpc.aio.Channel) -> task_pb2_grpc.GenerationDataServiceAsyncStub:
     return task_pb2_grpc.GenerationDataServiceStub(channel)
 
 
 @pytest.fixture
-async def tool(stub: task_pb2_grpc.GenerationDataServiceStub) -> task_pb2.Tool:
+async def tool(stub: task_pb2_grpc.GenerationDataServiceAsyncStub) -> task_pb2.Tool:
     """A fresh tool per test, so tests never see each other's queue."""
     resp = await stub.RegisterTool(task_pb2.RegisterToolRequest(name=f"tool-{uuid.uuid4().hex[:10]}"))
     return resp.tool

@@ -80,9 +80,9 @@ class Cluster:
 
 
 def with_dbname(url: str, dbname: str) -> str:
-    parts = conninfo_to_dict(url)
+    parts = {k: str(v) for k, v in conninfo_to_dict(url).items() if v is not None}
     parts["dbname"] = dbname
-    return make_conninfo(**parts)
+    return make_conninfo("", **parts)
 
 
 @contextlib.contextmanager
@@ -95,7 +95,7 @@ def scratch_database(server_url: str, schema: Path | None = SCHEMA) -> Iterator[
     try:
         if schema is not None:
             with psycopg.connect(url, autocommit=True) as conn:
-                conn.execute(schema.read_text())  # type: ignore[arg-type]  # trusted DDL file
+                conn.execute(schema.read_text())
         yield url
     finally:
         with psycopg.connect(server_url, autocommit=True) as conn:

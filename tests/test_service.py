@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import json
+from typing import TYPE_CHECKING
 
 import grpc
 import psycopg
 import pytest
-
 from generation.task.v1 import task_pb2 as pb
 from generation.task.v1 import task_pb2_grpc
 
-Stub = task_pb2_grpc.GenerationDataServiceStub
+if TYPE_CHECKING:
+    Stub = task_pb2_grpc.GenerationDataServiceAsyncStub
+else:
+    Stub = task_pb2_grpc.GenerationDataServiceStub
 
 
 async def queue(stub: Stub, tool: pb.Tool, **kw: object) -> pb.Task:
@@ -39,8 +42,14 @@ async def test_queue_task_defaults_and_fields(stub: Stub, tool: pb.Tool) -> None
     assert not task.HasField("output") and not task.HasField("lease_token")
     assert not task.HasField("started_at") and task.HasField("created_at")
     full = await queue(
-        stub, tool, input='{"prompt": "hi"}', priority=7, max_retries=5, reserved_token_amount=1200,
-        billing_idempotency_key="bill-fields", w3c_traceparent="00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+        stub,
+        tool,
+        input='{"prompt": "hi"}',
+        priority=7,
+        max_retries=5,
+        reserved_token_amount=1200,
+        billing_idempotency_key="bill-fields",
+        w3c_traceparent="00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
     )
     assert json.loads(full.input) == {"prompt": "hi"}
     assert (full.priority, full.max_retries, full.reserved_token_amount) == (7, 5, 1200)
@@ -65,7 +74,9 @@ async def test_claim_heartbeat_complete(stub: Stub, tool: pb.Tool) -> None:
     assert beat.claim_expires_at.ToDatetime() >= task.claim_expires_at.ToDatetime()
     done = (
         await stub.CompleteTask(
-            pb.CompleteTaskRequest(task_id=task.id, lease_token=task.lease_token, output='{"ok": true}', reported_usage='{"tokens": 5}')
+            pb.CompleteTaskRequest(
+                task_id=task.id, lease_token=task.lease_token, output='{"ok": true}', reported_usage='{"tokens": 5}'
+            )
         )
     ).task
     assert done.status == pb.TASK_STATUS_COMPLETED and done.HasField("completed_at")
@@ -109,11 +120,19 @@ async def test_complete_tasks_batch_skips_lost_leases(stub: Stub, tool: pb.Tool)
 async def test_fail_task_requeues_then_fails(stub: Stub, tool: pb.Tool) -> None:
     await queue(stub, tool, max_retries=2)
     task = await claim(stub, tool)
-    failed = (await stub.FailTask(pb.FailTaskRequest(task_id=task.id, lease_token=task.lease_token, error="boom", increment_retry=True))).task
+    failed = (
+        await stub.FailTask(
+            pb.FailTaskRequest(task_id=task.id, lease_token=task.lease_token, error="boom", increment_retry=True)
+        )
+    ).task
     assert failed.status == pb.TASK_STATUS_QUEUED and failed.retry_count == 1 and failed.error == "boom"
     assert not failed.HasField("lease_token")
     task = await claim(stub, tool)
-    failed = (await stub.FailTask(pb.FailTaskRequest(task_id=task.id, lease_token=task.lease_token, error="again", increment_retry=True))).task
+    failed = (
+        await stub.FailTask(
+            pb.FailTaskRequest(task_id=task.id, lease_token=task.lease_token, error="again", increment_retry=True)
+        )
+    ).task
     assert failed.status == pb.TASK_STATUS_FAILED and failed.retry_count == 2 and failed.HasField("completed_at")
 
 
@@ -142,10 +161,13 @@ async def test_fencing_after_reclaim(stub: Stub, tool: pb.Tool, database_url: st
     for call, req in (
         (stub.HeartbeatTask, pb.HeartbeatTaskRequest(task_id=old.id, lease_token=old.lease_token)),
         (stub.CompleteTask, pb.CompleteTaskRequest(task_id=old.id, lease_token=old.lease_token, output="{}")),
-        (stub.FailTask, pb.FailTaskRequest(task_id=old.id, lease_token=old.lease_token, error="late", increment_retry=True)),
+        (
+            stub.FailTask,
+            pb.FailTaskRequest(task_id=old.id, lease_token=old.lease_token, error="late", increment_retry=True),
+        ),
     ):
         with pytest.raises(grpc.aio.AioRpcError) as err:
-            await call(req)  # type: ignore[operator]
+            await call(req)  # type: ignore[arg-type]  # each call gets its own request type
         assert err.value.code() == grpc.StatusCode.FAILED_PRECONDITION
     after = (await stub.GetTask(pb.GetTaskRequest(task_id=old.id))).task
     assert after.lease_token == new.lease_token and after.status == pb.TASK_STATUS_PROCESSING
@@ -160,7 +182,11 @@ async def test_fencing_after_reclaim(stub: Stub, tool: pb.Tool, database_url: st
         ("GetTask", pb.GetTaskRequest(task_id="7d3c1f0e-0000-4000-8000-000000000000"), grpc.StatusCode.NOT_FOUND),
         ("ClaimNextTask", pb.ClaimNextTaskRequest(tool_id=""), grpc.StatusCode.INVALID_ARGUMENT),
         ("QueueTask", pb.QueueTaskRequest(tool_id="7d3c1f0e-0000-4000-8000-000000000000"), grpc.StatusCode.NOT_FOUND),
-        ("HeartbeatTask", pb.HeartbeatTaskRequest(task_id="7d3c1f0e-0000-4000-8000-000000000000", lease_token="x"), grpc.StatusCode.INVALID_ARGUMENT),
+        (
+            "HeartbeatTask",
+            pb.HeartbeatTaskRequest(task_id="7d3c1f0e-0000-4000-8000-000000000000", lease_token="x"),
+            grpc.StatusCode.INVALID_ARGUMENT,
+        ),
     ],
 )
 async def test_bad_input_status(stub: Stub, rpc: str, request_: object, code: grpc.StatusCode) -> None:

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import difflib
 import posixpath
+import re
+import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -34,6 +36,10 @@ _CARDINALITY = {
     options_pb2.CARDINALITY_MANY: "many",
     options_pb2.CARDINALITY_EXEC: "exec",
 }
+
+TRACEPARENT_FIELD = "w3c_traceparent"
+
+_CHANNEL = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 
 SchemaReader = Callable[[str], "tuple[str, str] | None"]
 """Looks a schema file up by its path relative to a proto root: (display path, text) or None."""
@@ -66,8 +72,13 @@ class _Context:
 
 
 class FileCompiler:
-    def __init__(self, file: descriptor_pb2.FileDescriptorProto, index: ProtoIndex, read_schema: SchemaReader,
-                 catalogs: dict[str, tuple[Catalog, list[Problem], str, str]]) -> None:
+    def __init__(
+        self,
+        file: descriptor_pb2.FileDescriptorProto,
+        index: ProtoIndex,
+        read_schema: SchemaReader,
+        catalogs: dict[str, tuple[Catalog, list[Problem], str, str]],
+    ) -> None:
         self.file = file
         self.index = index
         self.read_schema = read_schema
@@ -77,8 +88,15 @@ class FileCompiler:
         self.ctx.module_alias(file.name)
 
     # -- diagnostics -----------------------------------------------------------------------
-    def at_method(self, si: int, mi: int, message: str, sql: str | None = None, span: SqlSpan | None = None,
-                  severity: Severity = "error") -> None:
+    def at_method(
+        self,
+        si: int,
+        mi: int,
+        message: str,
+        sql: str | None = None,
+        span: SqlSpan | None = None,
+        severity: Severity = "error",
+    ) -> None:
         line, col = location(self.file, [_SERVICE, si, _METHOD, mi, _OPTIONS, _SQL_EXT], [_SERVICE, si, _METHOD, mi])
         self.diagnostics.append(Diagnostic(self.file.name, line, col, message, severity, sql, span))
 
@@ -91,22 +109,37 @@ class FileCompiler:
             found = self.read_schema(path)
             if found is None:
                 line, col = location(self.file, [8], [12], [2])
-                self.diagnostics.append(Diagnostic(self.file.name, line, col, f"schema file {path} not found in any proto_path root (set it with option (pydb.v1.schema) or the proto_path= parameter)"))
+                self.diagnostics.append(
+                    Diagnostic(
+                        self.file.name,
+                        line,
+                        col,
+                        f"schema file {path} not found in any proto_path root (set it with option (pydb.v1.schema) or the proto_path= parameter)",
+                    )
+                )
                 return None
             display, text = found
-            catalog, problems = build_catalog(text)
+            try:
+                catalog, problems = build_catalog(text)
+            except Exception as err:  # a bug in protoc-gen-pydb, not in the schema
+                problems = [Problem(internal_error(f"schema {display}", err))]
+                catalog = Catalog(frozenset(), {}, {}, {})
             self.catalogs[path] = (catalog, problems, display, text)
             for p in problems:
                 line, col = _line_col(text, p.span.start) if p.span else (1, 1)
-                self.diagnostics.append(Diagnostic(display, line, col, p.message, p.severity, text if p.span else None, p.span))
+                self.diagnostics.append(
+                    Diagnostic(display, line, col, p.message, p.severity, text if p.span else None, p.span)
+                )
         catalog, problems, _, _ = self.catalogs[path]
         return None if any(p.severity == "error" for p in problems) else catalog
 
     # -- compile ---------------------------------------------------------------------------
     def compile(self) -> model.File | None:
         annotated = [
-            (si, mi) for si, svc in enumerate(self.file.service) for mi, m in enumerate(svc.method)
-            if m.options.HasExtension(options_pb2.sql)
+            (si, mi)
+            for si, svc in enumerate(self.file.service)
+            for mi, m in enumerate(svc.method)
+            if m.options.HasExtension(options_pb2.sql) or m.options.HasExtension(options_pb2.listen)
         ]
         if not annotated:
             return None
@@ -116,20 +149,35 @@ class FileCompiler:
         services: list[model.Service] = []
         for si, svc in enumerate(self.file.service):
             rpcs: list[model.Rpc] = []
+            listens: list[model.Listen] = []
             unannotated: list[str] = []
             for mi, method in enumerate(svc.method):
+                if method.options.HasExtension(options_pb2.listen):
+                    listen = self.compile_listen(si, mi, method)
+                    if listen is not None:
+                        listens.append(listen)
+                    continue
                 if not method.options.HasExtension(options_pb2.sql):
                     unannotated.append(method.name)
                     continue
-                rpc = self.compile_method(si, mi, method, catalog)
+                rpc = self.compile_method_guarded(si, mi, method, catalog)
                 if rpc is not None:
                     rpcs.append(rpc)
-            if rpcs or unannotated and len(unannotated) < len(svc.method):
+            if rpcs or listens or (unannotated and len(unannotated) < len(svc.method)):
                 for name in unannotated:
                     mi = [m.name for m in svc.method].index(name)
-                    self.at_method(si, mi, f"{svc.name}.{name} has no (pydb.v1.sql) option; its handler answers UNIMPLEMENTED", severity="warning")
+                    self.at_method(
+                        si,
+                        mi,
+                        f"{svc.name}.{name} has no (pydb.v1.sql) option; its handler answers UNIMPLEMENTED",
+                        severity="warning",
+                    )
                 full = f"{self.file.package}.{svc.name}" if self.file.package else svc.name
-                services.append(model.Service(svc.name, full, f"{svc.name}Handlers", tuple(rpcs), tuple(unannotated)))
+                services.append(
+                    model.Service(
+                        svc.name, full, f"{svc.name}Handlers", tuple(rpcs), tuple(unannotated), tuple(listens)
+                    )
+                )
         stem = self.file.name[: -len(".proto")].replace("-", "_")
         pb2 = python_module(self.file.name)
         grpc_module = pb2 + "_grpc"
@@ -151,7 +199,55 @@ class FileCompiler:
             version=__version__,
         )
 
-    def compile_method(self, si: int, mi: int, method: descriptor_pb2.MethodDescriptorProto, catalog: Catalog) -> model.Rpc | None:
+    def compile_listen(self, si: int, mi: int, method: descriptor_pb2.MethodDescriptorProto) -> model.Listen | None:
+        """`(pydb.v1.listen)`: a server-streaming RPC relaying NOTIFYs on a channel (no SQL to check)."""
+        opt = method.options.Extensions[options_pb2.listen]
+        errors_before = self._error_count()
+        request = self.index.messages.get(method.input_type.lstrip("."))
+        response = self.index.messages.get(method.output_type.lstrip("."))
+        assert request is not None and response is not None  # protoc resolved them
+        if method.options.HasExtension(options_pb2.sql):
+            self.at_method(si, mi, f"{method.name}: an RPC carries either (pydb.v1.sql) or (pydb.v1.listen), not both")
+        if method.client_streaming or not method.server_streaming:
+            self.at_method(
+                si,
+                mi,
+                f"{method.name}: (pydb.v1.listen) needs a server-streaming RPC: rpc {method.name}(Request) returns (stream Response)",
+            )
+        if not _CHANNEL.match(opt.channel):
+            self.at_method(
+                si, mi, f"{method.name}: (pydb.v1.listen).channel must be a lower-case identifier, got {opt.channel!r}"
+            )
+        payload = response.field(opt.payload_field) if opt.payload_field else None
+        if payload is None or payload.type != "string" or payload.repeated:
+            self.at_method(
+                si,
+                mi,
+                f"{method.name}: (pydb.v1.listen).payload_field must name a singular string field of {response.full_name}, got {opt.payload_field!r}",
+            )
+        if opt.filter_field:
+            flt = request.field(opt.filter_field)
+            if flt is None or flt.type != "string" or not flt.repeated:
+                self.at_method(
+                    si,
+                    mi,
+                    f"{method.name}: (pydb.v1.listen).filter_field must name a repeated string field of {request.full_name}, got {opt.filter_field!r}",
+                )
+        if self._error_count() > errors_before:
+            return None
+        return model.Listen(
+            name=method.name,
+            request_type=self.ctx.message_type(request),
+            response_type=self.ctx.message_type(response),
+            channel=opt.channel,
+            payload_field=opt.payload_field,
+            filter_field=opt.filter_field or None,
+            summary=leading_comment(self.file, [_SERVICE, si, _METHOD, mi]),
+        )
+
+    def compile_method(
+        self, si: int, mi: int, method: descriptor_pb2.MethodDescriptorProto, catalog: Catalog
+    ) -> model.Rpc | None:
         opt = method.options.Extensions[options_pb2.sql]
         sql = opt.query
         errors_before = self._error_count()
@@ -166,7 +262,9 @@ class FileCompiler:
             return None
         cardinality = _CARDINALITY.get(opt.cardinality)
         if cardinality is None:
-            self.at_method(si, mi, f"{method.name}: set (pydb.v1.sql).cardinality to CARDINALITY_ONE, _OPTIONAL, _MANY or _EXEC")
+            self.at_method(
+                si, mi, f"{method.name}: set (pydb.v1.sql).cardinality to CARDINALITY_ONE, _OPTIONAL, _MANY or _EXEC"
+            )
         nullable_params = frozenset(f.name for f in request.fields if f.has_presence)
         analysis, problems = analyze(sql, catalog, nullable_params)
         for p in problems:
@@ -174,12 +272,23 @@ class FileCompiler:
         if analysis is None or cardinality is None:
             return None
         params = self.bind_params(si, mi, method.name, sql, analysis, request)
-        converter, result_field = self.bind_results(si, mi, method.name, sql, analysis, response, cardinality, opt.result_field)
+        if any(p.severity == "error" for p in problems):
+            # The result columns of a statement with errors are partly guesses: checking them
+            # against the response would only add follow-on errors.
+            return None
+        converter, result_field = self.bind_results(
+            si, mi, method.name, sql, analysis, response, cardinality, opt.result_field
+        )
         if self._error_count() > errors_before:
             return None
         function = snake_case(method.name)
         probe_sql = probe_param = probe_table = None
-        if cardinality == "one" and analysis.key_param and analysis.target is not None and analysis.kind in ("update", "delete"):
+        if (
+            cardinality == "one"
+            and analysis.key_param
+            and analysis.target is not None
+            and analysis.kind in ("update", "delete")
+        ):
             table = analysis.target
             probe_param = analysis.key_param
             probe_table = table.qualified
@@ -207,13 +316,27 @@ class FileCompiler:
             probe_table=probe_table,
             conflict_do_nothing=analysis.conflict_do_nothing,
             source_comment=f"{self.file.name}: {method.name}",
+            traceparent_unset=_traceparent_unset(request, params),
         )
+
+    def compile_method_guarded(
+        self, si: int, mi: int, method: descriptor_pb2.MethodDescriptorProto, catalog: Catalog
+    ) -> model.Rpc | None:
+        """compile_method, with a crash turned into an error at the RPC: a bug in the plugin
+        must not hide the diagnostics of the other RPCs, nor print a traceback at the user."""
+        try:
+            return self.compile_method(si, mi, method, catalog)
+        except Exception as err:  # a bug in protoc-gen-pydb, not in the annotation
+            self.at_method(si, mi, internal_error(f"RPC {method.name}", err))
+            return None
 
     def _error_count(self) -> int:
         return sum(1 for d in self.diagnostics if d.severity == "error")
 
     # -- parameters ------------------------------------------------------------------------
-    def bind_params(self, si: int, mi: int, rpc: str, sql: str, analysis: Analysis, request: Message) -> tuple[model.ParamBinding, ...]:
+    def bind_params(
+        self, si: int, mi: int, rpc: str, sql: str, analysis: Analysis, request: Message
+    ) -> tuple[model.ParamBinding, ...]:
         bindings = []
         used = set()
         for p in analysis.params:
@@ -223,7 +346,9 @@ class FileCompiler:
                 names = [x.name for x in request.fields]
                 close = difflib.get_close_matches(p.name, names, n=1, cutoff=0.6)
                 hint = f"; did you mean @{close[0]}?" if close else ""
-                self.at_method(si, mi, f"{rpc}: parameter @{p.name} is not a field of {request.full_name}{hint}", sql, span)
+                self.at_method(
+                    si, mi, f"{rpc}: parameter @{p.name} is not a field of {request.full_name}{hint}", sql, span
+                )
                 continue
             used.add(f.name)
             if p.type is None:
@@ -235,7 +360,12 @@ class FileCompiler:
             bindings.append(model.ParamBinding(p.name, self.param_expr(p.type, f)))
         for f in request.fields:
             if f.name not in used:
-                self.at_method(si, mi, f"{rpc}: request field {request.full_name}.{f.name} is not used by the statement", severity="warning")
+                self.at_method(
+                    si,
+                    mi,
+                    f"{rpc}: request field {request.full_name}.{f.name} is not used by the statement",
+                    severity="warning",
+                )
         return tuple(bindings)
 
     def check_param(self, pg: PgType, f: Field) -> str | None:
@@ -276,18 +406,35 @@ class FileCompiler:
         return value
 
     # -- results ---------------------------------------------------------------------------
-    def bind_results(self, si: int, mi: int, rpc: str, sql: str, analysis: Analysis, response: Message,
-                     cardinality: str, result_field: str) -> tuple[str | None, str | None]:
+    def bind_results(
+        self,
+        si: int,
+        mi: int,
+        rpc: str,
+        sql: str,
+        analysis: Analysis,
+        response: Message,
+        cardinality: str,
+        result_field: str,
+    ) -> tuple[str | None, str | None]:
         columns = analysis.columns
         if cardinality == "exec":
             if columns is not None:
-                self.at_method(si, mi, f"{rpc}: CARDINALITY_EXEC statements must not return rows; drop RETURNING or use CARDINALITY_ONE/OPTIONAL/MANY")
+                self.at_method(
+                    si,
+                    mi,
+                    f"{rpc}: CARDINALITY_EXEC statements must not return rows; drop RETURNING or use CARDINALITY_ONE/OPTIONAL/MANY",
+                )
             if result_field:
                 self.at_method(si, mi, f"{rpc}: result_field is set, but CARDINALITY_EXEC returns no rows")
             return None, None
         if columns is None:
             what = "SELECT or RETURNING"
-            self.at_method(si, mi, f"{rpc}: CARDINALITY_{cardinality.upper()} needs rows, but the {analysis.kind.upper()} returns none; add {what} or use CARDINALITY_EXEC")
+            self.at_method(
+                si,
+                mi,
+                f"{rpc}: CARDINALITY_{cardinality.upper()} needs rows, but the {analysis.kind.upper()} returns none; add {what} or use CARDINALITY_EXEC",
+            )
             return None, None
         target = response
         if result_field:
@@ -296,21 +443,39 @@ class FileCompiler:
                 names = [x.name for x in response.fields]
                 close = difflib.get_close_matches(result_field, names, n=1, cutoff=0.6)
                 hint = f"; did you mean {close[0]}?" if close else ""
-                self.at_method(si, mi, f"{rpc}: result_field {result_field} is not a field of {response.full_name}{hint}")
+                self.at_method(
+                    si, mi, f"{rpc}: result_field {result_field} is not a field of {response.full_name}{hint}"
+                )
                 return None, None
             msg = self.index.messages.get(f.type)
             if msg is None or f.type in t.WRAPPERS or f.type in (t.TIMESTAMP_MSG, t.DURATION_MSG):
-                self.at_method(si, mi, f"{rpc}: result_field {result_field} must be a message field that receives the row, but it is {f.describe()}")
+                self.at_method(
+                    si,
+                    mi,
+                    f"{rpc}: result_field {result_field} must be a message field that receives the row, but it is {f.describe()}",
+                )
                 return None, None
             if cardinality == "many" and not f.repeated:
-                self.at_method(si, mi, f"{rpc}: CARDINALITY_MANY needs a repeated result field, but {response.full_name}.{result_field} is not repeated")
+                self.at_method(
+                    si,
+                    mi,
+                    f"{rpc}: CARDINALITY_MANY needs a repeated result field, but {response.full_name}.{result_field} is not repeated",
+                )
                 return None, None
             if cardinality != "many" and f.repeated:
-                self.at_method(si, mi, f"{rpc}: CARDINALITY_{cardinality.upper()} needs a singular result field, but {response.full_name}.{result_field} is repeated; use CARDINALITY_MANY")
+                self.at_method(
+                    si,
+                    mi,
+                    f"{rpc}: CARDINALITY_{cardinality.upper()} needs a singular result field, but {response.full_name}.{result_field} is repeated; use CARDINALITY_MANY",
+                )
                 return None, None
             target = msg
         elif cardinality == "many":
-            self.at_method(si, mi, f"{rpc}: CARDINALITY_MANY needs result_field naming a repeated message field of {response.full_name}")
+            self.at_method(
+                si,
+                mi,
+                f"{rpc}: CARDINALITY_MANY needs result_field naming a repeated message field of {response.full_name}",
+            )
             return None, None
         values = []
         for i, col in enumerate(columns):
@@ -324,23 +489,35 @@ class FileCompiler:
             name, n = base, 2
             while name in taken:
                 name, n = f"{base}_{n}", n + 1
-            self.ctx.converters[key] = model.RowConverter(name, self.ctx.message_type(target), f"A result row as a {target.full_name}.", tuple(values))
+            self.ctx.converters[key] = model.RowConverter(
+                name, self.ctx.message_type(target), f"A result row as a {target.full_name}.", tuple(values)
+            )
         return self.ctx.converters[key].function, result_field or None
 
-    def column_value(self, si: int, mi: int, rpc: str, sql: str, i: int, col: ResultColumn, target: Message) -> model.FieldValue | None:
+    def column_value(
+        self, si: int, mi: int, rpc: str, sql: str, i: int, col: ResultColumn, target: Message
+    ) -> model.FieldValue | None:
         f = target.field(col.name)
         if f is None:
             names = [x.name for x in target.fields]
             close = difflib.get_close_matches(col.name, names, n=1, cutoff=0.6)
             hint = f"; did you mean {close[0]}? (or alias the column: AS {close[0]})" if close else ""
-            self.at_method(si, mi, f"{rpc}: result column {col.name} has no field in {target.full_name}{hint}", sql, col.span)
+            self.at_method(
+                si, mi, f"{rpc}: result column {col.name} has no field in {target.full_name}{hint}", sql, col.span
+            )
             return None
-        if col.type is None:
-            return None
+        if col.type is None or col.type == t.NULL:
+            return None  # the analyzer reported why the type is unknown
         pg = col.type
         v = f"row[{i}]"
         if pg.is_array != f.repeated:
-            self.at_method(si, mi, f"{rpc}: result column {col.name} is {pg} but {target.full_name}.{f.name} is {f.describe()}", sql, col.span)
+            self.at_method(
+                si,
+                mi,
+                f"{rpc}: result column {col.name} is {pg} but {target.full_name}.{f.name} is {f.describe()}",
+                sql,
+                col.span,
+            )
             return None
         if f.type == "enum" and pg.is_enum:
             problem = self.check_enum(pg, self.index.enums[f.type_name])
@@ -348,14 +525,22 @@ class FileCompiler:
                 self.at_method(si, mi, f"{rpc}: result column {col.name}: {problem}", sql, col.span)
                 return None
         elif not t.compatible(pg.element, f.type):
-            self.at_method(si, mi, f"{rpc}: result column {col.name} is {pg}, which does not fit {target.full_name}.{f.name} ({f.describe()}); see the type table in docs/diagnostics.md", sql, col.span)
+            self.at_method(
+                si,
+                mi,
+                f"{rpc}: result column {col.name} is {pg}, which does not fit {target.full_name}.{f.name} ({f.describe()}); see the type table in docs/diagnostics.md",
+                sql,
+                col.span,
+            )
             return None
         if col.nullable and not f.has_presence:
             self.at_method(
-                si, mi,
+                si,
+                mi,
                 f"{rpc}: result column {col.name} may be NULL, but {target.full_name}.{f.name} ({f.describe()}) cannot tell NULL from "
                 f"its zero value; make the field `optional`, use a wrapper type, or COALESCE the column",
-                sql, col.span,
+                sql,
+                col.span,
             )
             return None
         convert = self.value_conversion(pg, f)
@@ -387,6 +572,8 @@ class FileCompiler:
             return "float({})"
         if elem.name in ("date", "time", "timetz") and f.type == "string":
             return "{}.isoformat()"
+        if elem.name in ("timestamp", "timestamptz") and f.type == t.TIMESTAMP_MSG:
+            return "rt.timestamp_value({})"  # 2x faster than protobuf converting the datetime
         return "{}"
 
     # -- enums -----------------------------------------------------------------------------
@@ -406,7 +593,10 @@ class FileCompiler:
             from_pg_name=base + "_FROM_PG",
             to_pg_name=base + "_TO_PG",
             proto_type=etype,
-            pairs=tuple((label, f"{alias}.{enum.python_path.rsplit('.', 1)[0] + '.' if '.' in enum.python_path else ''}{value}") for label, value in pairs),
+            pairs=tuple(
+                (label, f"{alias}.{enum.python_path.rsplit('.', 1)[0] + '.' if '.' in enum.python_path else ''}{value}")
+                for label, value in pairs
+            ),
             pg_type=pg.name,
             used_from_pg=(existing.used_from_pg if existing else False) or not to_pg,
             used_to_pg=(existing.used_to_pg if existing else False) or to_pg,
@@ -450,6 +640,25 @@ def psycopg_sql(sql: str, analysis: Analysis) -> str:
         pos = end + 1
     out.append(sql[pos:].replace("%", "%%"))
     return "".join(out)
+
+
+def _traceparent_unset(request: Message, params: tuple[model.ParamBinding, ...]) -> str | None:
+    """The W3C trace context hook: see model.Rpc.traceparent_unset."""
+    f = request.field(TRACEPARENT_FIELD)
+    if f is None or f.type != "string" or f.repeated or all(p.name != f.name for p in params):
+        return None
+    return f'not request.HasField("{f.name}")' if f.has_presence else f"not request.{f.name}"
+
+
+def internal_error(what: str, err: Exception) -> str:
+    """The message for a crash of the plugin itself: says so, names what it was compiling and
+    where it failed, and asks for a report (no traceback: the user did nothing wrong)."""
+    frames = traceback.extract_tb(err.__traceback__)
+    where = f" at {posixpath.basename(frames[-1].filename)}:{frames[-1].lineno}" if frames else ""
+    return (
+        f"internal error in protoc-gen-pydb while compiling {what}: {type(err).__name__}: {err}{where}. "
+        "This is a bug in protoc-gen-pydb, not in your proto; please report it with the .proto and schema.sql"
+    )
 
 
 def _line_col(text: str, offset: int) -> tuple[int, int]:

@@ -10,19 +10,36 @@ import sys
 import traceback
 from pathlib import Path
 
+from google.protobuf.compiler import plugin_pb2
+from google.protobuf.message import DecodeError
+
+from pydb import __version__, include_dir
+
 # The options extension must be registered before the request is parsed, or protobuf keeps
 # (pydb.v1.sql) as an unknown field and every RPC looks unannotated.
 from pydb.v1 import options_pb2  # noqa: F401  (import for its side effect)
-
-from google.protobuf.compiler import plugin_pb2
-
-from pydb import __version__, include_dir
 
 from .compiler import compile_request
 from .diagnostics import format_all
 from .render import render
 
+# proto3 `optional` is handled (presence becomes HasField / None). Editions are not declared:
+# field presence under editions features is not modelled, so protoc refuses an editions file
+# for --pydb_out with a clear message rather than getting a silently wrong handler.
 _FEATURES = plugin_pb2.CodeGeneratorResponse.FEATURE_PROTO3_OPTIONAL
+
+USAGE = """usage: protoc-gen-pydb [--version | --include-dir | --help]
+
+A protoc plugin; protoc runs it. For example:
+  python -m grpc_tools.protoc -I example_protos -I "$(protoc-gen-pydb --include-dir)" \\
+      --python_out=gen --grpc_python_out=gen --pydb_out=gen --pydb_opt=proto_path=example_protos \\
+      generation/task/v1/task.proto
+
+Parameters (--pydb_opt=KEY=VALUE, comma-separated):
+  proto_path=DIR   a root to look schema files up in (repeatable; default: the working directory)
+
+  --include-dir    print the directory to pass to protoc with -I for pydb/v1/options.proto
+  --version        print the version"""
 
 
 class ParameterError(Exception):
@@ -37,10 +54,17 @@ def parse_parameters(raw: str) -> list[str]:
         key, sep, value = item.partition("=")
         if key == "proto_path":
             if not sep or not value:
-                raise ParameterError("proto_path needs a directory: proto_path=DIR")
+                raise ParameterError(f"bad parameter {item!r}: proto_path needs a directory, proto_path=DIR")
+            if not Path(value).is_dir():
+                raise ParameterError(
+                    f"bad parameter {item!r}: {value} is not a directory (relative paths are taken from "
+                    f"the directory protoc runs in, {os.getcwd()})"
+                )
             roots.append(value)
         else:
-            raise ParameterError(f"unknown parameter {item!r}; protoc-gen-pydb accepts proto_path=DIR (repeatable)")
+            raise ParameterError(
+                f"unknown parameter {key!r} in {raw!r}; protoc-gen-pydb accepts proto_path=DIR (repeatable)"
+            )
     return roots or ["."]
 
 
@@ -94,10 +118,19 @@ def main(argv: list[str] | None = None) -> int:
         if args[0] == "--include-dir":
             print(include_dir())
             return 0
-        print("usage: protoc-gen-pydb [--version | --include-dir]\n"
-              "Run by protoc as a plugin: protoc --pydb_out=OUT [--pydb_opt=proto_path=DIR] ...", file=sys.stderr)
-        return 0 if args[0] in ("-h", "--help") else 2
-    request = plugin_pb2.CodeGeneratorRequest.FromString(sys.stdin.buffer.read())
+        if args[0] in ("-h", "--help"):
+            print(USAGE)
+            return 0
+        print(f"protoc-gen-pydb: unknown argument {args[0]!r}\n{USAGE}", file=sys.stderr)
+        return 2
+    if sys.stdin.isatty():
+        print(f"protoc-gen-pydb reads a CodeGeneratorRequest from protoc on stdin.\n{USAGE}", file=sys.stderr)
+        return 2
+    try:
+        request = plugin_pb2.CodeGeneratorRequest.FromString(sys.stdin.buffer.read())
+    except DecodeError:
+        print("protoc-gen-pydb: stdin is not a CodeGeneratorRequest; run it through protoc", file=sys.stderr)
+        return 1
     response = generate(request)
     sys.stdout.buffer.write(response.SerializeToString(deterministic=True))
     return 0

@@ -69,6 +69,23 @@ class Rpc:
     probe_table: str | None
     conflict_do_nothing: bool
     source_comment: str
+    #: When the request has a string `w3c_traceparent` field the statement binds: the Python
+    #: condition for "the caller left it unset"; the servicer then fills it from the call's
+    #: `traceparent` metadata.
+    traceparent_unset: str | None = None
+
+
+@dataclass(frozen=True)
+class Listen:
+    """A server-streaming RPC with `(pydb.v1.listen)`: one response per NOTIFY on `channel`."""
+
+    name: str  # WatchTaskWakes
+    request_type: str
+    response_type: str
+    channel: str  # task_wake
+    payload_field: str  # the response's string field that gets the payload
+    filter_field: str | None  # the request's repeated string field that filters payloads
+    summary: str
 
 
 @dataclass(frozen=True)
@@ -78,6 +95,7 @@ class Service:
     handlers_class: str  # GenerationDataServiceHandlers
     rpcs: tuple[Rpc, ...]
     unannotated: tuple[str, ...]
+    listens: tuple[Listen, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -5,9 +5,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from sqlglot import exp
+from sqlglot.expressions.datatypes import DType
+
+from .diagnostics import SqlSpan
 
 # Canonical names of the built-in types the catalog understands, keyed by sqlglot's DType.
-_BUILTIN: dict[exp.DataType.Type, str] = {
+_BUILTIN: dict[DType, str] = {
     exp.DataType.Type.SMALLINT: "int2",
     exp.DataType.Type.INT: "int4",
     exp.DataType.Type.BIGINT: "int8",
@@ -80,19 +83,40 @@ INTERVAL = PgType("interval")
 JSONB = PgType("jsonb")
 
 
-def qualified_name(node: exp.Expression) -> str:
+def qualified_name(node: exp.Expr) -> str:
     """`generation.task_status` from a Dot/Identifier/Table/Column node, lower-cased unless quoted."""
     if isinstance(node, exp.Dot):
         return f"{qualified_name(node.this)}.{qualified_name(node.expression)}"
     if isinstance(node, exp.Identifier):
-        return node.this if node.quoted else node.this.lower()
+        text = str(node.this)
+        return text if node.quoted else text.lower()
     if isinstance(node, (exp.Table, exp.Column)):
         return ".".join(qualified_name(part) for part in node.parts)
     return node.sql(dialect="postgres").lower()
 
 
+def span_of(node: exp.Expr) -> SqlSpan | None:
+    """The smallest range covering every token of `node` that sqlglot placed (0-based,
+    `end` inclusive), widened to the closing parenthesis of a call or group it ends in:
+    sqlglot places no node on a `)`."""
+    starts: list[int] = []
+    ends: list[int] = []
+    for sub in node.walk():
+        meta = sub.meta
+        if "start" in meta and "end" in meta:
+            starts.append(int(meta["start"]))
+            ends.append(int(meta["end"]))
+    if not starts:
+        return None
+    return SqlSpan(min(starts), max(ends))
+
+
 class UnknownType(Exception):
-    """A type name the catalog does not know; the message names it."""
+    """A type name the catalog does not know; the message names it, `node` is where it is."""
+
+    def __init__(self, name: str, node: exp.Expr | None = None) -> None:
+        super().__init__(name)
+        self.node = node
 
 
 def resolve_datatype(dt: exp.DataType, enums: dict[str, tuple[str, ...]]) -> PgType:
@@ -100,17 +124,17 @@ def resolve_datatype(dt: exp.DataType, enums: dict[str, tuple[str, ...]]) -> PgT
     if dt.this == exp.DataType.Type.ARRAY:
         inner = dt.expressions[0] if dt.expressions else None
         if not isinstance(inner, exp.DataType):
-            raise UnknownType(dt.sql(dialect="postgres"))
+            raise UnknownType(dt.sql(dialect="postgres"), dt)
         return resolve_datatype(inner, enums).array()
     if dt.this == exp.DataType.Type.USERDEFINED:
         kind = dt.args.get("kind")
-        name = qualified_name(kind) if isinstance(kind, exp.Expression) else str(kind).lower()
+        name = qualified_name(kind) if isinstance(kind, exp.Expr) else str(kind).lower()
         if name in enums:
             return PgType(name, False, enums[name])
-        raise UnknownType(name)
+        raise UnknownType(name, dt)
     builtin = _BUILTIN.get(dt.this)
     if builtin is None:
-        raise UnknownType(dt.sql(dialect="postgres").lower())
+        raise UnknownType(dt.sql(dialect="postgres").lower(), dt)
     return PgType(builtin)
 
 

@@ -96,11 +96,14 @@ class ProtoIndex:
             for e in f.enum_type:
                 self._add_enum(f, e, prefix, "")
 
-    def _add_message(self, f: descriptor_pb2.FileDescriptorProto, m: descriptor_pb2.DescriptorProto, prefix: str, py_prefix: str) -> None:
+    def _add_message(
+        self, f: descriptor_pb2.FileDescriptorProto, m: descriptor_pb2.DescriptorProto, prefix: str, py_prefix: str
+    ) -> None:
         full = prefix + m.name
         py = py_prefix + m.name
         real_oneofs = {
-            i for i, _ in enumerate(m.oneof_decl)
+            i
+            for i, _ in enumerate(m.oneof_decl)
             if not any(fd.proto3_optional and fd.oneof_index == i for fd in m.field)
         }
         fields = []
@@ -130,23 +133,48 @@ class ProtoIndex:
         for e in m.enum_type:
             self._add_enum(f, e, full + ".", py + ".")
 
-    def _add_enum(self, f: descriptor_pb2.FileDescriptorProto, e: descriptor_pb2.EnumDescriptorProto, prefix: str, py_prefix: str) -> None:
+    def _add_enum(
+        self, f: descriptor_pb2.FileDescriptorProto, e: descriptor_pb2.EnumDescriptorProto, prefix: str, py_prefix: str
+    ) -> None:
         full = prefix + e.name
         self.enums[full] = Enum(full, f.name, py_prefix + e.name, tuple((v.name, v.number) for v in e.value))
 
 
+_Location = descriptor_pb2.SourceCodeInfo.Location
+# id(file) -> (file, its source_code_info by path). Built once per file: looking a path up by
+# scanning every location made each RPC cost O(file size), so codegen grew quadratically.
+# A path can have several locations: `location` reports the last, `leading_comment` the first.
+_LocationIndex = tuple[dict[tuple[int, ...], _Location], dict[tuple[int, ...], _Location]]
+_LOCATIONS: dict[int, tuple[descriptor_pb2.FileDescriptorProto, _LocationIndex]] = {}
+
+
+def _locations(file: descriptor_pb2.FileDescriptorProto) -> _LocationIndex:
+    cached = _LOCATIONS.get(id(file))
+    if cached is None or cached[0] is not file:
+        first: dict[tuple[int, ...], _Location] = {}
+        last: dict[tuple[int, ...], _Location] = {}
+        for loc in file.source_code_info.location:
+            key = tuple(loc.path)
+            first.setdefault(key, loc)
+            last[key] = loc
+        if len(_LOCATIONS) >= 64:  # a long-lived process (tests) must not keep every file alive
+            _LOCATIONS.clear()
+        cached = _LOCATIONS[id(file)] = (file, (first, last))
+    return cached[1]
+
+
 def location(file: descriptor_pb2.FileDescriptorProto, *paths: list[int]) -> tuple[int, int]:
     """1-based line and column of the first of `paths` that source_code_info records."""
-    spans = {tuple(loc.path): loc.span for loc in file.source_code_info.location}
+    spans = _locations(file)[1]
     for path in paths:
-        span = spans.get(tuple(path))
-        if span:
-            return span[0] + 1, span[1] + 1
+        loc = spans.get(tuple(path))
+        if loc is not None and loc.span:
+            return loc.span[0] + 1, loc.span[1] + 1
     return 1, 1
 
 
 def leading_comment(file: descriptor_pb2.FileDescriptorProto, path: list[int]) -> str:
-    for loc in file.source_code_info.location:
-        if list(loc.path) == path:
-            return " ".join(line.strip() for line in loc.leading_comments.strip().splitlines())
-    return ""
+    loc = _locations(file)[0].get(tuple(path))
+    if loc is None:
+        return ""
+    return " ".join(line.strip() for line in loc.leading_comments.strip().splitlines())

@@ -13,6 +13,7 @@ from .convert import (
     parse_uuids,
     text_results,
     timestamp_param,
+    timestamp_value,
 )
 from .database import Database
 from .errors import (
@@ -24,6 +25,8 @@ from .errors import (
     Unavailable,
     status_for_db_error,
 )
+from .listen import listen
+from .trace import traceparent
 
 __all__ = [
     "AlreadyExists",
@@ -34,9 +37,12 @@ __all__ = [
     "RpcError",
     "Unavailable",
     "enum_label",
+    "listen",
     "parse_uuid",
     "parse_uuids",
     "status_for_db_error",
     "text_results",
     "timestamp_param",
+    "timestamp_value",
+    "traceparent",
 ]

@@ -22,20 +22,38 @@ Resp = TypeVar("Resp")
 
 Handler = Callable[[AsyncConnection[Any], Req], Awaitable[Resp]]
 
+# Codes that mean the server or its database failed, not the caller: always logged, at ERROR.
+# Every other outcome is one DEBUG line.
+SERVER_FAULTS = frozenset(
+    {
+        grpc.StatusCode.INTERNAL,
+        grpc.StatusCode.UNAVAILABLE,
+        grpc.StatusCode.UNKNOWN,
+        grpc.StatusCode.DATA_LOSS,
+        grpc.StatusCode.RESOURCE_EXHAUSTED,
+    }
+)
+
 
 class Database:
     """A connection pool plus the policy every RPC shares.
 
-    - The caller's deadline bounds the whole call, statement included: when it passes the
-      query is cancelled on the server and the call ends with DEADLINE_EXCEEDED.
+    - The caller's deadline bounds the whole call (waiting for a connection included). When it
+      passes, or the caller cancels, the call ends at once with DEADLINE_EXCEEDED (or
+      CANCELLED) and the statement is cancelled on the server: the task running it is
+      cancelled exactly once, so psycopg sends PostgreSQL a cancel request, waits for the
+      backend to stop, and the connection goes back to the pool clean. (Were that task
+      cancelled twice, as gRPC's own deadline handling would do, psycopg would give up and
+      drop the connection while a backend blocked on a lock kept running the statement.)
+    - Waiting for a pooled connection is bounded by the pool's `timeout` (UNAVAILABLE after it).
     - `RpcError`s raised by a handler become their status; database errors are mapped by
       SQLSTATE (see errors.py); nothing else leaks: an unexpected exception is logged with
       its traceback and answered with a bare INTERNAL.
+    - One log line per call: DEBUG, or ERROR when the server is at fault (SERVER_FAULTS).
     """
 
-    def __init__(self, pool: AsyncConnectionPool[Any], *, acquire_timeout: float = 5.0) -> None:
+    def __init__(self, pool: AsyncConnectionPool[Any]) -> None:
         self.pool = pool
-        self.acquire_timeout = acquire_timeout
 
     async def run(
         self,
@@ -45,26 +63,94 @@ class Database:
         request: Req,
     ) -> Resp:
         started = time.perf_counter()
-        code, message = grpc.StatusCode.OK, ""
-        remaining = context.time_remaining()
+        code, message, cause = grpc.StatusCode.OK, "", ""
+        unexpected: Exception | None = None
         try:
-            async with asyncio.timeout(remaining):
-                async with self.pool.connection(timeout=self.acquire_timeout) as conn:
-                    return await handler(conn, request)
+            return await self._bounded(handler, request, context.time_remaining())
         except RpcError as err:
             code, message = err.code, err.message
+        except PoolTimeout as err:  # an OperationalError without SQLSTATE: the database is unreachable
+            code, message = grpc.StatusCode.UNAVAILABLE, "database unavailable"
+            cause = f"error={_quote(str(err))}"
         except psycopg.Error as err:
             code, message = status_for_db_error(err)
-            if code in (grpc.StatusCode.INTERNAL, grpc.StatusCode.UNAVAILABLE):
-                log.error("%s: database error %s: %s", rpc, err.sqlstate, err)
-        except PoolTimeout:
-            code, message = grpc.StatusCode.UNAVAILABLE, "database unavailable"
-        except TimeoutError:
+            cause = f"sqlstate={err.sqlstate or '-'} error={_quote(str(err))}"
+        except TimeoutError:  # from _bounded only: psycopg raises its own errors
             code, message = grpc.StatusCode.DEADLINE_EXCEEDED, "deadline exceeded"
-        except Exception:
-            log.exception("%s: unexpected error", rpc)
+        except asyncio.CancelledError:
+            code = grpc.StatusCode.CANCELLED
+            raise
+        except Exception as err:
             code, message = grpc.StatusCode.INTERNAL, "internal error"
+            cause, unexpected = f"error={_quote(repr(err))}", err
         finally:
-            if log.isEnabledFor(logging.DEBUG):
-                log.debug("%s %s %.1fms", rpc, code.name, (time.perf_counter() - started) * 1000)
+            elapsed = (time.perf_counter() - started) * 1000
+            level = logging.ERROR if code in SERVER_FAULTS else logging.DEBUG
+            if log.isEnabledFor(level):
+                line = f"rpc={rpc} code={code.name} ms={elapsed:.1f}"
+                log.log(level, f"{line} {cause}" if cause else line, exc_info=unexpected)
         await context.abort(code, message)
+
+    async def _bounded(
+        self, handler: Callable[[AsyncConnection[Any], Req], Awaitable[Resp]], request: Req, timeout: float | None
+    ) -> Resp:
+        """`handler` on a pooled connection within `timeout` seconds, else TimeoutError."""
+        task = asyncio.ensure_future(self._on_connection(handler, request))
+        _track(task, self.pool)
+        try:
+            done, _ = await asyncio.wait((task,), timeout=timeout)
+        except asyncio.CancelledError:
+            _cancel_in_background(task)
+            raise
+        if not done:
+            _cancel_in_background(task)
+            raise TimeoutError
+        return task.result()
+
+    async def _on_connection(
+        self, handler: Callable[[AsyncConnection[Any], Req], Awaitable[Resp]], request: Req
+    ) -> Resp:
+        async with self.pool.connection() as conn:
+            return await handler(conn, request)
+
+
+# Every handler task until it finishes, with the pool it runs on (strong references: a task
+# whose call has ended may still be cancelling its statement), and those already cancelled.
+_in_flight: dict[asyncio.Future[Any], AsyncConnectionPool[Any]] = {}
+_cancel_requested: set[asyncio.Future[Any]] = set()
+
+
+def _track(task: asyncio.Future[Any], pool: AsyncConnectionPool[Any]) -> None:
+    _in_flight[task] = pool
+    task.add_done_callback(_finished)
+
+
+def _finished(task: asyncio.Future[Any]) -> None:
+    _in_flight.pop(task, None)
+    if task in _cancel_requested:
+        _cancel_requested.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.debug("event=cancelled_call error=%s", _quote(repr(task.exception())))
+
+
+def _cancel_in_background(task: asyncio.Future[Any]) -> None:
+    """Cancel `task` once (a second cancel would interrupt psycopg's own cancel request)."""
+    if task not in _cancel_requested and not task.done():
+        _cancel_requested.add(task)
+        task.cancel()
+
+
+async def drain(pool: AsyncConnectionPool[Any], timeout: float) -> None:
+    """At shutdown, once the gRPC server has stopped: cancel the statements of calls still on
+    `pool` (the grace period is over) and wait at most `timeout` seconds for them to stop,
+    so every connection is back in the pool before it closes."""
+    tasks = [t for t, p in _in_flight.items() if p is pool]
+    for task in tasks:
+        _cancel_in_background(task)
+    if tasks:
+        await asyncio.wait(tasks, timeout=timeout)
+
+
+def _quote(text: str) -> str:
+    """A logfmt value: one line, double-quoted."""
+    return '"' + " ".join(text.split()).replace("\\", "\\\\").replace('"', '\\"') + '"'

@@ -65,6 +65,7 @@ _BY_CLASS: dict[str, grpc.StatusCode] = {
     "08": grpc.StatusCode.UNAVAILABLE,  # connection exception
     "22": grpc.StatusCode.INVALID_ARGUMENT,  # data exception (bad text representation, range)
     "53": grpc.StatusCode.RESOURCE_EXHAUSTED,  # insufficient resources
+    "54": grpc.StatusCode.INVALID_ARGUMENT,  # program limit exceeded (a value too large to index, JSON nested too deep)
 }
 
 
@@ -72,6 +73,10 @@ def status_for_db_error(err: psycopg.Error) -> tuple[grpc.StatusCode, str]:
     """The status and a client-safe message for a database error."""
     if isinstance(err, (psycopg.OperationalError, psycopg.InterfaceError)) and not err.sqlstate:
         return grpc.StatusCode.UNAVAILABLE, "database unavailable"
+    if isinstance(err, psycopg.DataError) and not err.sqlstate:
+        # Refused by psycopg before it reached the server: a value Postgres cannot store, e.g.
+        # "PostgreSQL text fields cannot contain NUL (0x00) bytes". The caller's input, not a fault.
+        return grpc.StatusCode.INVALID_ARGUMENT, f"invalid value: {err}"
     state = err.sqlstate or ""
     code = _BY_SQLSTATE.get(state) or _BY_CLASS.get(state[:2]) or grpc.StatusCode.INTERNAL
     if code == grpc.StatusCode.INTERNAL:

@@ -103,11 +103,54 @@ class Sql(_message.Message):
 
 Global___Sql: _TypeAlias = Sql  # noqa: Y015
 
+@_typing.final
+class Listen(_message.Message):
+    """Relays PostgreSQL notifications to the caller. A server-streaming RPC with this option (and
+    no (pydb.v1.sql)) LISTENs on `channel` on a database connection of its own and sends one
+    response per NOTIFY, until the caller cancels. Once it listens it sends the initial metadata
+    `pydb-listening: <channel>`, so a client knows no later notification can be missed.
+
+      rpc WatchTaskWakes(WatchTaskWakesRequest) returns (stream WatchTaskWakesResponse) {
+        option (pydb.v1.listen) = { channel: "task_wake" payload_field: "tool_id" filter_field: "tool_ids" };
+      }
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CHANNEL_FIELD_NUMBER: _builtins.int
+    PAYLOAD_FIELD_FIELD_NUMBER: _builtins.int
+    FILTER_FIELD_FIELD_NUMBER: _builtins.int
+    channel: _builtins.str
+    """The notification channel: a lower-case identifier."""
+    payload_field: _builtins.str
+    """The response's string field that receives the notification's payload."""
+    filter_field: _builtins.str
+    """Optional: a repeated string field of the request. When the caller sets it, only payloads
+    equal to one of its values are sent; when it is empty, every notification is.
+    """
+    def __init__(
+        self,
+        *,
+        channel: _builtins.str = ...,
+        payload_field: _builtins.str = ...,
+        filter_field: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["channel", b"channel", "filter_field", b"filter_field", "payload_field", b"payload_field"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___Listen: _TypeAlias = Listen  # noqa: Y015
+
 SQL_FIELD_NUMBER: _builtins.int
 SCHEMA_FIELD_NUMBER: _builtins.int
+LISTEN_FIELD_NUMBER: _builtins.int
 sql: _extension_dict._ExtensionFieldDescriptor[_descriptor_pb2.MethodOptions, Global___Sql]
 """The statement behind this RPC."""
 schema: _extension_dict._ExtensionFieldDescriptor[_descriptor_pb2.FileOptions, _builtins.str]
 """The schema file for this .proto, relative to the .proto's directory.
 Default: "schema.sql" beside the .proto.
 """
+listen: _extension_dict._ExtensionFieldDescriptor[_descriptor_pb2.MethodOptions, Global___Listen]
+"""Stream the notifications of a channel (server-streaming RPCs only)."""

@@ -51,3 +51,18 @@ CREATE INDEX idx_gen_tasks_queue ON generation.tasks (tool_id, status DESC, prio
 -- The reaper's scan for stale rows of every tool.
 CREATE INDEX idx_gen_tasks_stale ON generation.tasks (created_at)
     WHERE status IN ('queued', 'dispatched', 'processing');
+
+-- The wake signal without Redis: a row that becomes claimable (a new task, or one FailTask
+-- re-queued) NOTIFYs channel task_wake with its tool_id. NOTIFY is transactional, so the wake
+-- is delivered only when the enqueue commits; WatchTaskWakes relays it to the workers.
+CREATE FUNCTION generation.notify_task_wake() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM pg_notify('task_wake', NEW.tool_id::text);
+    RETURN NULL;
+END
+$$;
+
+CREATE TRIGGER tasks_notify_wake
+    AFTER INSERT OR UPDATE OF status ON generation.tasks
+    FOR EACH ROW WHEN (NEW.status = 'queued')
+    EXECUTE FUNCTION generation.notify_task_wake();

@@ -243,7 +243,9 @@ class QueueTaskRequest(_message.Message):
     """Unset means 3. A row with max_retries = 0 is never claimed (the reaper fails it)."""
     reserved_token_amount: _builtins.int
     billing_idempotency_key: _builtins.str
-    """A retried enqueue with the same key returns the task it created, never a duplicate."""
+    """A retried enqueue with the same key returns the task it created, never a duplicate.
+    An empty key is no key (two callers sending "" must not share one task).
+    """
     w3c_traceparent: _builtins.str
     """Unset: the server stores the call's `traceparent` metadata, if any."""
     def __init__(
@@ -607,9 +609,11 @@ class ListStaleTasksRequest(_message.Message):
     QUEUED_MAX_AGE_SECONDS_FIELD_NUMBER: _builtins.int
     LIMIT_FIELD_NUMBER: _builtins.int
     processing_grace_seconds: _builtins.int
-    """How long past its lease a retries-exhausted `processing` row must be. 0 means 120."""
+    """How long past its lease a retries-exhausted `processing` row must be. 0 (or less) means 120."""
     queued_max_age_seconds: _builtins.int
-    """How old a never-finished queued/dispatched row must be. 0 means 900."""
+    """How old a never-finished queued/dispatched row must be. 0 (or less) means 900: a negative
+    age must never make fresh work look abandoned.
+    """
     limit: _builtins.int
     """0 means 100."""
     def __init__(
@@ -685,3 +689,45 @@ class GetTaskResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___GetTaskResponse: _TypeAlias = GetTaskResponse  # noqa: Y015
+
+@_typing.final
+class WatchTaskWakesRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TOOL_IDS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def tool_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """Only wakes for these tools; empty means every tool."""
+
+    def __init__(
+        self,
+        *,
+        tool_ids: _abc.Iterable[_builtins.str] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["tool_ids", b"tool_ids"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___WatchTaskWakesRequest: _TypeAlias = WatchTaskWakesRequest  # noqa: Y015
+
+@_typing.final
+class WatchTaskWakesResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TOOL_ID_FIELD_NUMBER: _builtins.int
+    tool_id: _builtins.str
+    """A task of this tool became claimable (queued, or re-queued by FailTask)."""
+    def __init__(
+        self,
+        *,
+        tool_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["tool_id", b"tool_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___WatchTaskWakesResponse: _TypeAlias = WatchTaskWakesResponse  # noqa: Y015

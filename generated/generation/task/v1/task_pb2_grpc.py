@@ -84,6 +84,11 @@ class GenerationDataServiceStub:
                 request_serializer=generation_dot_task_dot_v1_dot_task__pb2.GetTaskRequest.SerializeToString,
                 response_deserializer=generation_dot_task_dot_v1_dot_task__pb2.GetTaskResponse.FromString,
                 _registered_method=True)
+        self.WatchTaskWakes = channel.unary_stream(
+                '/generation.task.v1.GenerationDataService/WatchTaskWakes',
+                request_serializer=generation_dot_task_dot_v1_dot_task__pb2.WatchTaskWakesRequest.SerializeToString,
+                response_deserializer=generation_dot_task_dot_v1_dot_task__pb2.WatchTaskWakesResponse.FromString,
+                _registered_method=True)
 
 
 class GenerationDataServiceServicer:
@@ -161,6 +166,16 @@ class GenerationDataServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def WatchTaskWakes(self, request, context):
+        """The wake signal without Redis: streams the tool_id of every task that becomes claimable,
+        as the schema's trigger NOTIFYs it on channel task_wake inside the enqueue's own
+        transaction (so only committed enqueues wake anyone). Best-effort, like any wake: workers
+        keep polling. The initial metadata `pydb-listening` says the stream is live.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_GenerationDataServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -213,6 +228,11 @@ def add_GenerationDataServiceServicer_to_server(servicer, server):
                     servicer.GetTask,
                     request_deserializer=generation_dot_task_dot_v1_dot_task__pb2.GetTaskRequest.FromString,
                     response_serializer=generation_dot_task_dot_v1_dot_task__pb2.GetTaskResponse.SerializeToString,
+            ),
+            'WatchTaskWakes': grpc.unary_stream_rpc_method_handler(
+                    servicer.WatchTaskWakes,
+                    request_deserializer=generation_dot_task_dot_v1_dot_task__pb2.WatchTaskWakesRequest.FromString,
+                    response_serializer=generation_dot_task_dot_v1_dot_task__pb2.WatchTaskWakesResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -485,6 +505,33 @@ class GenerationDataService:
             '/generation.task.v1.GenerationDataService/GetTask',
             generation_dot_task_dot_v1_dot_task__pb2.GetTaskRequest.SerializeToString,
             generation_dot_task_dot_v1_dot_task__pb2.GetTaskResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def WatchTaskWakes(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/generation.task.v1.GenerationDataService/WatchTaskWakes',
+            generation_dot_task_dot_v1_dot_task__pb2.WatchTaskWakesRequest.SerializeToString,
+            generation_dot_task_dot_v1_dot_task__pb2.WatchTaskWakesResponse.FromString,
             options,
             channel_credentials,
             insecure,

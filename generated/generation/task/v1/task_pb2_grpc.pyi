@@ -62,6 +62,12 @@ class GenerationDataServiceStub:
     (retry_count >= max_retries) and abandoned queued rows. The reaper fails each.
     """
     GetTask: _grpc.UnaryUnaryMultiCallable[_task_pb2.GetTaskRequest, _task_pb2.GetTaskResponse]
+    WatchTaskWakes: _grpc.UnaryStreamMultiCallable[_task_pb2.WatchTaskWakesRequest, _task_pb2.WatchTaskWakesResponse]
+    """The wake signal without Redis: streams the tool_id of every task that becomes claimable,
+    as the schema's trigger NOTIFYs it on channel task_wake inside the enqueue's own
+    transaction (so only committed enqueues wake anyone). Best-effort, like any wake: workers
+    keep polling. The initial metadata `pydb-listening` says the stream is live.
+    """
 
 @_typing.type_check_only
 class GenerationDataServiceAsyncStub(GenerationDataServiceStub):
@@ -91,6 +97,12 @@ class GenerationDataServiceAsyncStub(GenerationDataServiceStub):
     (retry_count >= max_retries) and abandoned queued rows. The reaper fails each.
     """
     GetTask: _aio.UnaryUnaryMultiCallable[_task_pb2.GetTaskRequest, _task_pb2.GetTaskResponse]  # type: ignore[assignment]
+    WatchTaskWakes: _aio.UnaryStreamMultiCallable[_task_pb2.WatchTaskWakesRequest, _task_pb2.WatchTaskWakesResponse]  # type: ignore[assignment]
+    """The wake signal without Redis: streams the tool_id of every task that becomes claimable,
+    as the schema's trigger NOTIFYs it on channel task_wake inside the enqueue's own
+    transaction (so only committed enqueues wake anyone). Best-effort, like any wake: workers
+    keep polling. The initial metadata `pydb-listening` says the stream is live.
+    """
 
 class GenerationDataServiceServicer(metaclass=_abc_1.ABCMeta):
     @_abc_1.abstractmethod
@@ -177,5 +189,17 @@ class GenerationDataServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _task_pb2.GetTaskRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_task_pb2.GetTaskResponse, _abc.Awaitable[_task_pb2.GetTaskResponse]]: ...
+
+    @_abc_1.abstractmethod
+    def WatchTaskWakes(
+        self,
+        request: _task_pb2.WatchTaskWakesRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_abc.Iterator[_task_pb2.WatchTaskWakesResponse], _abc.AsyncIterator[_task_pb2.WatchTaskWakesResponse]]:
+        """The wake signal without Redis: streams the tool_id of every task that becomes claimable,
+        as the schema's trigger NOTIFYs it on channel task_wake inside the enqueue's own
+        transaction (so only committed enqueues wake anyone). Best-effort, like any wake: workers
+        keep polling. The initial metadata `pydb-listening` says the stream is live.
+        """
 
 def add_GenerationDataServiceServicer_to_server(servicer: GenerationDataServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

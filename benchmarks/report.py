@@ -1,0 +1,390 @@
+"""results.json -> benchmarks/RESULTS.md and PNG plots (matplotlib)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from common import Json
+
+TARGETS = {
+    "codegen_queue_s": 0.5,
+    "codegen_1000_s": 3.0,
+    "overhead_ratio": 1.05,
+    "single_ratio": 0.35,
+    "batched_tasks_per_s": 12_000,
+    "backlog_ratio": 1.5,
+}
+
+
+def _met(ok: bool) -> str:
+    return "**met**" if ok else "**not met**"
+
+
+def _f(x: Any, digits: int = 3) -> str:
+    if x is None:
+        return "-"
+    if isinstance(x, float):
+        return f"{x:.{digits}g}" if abs(x) < 1000 else f"{x:,.0f}"
+    return str(x)
+
+
+def _ms(s: Json) -> str:
+    return f"{s['median'] * 1000:.0f} ({s['min'] * 1000:.0f}-{s['max'] * 1000:.0f})"
+
+
+def headline(r: Json) -> list[tuple[str, str, str, str]]:
+    """(what, measured, target, verdict) rows, for RESULTS.md and benchmarks/README.md."""
+    rows: list[tuple[str, str, str, str]] = []
+    cg = r.get("codegen")
+    if cg and not r.get("quick"):
+        q = cg["cases"]["queue (10 RPCs, 2 tables)"]
+        big = cg["cases"]["synthetic 1000 RPCs, 100 tables"]
+        rows.append(("Codegen, queue proto (`protoc --pydb_out`)", f"{q['pydb_s']['median']:.2f} s", "≤ 0.5 s",
+                     _met(q["pydb_s"]["median"] <= TARGETS["codegen_queue_s"])))  # fmt: skip
+        sq = f" (sqlc: {big['sqlc_s']['median']:.2f} s)" if "sqlc_s" in big else ""
+        rows.append(("Codegen, 1,000 RPCs / 100 tables", f"{big['pydb_s']['median']:.2f} s{sq}", "≤ 3 s, linear",
+                     _met(big["pydb_s"]["median"] <= TARGETS["codegen_1000_s"])))  # fmt: skip
+    ov = r.get("overhead")
+    if ov:
+        ratio = ov["ratio_per_round"]["median"]
+        rows.append(("Handler overhead: generated ClaimNextTask / hand-written psycopg",
+                     f"{ratio:.3f}x (+{ov['added_us_median']:.0f} µs)", "≤ 1.05x", _met(ratio <= TARGETS["overhead_ratio"])))  # fmt: skip
+    tp = r.get("throughput")
+    if tp:
+        s = tp["single_best"]
+        rows.append(("Single path through gRPC vs pgbench, same SQL",
+                     f"{s['tool']['tasks_per_s']:,.0f} vs {s['pgbench']['tasks_per_s']:,.0f} cycles/s = {s['ratio']:.2f}x (N={s['clients']})",
+                     "≥ 0.35x", _met((s["ratio"] or 0) >= TARGETS["single_ratio"])))  # fmt: skip
+        b = tp["batched_best"]
+        rows.append(("Batched (ClaimTasks 100 + CompleteTasks) through gRPC",
+                     f"{b['tool']['tasks_per_s']:,.0f} tasks/s (pgbench {b['pgbench']['tasks_per_s']:,.0f}, N={b['clients']})",
+                     "≥ 12,000 tasks/s", _met(b["tool"]["tasks_per_s"] >= TARGETS["batched_tasks_per_s"])))  # fmt: skip
+    bl = r.get("backlog")
+    if bl:
+        sw = bl["sweep"]
+        first, last = min(sw, key=int), max(sw, key=int)
+        rows.append((f"Claim p50 at {int(last):,} vs {int(first):,} queued rows",
+                     f"{sw[last]['p50_ms']:.2f} vs {sw[first]['p50_ms']:.2f} ms = {bl['p50_ratio_deepest_vs_1k']:.2f}x",
+                     "≤ 1.5x", _met(bl["p50_ratio_deepest_vs_1k"] <= TARGETS["backlog_ratio"])))  # fmt: skip
+        for name, ratio in bl["p50_ratio_after_churn_vs_1k"].items():
+            after = bl["settings"][name]["after"]["p50_ms"]
+            rows.append((f"Claim p50 after {bl['churn_seconds']:.0f} s churn at {bl['churn_depth']:,} rows, {name}",
+                         f"{after:.2f} ms = {ratio:.2f}x of {int(first):,}", "≤ 1.5x", _met(ratio <= TARGETS["backlog_ratio"])))  # fmt: skip
+    return rows
+
+
+def headline_table(r: Json) -> str:
+    lines = ["| Measure | Result | Target | |", "|---|---|---|---|"]
+    lines += [f"| {a} | {b} | {c} | {d} |" for a, b, c, d in headline(r)]
+    return "\n".join(lines)
+
+
+def _machine(r: Json) -> list[str]:
+    m = r.get("machine", {})
+    pk = m.get("packages", {})
+    out = [
+        "| | |",
+        "|---|---|",
+        f"| When | {m.get('when_utc', '?')} |",
+        f"| CPU | {m.get('cpu', '?')}, {m.get('cpus', '?')} cores, **shared** with other jobs (load average at start "
+        f"{_load(m.get('loadavg'))}, at end {_load(m.get('loadavg_end'))}) |",
+        f"| OS | {m.get('platform', '?')} |",
+        f"| Python | {m.get('python', '?')} |",
+        f"| PostgreSQL | {m.get('postgres', '?')} — {m.get('postgres_source', '?')}; "
+        + ", ".join(f"{k}={v}" for k, v in m.get("postgres_settings", {}).items())
+        + " |",
+        "| Packages | " + ", ".join(f"{k} {v}" for k, v in pk.items()) + " |",
+        f"| Run time | {r.get('timings_s', {}).get('total', 0):.0f} s ("
+        + ", ".join(f"{k} {v:.0f} s" for k, v in r.get("timings_s", {}).items() if k != "total")
+        + ") |",
+    ]
+    return out
+
+
+def _load(x: Any) -> str:
+    return "/".join(f"{v:.1f}" for v in x) if isinstance(x, list) else "?"
+
+
+def _codegen(r: Json) -> list[str]:
+    cg = r["codegen"]
+    out = [
+        "## 1. Codegen speed",
+        "",
+        f"Wall time of a full `python -m grpc_tools.protoc --pydb_out` run (protoc + plugin process), median "
+        f"(min-max) of {cg['repeats']} runs, interleaved with sqlc ({cg.get('sqlc') or 'not installed'}) generating Go for "
+        "the same statements against the same schema. `protoc alone` is the same protoc run writing only a "
+        "descriptor set (no plugin).",
+        "",
+        "| Input | protoc-gen-pydb (ms) | sqlc (ms) | pydb / sqlc | protoc alone (ms) |",
+        "|---|---|---|---|---|",
+    ]
+    for name, c in cg["cases"].items():
+        sq = _ms(c["sqlc_s"]) if "sqlc_s" in c else ("failed: " + c["sqlc_error"][:80] if "sqlc_error" in c else "-")
+        ratio = f"{c['pydb_over_sqlc']:.2f}x" if "pydb_over_sqlc" in c else "-"
+        out.append(f"| {name} | {_ms(c['pydb_s'])} | {sq} | {ratio} | {_ms(c['protoc_alone_s'])} |")
+    if "per_rpc_ms_100_to_1000" in cg:
+        out += [
+            "",
+            f"Growth: {cg['per_rpc_ms_10_to_100']:.2f} ms per added RPC from 10 to 100 RPCs, "
+            f"{cg['per_rpc_ms_100_to_1000']:.2f} ms per added RPC from 100 to 1,000: linear.",
+        ]
+    im = cg["imports"]
+    ph = cg["phases"]
+    out += [
+        "",
+        f"Where the time goes ({cg['phases_case']}, in-process, one run): "
+        + ", ".join(f"{k} {v * 1000:.0f} ms" for k, v in ph["phases_s"].items())
+        + f"; total {ph['total_s'] * 1000:.0f} ms. Process start: bare interpreter "
+        f"{im['python_start_s']['median'] * 1000:.0f} ms, interpreter + plugin imports "
+        f"{im['python_start_plus_plugin_import_s']['median'] * 1000:.0f} ms (-X importtime, cumulative: "
+        + ", ".join(f"{k} {v / 1000:.0f} ms" for k, v in im["importtime_us"].items())
+        + ").",
+        "",
+        "![codegen](codegen.png)",
+        "",
+    ]
+    return out
+
+
+def _overhead(r: Json) -> list[str]:
+    ov = r["overhead"]
+    g, h = ov["generated"], ov["hand_written"]
+    ps = ov["python_side"]
+    return [
+        "## 2. Handler overhead",
+        "",
+        f"`claim_next_task(conn, request)` (generated) vs `await conn.execute(CLAIM_NEXT_TASK_SQL, {{'tool_id': ...}})` + "
+        f"`fetchone()` (hand-written) on the same autocommit connection and queue ({ov['queue_depth']:,} rows), "
+        f"{ov['rounds']} alternating rounds of {ov['block']} claims each (claimed rows completed between blocks, untimed).",
+        "",
+        "| | p50 (ms) | p90 (ms) | p99 (ms) |",
+        "|---|---|---|---|",
+        f"| generated handler | {g['p50_ms']:.3f} | {g['p90_ms']:.3f} | {g['p99_ms']:.3f} |",
+        f"| hand-written psycopg | {h['p50_ms']:.3f} | {h['p90_ms']:.3f} | {h['p99_ms']:.3f} |",
+        "",
+        f"Ratio generated / hand-written, per round: median **{ov['ratio_per_round']['median']:.3f}x** "
+        f"(p25-p75 {ov['ratio_per_round']['p25']:.3f}-{ov['ratio_per_round']['p75']:.3f}, min-max "
+        f"{ov['ratio_per_round']['min']:.3f}-{ov['ratio_per_round']['max']:.3f}); ratio of the overall medians "
+        f"{ov['ratio_of_medians']:.3f}x, i.e. {ov['added_us_median']:+.0f} µs per call. The handler's own Python work, "
+        f"database aside: {ps['parse_uuid_us']:.1f} µs to validate the tool_id, {ps['row_to_proto_us']:.1f} µs to build "
+        "the response from the row.",
+        "",
+    ]
+
+
+def _throughput(r: Json) -> list[str]:
+    tp = r["throughput"]
+    out = [
+        "## 3. Queue throughput, end to end",
+        "",
+        f"The generated server (`python -m generation.task.v1.task_pydb_server`, pool = max N) and the clients "
+        f"(grpc blocking stubs, N threads over up to 2 processes) are separate processes; pgbench runs the same SQL "
+        f"(taken from the generated module, `-M prepared`, N clients) against the same database. {tp['seconds_per_run']:.0f} s "
+        "per run; the queue is truncated and refilled before every run; pgbench and the tool alternate at each N.",
+        "",
+        "| Path | N | pgbench (tasks/s) | through gRPC (tasks/s) | ratio | gRPC cycle p50 / p99 (ms) | load avg |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for mode in ("single", "batched"):
+        for n, row in sorted(tp[mode].items(), key=lambda kv: int(kv[0])):
+            lat = row["tool"]["cycle_latency"]
+            out.append(
+                f"| {mode} | {n} | {row['pgbench']['tasks_per_s']:,.0f} | {row['tool']['tasks_per_s']:,.0f} | "
+                f"{row['ratio']:.2f}x | {lat['p50_ms']:.2f} / {lat['p99_ms']:.2f} | {row['loadavg']:.1f} |"
+            )
+    fl = tp.get("grpc_floor")
+    if fl:
+        best = tp["single"][str(fl["clients"])]["tool"]
+        out += [
+            "",
+            f"CPU per single-path cycle (2 RPCs) at N={fl['clients']}: server {_f(best['server_cpu_us_per_task'])} µs, "
+            f"clients {_f(best['client_cpu_us_per_task'])} µs. gRPC's own floor on the same server and clients, two "
+            f"empty RPCs (health Check) per cycle: {fl['tasks_per_s']:,.0f} cycles/s, server "
+            f"{_f(fl['server_cpu_us_per_task'])} µs and clients {_f(fl['client_cpu_us_per_task'])} µs of CPU per cycle. "
+            "Batched, per task: server "
+            + ", ".join(
+                f"{_f(r['tool']['server_cpu_us_per_task'])} µs (N={n})"
+                for n, r in sorted(tp["batched"].items(), key=lambda kv: int(kv[0]))
+            )
+            + ".",
+        ]
+    out += ["", "![throughput](throughput.png)", ""]
+    return out
+
+
+def _backlog(r: Json) -> list[str]:
+    bl = r["backlog"]
+    out = [
+        "## 4. Backlog depth",
+        "",
+        f"Claim latency (generated `claim_next_task`, one connection, each claim followed by `complete_task`) with a "
+        f"tool's backlog at each depth; {bl['rounds']} rounds of {bl['cycles_per_round']} claims, the depths interleaved. "
+        "All tools share one table, so every depth is measured in a table of the full size. The measuring connections "
+        "use synchronous_commit=off, so the latency is the claim's own work, not the disk's fsync queue (durable "
+        "commits are in the throughput comparison).",
+        "",
+        "| Queued rows | p50 (ms) | p90 (ms) | p99 (ms) |",
+        "|---|---|---|---|",
+    ]
+    for d, s in sorted(bl["sweep"].items(), key=lambda kv: int(kv[0])):
+        out.append(f"| {int(d):,} | {s['p50_ms']:.3f} | {s['p90_ms']:.3f} | {s['p99_ms']:.3f} |")
+    out += [
+        "",
+        f"Churn: a fresh backlog of {bl['churn_depth']:,} rows, then {bl['churn_batch_workers']} connections claim and "
+        f"complete batches of 100 for {bl['churn_seconds']:.0f} s while one more runs single claims (the latency "
+        f"sampled during churn), autovacuum_naptime {bl['autovacuum_naptime']}; then the single-worker measurement "
+        "again.",
+        "",
+        "| Storage settings | before p50 / p99 (ms) | during churn: median window p50 (ms), tasks/s | after p50 / p99 (ms) | "
+        "dead tuples at end | autovacuums during churn | heap MB before → after |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for name, s in bl["settings"].items():
+        st = s["stats_after"]
+        out.append(
+            f"| {name} | {s['before']['p50_ms']:.3f} / {s['before']['p99_ms']:.3f} | "
+            f"{_f(bl['median_churn_p50_ms'][name])}, {s['churn']['tasks_per_s']:,.0f} | "
+            f"{s['after']['p50_ms']:.3f} / {s['after']['p99_ms']:.3f} | {st['dead']:,} | {s.get('autovacuums_during', '-')} | "
+            f"{s.get('heap_bytes_before', 0) / 2**20:.0f} → {st['heap_bytes'] / 2**20:.0f} |"
+        )
+    out += ["", "Settings: " + "; ".join(f"*{k}*: `{v['options']}`" for k, v in bl["settings"].items()), ""]
+    out += ["![backlog](backlog.png)", ""]
+    return out
+
+
+def markdown(r: Json) -> str:
+    out = [
+        "# Benchmark results",
+        "",
+        "Written by `make bench` (benchmarks/run.py) from results.json; do not edit by hand.",
+    ]
+    if r.get("quick"):
+        out += ["", "**Quick (smoke) run: tiny sizes, the numbers mean nothing.**"]
+    out += [
+        "",
+        "This machine is shared with other jobs and timings are noisy: every comparison below is measured side by "
+        "side in the same run (interleaved), and medians with spreads are reported rather than single runs.",
+        "",
+        "## Headline",
+        "",
+        headline_table(r),
+        "",
+        "## Machine",
+        "",
+        *_machine(r),
+        "",
+    ]
+    for name, section in (
+        ("codegen", _codegen),
+        ("overhead", _overhead),
+        ("throughput", _throughput),
+        ("backlog", _backlog),
+    ):
+        if name in r:
+            out += section(r)
+    return "\n".join(out) + "\n"
+
+
+def plots(r: Json, out: Path) -> list[Path]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    written = []
+    if "codegen" in r:
+        cg = r["codegen"]
+        synth = [(c["rpcs"], c) for name, c in cg["cases"].items() if name.startswith("synthetic")]
+        fig, ax = plt.subplots(figsize=(6, 4))
+        xs = [n for n, _ in synth]
+        ax.errorbar(xs, [c["pydb_s"]["median"] for _, c in synth],
+                    yerr=[[c["pydb_s"]["median"] - c["pydb_s"]["min"] for _, c in synth],
+                          [c["pydb_s"]["max"] - c["pydb_s"]["median"] for _, c in synth]],
+                    marker="o", capsize=3, label="protoc-gen-pydb")  # fmt: skip
+        with_sqlc = [(n, c) for n, c in synth if "sqlc_s" in c]
+        if with_sqlc:
+            ax.plot(
+                [n for n, _ in with_sqlc], [c["sqlc_s"]["median"] for _, c in with_sqlc], marker="s", label="sqlc (Go)"
+            )
+        ax.plot(xs, [c["protoc_alone_s"]["median"] for _, c in synth], marker=".", linestyle=":", label="protoc alone")
+        ax.axhline(3.0, color="grey", linestyle="--", linewidth=0.8, label="target for 1,000 RPCs")
+        ax.set_xlabel("annotated RPCs (100-table schema)")
+        ax.set_ylabel("wall time (s), median")
+        ax.set_title("Codegen time")
+        ax.legend()
+        ax.grid(alpha=0.3)
+        written.append(_save(fig, out / "codegen.png"))
+    if "throughput" in r:
+        tp = r["throughput"]
+        fig, axes = plt.subplots(1, 2, figsize=(10, 4))
+        for ax, mode in zip(axes, ("single", "batched"), strict=True):
+            rows = tp[mode]
+            ns = sorted(int(n) for n in rows)
+            ax.plot(ns, [rows[str(n)]["pgbench"]["tasks_per_s"] for n in ns], marker="s", label="pgbench, same SQL")
+            ax.plot(ns, [rows[str(n)]["tool"]["tasks_per_s"] for n in ns], marker="o", label="generated gRPC server")
+            if mode == "batched":
+                ax.axhline(12000, color="grey", linestyle="--", linewidth=0.8, label="target 12,000/s")
+            ax.set_xlabel("concurrent clients N")
+            ax.set_ylabel("tasks completed / s")
+            ax.set_title(f"{mode} path" + (" (batches of 100)" if mode == "batched" else ""))
+            ax.set_ylim(bottom=0)
+            ax.legend()
+            ax.grid(alpha=0.3)
+        written.append(_save(fig, out / "throughput.png"))
+    if "backlog" in r:
+        bl = r["backlog"]
+        fig, axes = plt.subplots(1, 2, figsize=(10, 4))
+        ds = sorted(int(d) for d in bl["sweep"])
+        for key, label in (("p50_ms", "p50"), ("p99_ms", "p99")):
+            axes[0].plot(ds, [bl["sweep"][str(d)][key] for d in ds], marker="o", label=label)
+        axes[0].set_xscale("log")
+        axes[0].set_xlabel("queued rows for the tool")
+        axes[0].set_ylabel("claim latency (ms)")
+        axes[0].set_title("Claim latency vs backlog depth")
+        axes[0].set_ylim(bottom=0)
+        axes[0].legend()
+        axes[0].grid(alpha=0.3)
+        for name, s in bl["settings"].items():
+            w = s["churn"]["windows"]
+            axes[1].plot([x["t"] for x in w], [x["p50_ms"] for x in w], marker="o", label=f"{name}: p50")
+        axes[1].set_xlabel("seconds of churn")
+        axes[1].set_ylabel("claim latency p50 (ms), per window")
+        axes[1].set_title(f"Under churn at {bl['churn_depth']:,} rows")
+        axes[1].set_ylim(bottom=0)
+        axes[1].legend()
+        axes[1].grid(alpha=0.3)
+        written.append(_save(fig, out / "backlog.png"))
+    return written
+
+
+def _save(fig: Any, path: Path) -> Path:
+    fig.tight_layout()
+    fig.savefig(path, dpi=90, metadata={"Software": None})
+    import matplotlib.pyplot as plt
+
+    plt.close(fig)
+    return path
+
+
+START, END = "<!-- headline:start -->", "<!-- headline:end -->"
+
+
+def update_readme(r: Json, readme: Path) -> None:
+    """Replace the headline block of benchmarks/README.md (between the markers) with this run's."""
+    if not readme.exists():
+        return
+    text = readme.read_text()
+    if START not in text or END not in text:
+        return
+    when = r.get("machine", {}).get("when_utc", "?")
+    block = f"{START}\n{headline_table(r)}\n\nMeasured {when} by `make bench`; details in RESULTS.md.\n{END}"
+    head, rest = text.split(START, 1)
+    readme.write_text(head + block + rest.split(END, 1)[1])
+
+
+def write(r: Json, out: Path) -> None:
+    (out / "RESULTS.md").write_text(markdown(r))
+    plots(r, out)
+    if not r.get("quick"):
+        update_readme(r, out / "README.md")

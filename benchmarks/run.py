@@ -1,0 +1,84 @@
+"""`make bench`: run every benchmark, then write benchmarks/RESULTS.md, results.json and the plots.
+
+    python benchmarks/run.py                 # everything (about 10 minutes)
+    python benchmarks/run.py --only codegen  # one or more of: codegen overhead throughput backlog
+    python benchmarks/run.py --quick         # tiny sizes, a smoke run (numbers mean nothing)
+    python benchmarks/run.py --render-only   # re-write RESULTS.md and plots from results.json
+
+PostgreSQL: DATABASE_URL (a server URL; each benchmark creates and drops its own scratch
+database there) or, when unset, a throwaway cluster started for the run (tests/pg.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import common
+import report
+from common import Json
+
+NAMES = ("codegen", "overhead", "throughput", "backlog")
+
+
+def run_all(names: list[str], quick: bool) -> Json:
+    import bench_backlog
+    import bench_codegen
+    import bench_overhead
+    import bench_throughput
+
+    results: Json = {"quick": quick, "timings_s": {}}
+    started = time.perf_counter()
+    with common.server_url() as (server, cluster):
+        results["machine"] = common.machine_info(server)
+        results["machine"]["postgres_source"] = "DATABASE_URL" if cluster is None else "throwaway cluster (tests/pg.py)"
+        for name in names:
+            t0 = time.perf_counter()
+            print(f"bench: {name} ...", file=sys.stderr, flush=True)
+            if name == "codegen":
+                results[name] = bench_codegen.run(quick=quick)
+            elif name == "overhead":
+                results[name] = bench_overhead.run(server, quick=quick)
+            elif name == "throughput":
+                results[name] = bench_throughput.run(server, quick=quick)
+            elif name == "backlog":
+                results[name] = bench_backlog.run(server, quick=quick, own_cluster=cluster is not None)
+            results["timings_s"][name] = time.perf_counter() - t0
+            results[name]["loadavg_after"] = common.loadavg()
+            print(f"bench: {name} done in {results['timings_s'][name]:.0f}s", file=sys.stderr, flush=True)
+    results["timings_s"]["total"] = time.perf_counter() - started
+    results["machine"]["loadavg_end"] = list(__import__("os").getloadavg())
+    return results
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--only", nargs="+", choices=NAMES, help="run only these benchmarks")
+    p.add_argument("--quick", action="store_true", help="tiny sizes: a smoke run, not a measurement")
+    p.add_argument("--out-dir", type=Path, default=common.BENCH, help="where results.json, RESULTS.md, *.png go")
+    p.add_argument("--render-only", action="store_true", help="re-render from OUT_DIR/results.json")
+    args = p.parse_args()
+    out: Path = args.out_dir
+    out.mkdir(parents=True, exist_ok=True)
+    raw = out / "results.json"
+    if args.render_only:
+        results = json.loads(raw.read_text())
+    else:
+        names = list(args.only or NAMES)
+        results = run_all(names, args.quick)
+        if args.only and raw.exists():  # keep the other benchmarks' last results
+            previous = json.loads(raw.read_text())
+            results = {**previous, **results, "timings_s": {**previous.get("timings_s", {}), **results["timings_s"]}}
+        common.write_json(results, raw)
+    report.write(results, out)
+    print(f"wrote {out / 'RESULTS.md'}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

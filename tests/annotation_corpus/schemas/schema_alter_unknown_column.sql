@@ -1,0 +1,3 @@
+CREATE SCHEMA app;
+CREATE TABLE app.jobs (id uuid PRIMARY KEY, kind text);
+ALTER TABLE app.jobs ALTER COLUMN knd SET NOT NULL;

@@ -1,0 +1,6 @@
+CREATE SCHEMA app;
+CREATE TABLE app.jobs (
+    id uuid PRIMARY KEY,
+    kind text,
+    kind text
+);

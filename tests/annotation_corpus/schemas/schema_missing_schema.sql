@@ -1,0 +1,1 @@
+CREATE TABLE app.jobs (id uuid PRIMARY KEY);

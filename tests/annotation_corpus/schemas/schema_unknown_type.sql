@@ -1,0 +1,5 @@
+CREATE SCHEMA app;
+CREATE TABLE app.jobs (
+    id uuid PRIMARY KEY,
+    email citext NOT NULL
+);

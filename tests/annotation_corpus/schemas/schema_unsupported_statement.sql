@@ -1,0 +1,3 @@
+CREATE SCHEMA app;
+CREATE TABLE app.jobs (id uuid PRIMARY KEY);
+CREATE VIEW app.recent AS SELECT * FROM app.jobs;

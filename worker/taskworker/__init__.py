@@ -1,0 +1,32 @@
+"""taskworker: the worker side of the generation task queue.
+
+Depends only on the generated client stubs (generation.task.v1.task_pb2 / _grpc), grpcio and
+redis. See docs/worker.md.
+"""
+
+from __future__ import annotations
+
+from .config import environment, redis_url, wake_channel
+from .fleet import FleetStats, Process, TaskContext, TaskResult, WorkerFleet
+from .reconciler import Reconciler, SweepResult
+from .run import run_reconciler, run_worker
+from .wake import ListenWakeSubscriber, RedisWakeSubscriber, WakePublisher, enqueue
+
+__all__ = [
+    "FleetStats",
+    "ListenWakeSubscriber",
+    "Process",
+    "Reconciler",
+    "RedisWakeSubscriber",
+    "SweepResult",
+    "TaskContext",
+    "TaskResult",
+    "WakePublisher",
+    "WorkerFleet",
+    "enqueue",
+    "environment",
+    "redis_url",
+    "run_reconciler",
+    "run_worker",
+    "wake_channel",
+]

@@ -1,0 +1,102 @@
+"""The reconciler (watchdog reaper): fails what no claim will ever recover.
+
+Every `interval` seconds (reconcile_interval_seconds, default 60) it calls ListStaleTasks —
+dead zombies past the grace window, unclaimable rows (retry_count >= max_retries, e.g.
+max_retries = 0) and abandoned queued rows — then FailTask(increment_retry=false) with no lease
+token for each. That forced failure only applies to rows no live lease protects, so a row that
+a worker reclaimed in the meantime, or that another reconciler replica already failed, is
+answered FAILED_PRECONDITION and skipped: the sweep is idempotent and safe to run in several
+replicas at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+from dataclasses import dataclass, field
+
+import grpc
+from generation.task.v1 import task_pb2 as pb
+from generation.task.v1 import task_pb2_grpc
+
+log = logging.getLogger("taskworker.reconciler")
+
+
+@dataclass
+class SweepResult:
+    listed: int = 0
+    failed: int = 0
+    skipped: int = 0  # reclaimed, finished or failed by someone else in between
+    failed_ids: list[str] = field(default_factory=list)
+
+
+class Reconciler:
+    def __init__(
+        self,
+        stub: task_pb2_grpc.GenerationDataServiceAsyncStub,
+        *,
+        interval: float = 60.0,
+        processing_grace_seconds: int = 0,
+        queued_max_age_seconds: int = 0,
+        batch: int = 0,
+        rpc_timeout: float = 10.0,
+    ) -> None:
+        self.stub = stub
+        self.interval = interval
+        self.processing_grace_seconds = processing_grace_seconds
+        self.queued_max_age_seconds = queued_max_age_seconds
+        self.batch = batch
+        self.rpc_timeout = rpc_timeout
+        self.sweeps = 0
+
+    async def sweep(self) -> SweepResult:
+        """One pass: list stale rows, force each to failed."""
+        result = SweepResult()
+        stale = await self.stub.ListStaleTasks(
+            pb.ListStaleTasksRequest(
+                processing_grace_seconds=self.processing_grace_seconds,
+                queued_max_age_seconds=self.queued_max_age_seconds,
+                limit=self.batch,
+            ),
+            timeout=self.rpc_timeout,
+        )
+        result.listed = len(stale.tasks)
+        for task in stale.tasks:
+            try:
+                await self.stub.FailTask(
+                    pb.FailTaskRequest(task_id=task.id, error=_reason(task), increment_retry=False),
+                    timeout=self.rpc_timeout,
+                )
+                result.failed += 1
+                result.failed_ids.append(task.id)
+            except grpc.aio.AioRpcError as err:
+                if err.code() in (grpc.StatusCode.FAILED_PRECONDITION, grpc.StatusCode.NOT_FOUND):
+                    result.skipped += 1
+                else:
+                    raise
+        self.sweeps += 1
+        if result.listed:
+            log.info("reconciler: %d stale, %d failed, %d skipped", result.listed, result.failed, result.skipped)
+        return result
+
+    async def run(self, stop: asyncio.Event | None = None) -> None:
+        """Sweep every `interval` (jittered by 10%) until `stop` is set; errors are logged."""
+        stop = stop or asyncio.Event()
+        while not stop.is_set():
+            try:
+                await self.sweep()
+            except grpc.aio.AioRpcError as err:
+                log.warning("reconciler sweep failed: %s %s", err.code().name, err.details())
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(self.interval * random.uniform(0.9, 1.1)):
+                    await stop.wait()
+
+
+def _reason(task: pb.Task) -> str:
+    if task.status == pb.TASK_STATUS_PROCESSING:
+        return "reaped: worker died and retries are exhausted"
+    if task.retry_count >= task.max_retries:
+        return f"reaped: unclaimable (retry_count {task.retry_count} >= max_retries {task.max_retries})"
+    return "reaped: never claimed within the queued age limit"

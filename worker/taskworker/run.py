@@ -1,0 +1,85 @@
+"""One call to run a worker process: connect, register the tools by name, pick the wake
+signal, drain on SIGTERM/SIGINT. And the reconciler's entry point: `python -m taskworker reconcile`.
+
+Environment: DATA_PLANE_ADDR (default 127.0.0.1:50051, what `make serve` listens on),
+WAKE (listen | redis | none; default listen), REDIS_ADDR / REDIS_URL and ENVIRONMENT (redis),
+POLL_INTERVAL_SECONDS, HEARTBEAT_INTERVAL_SECONDS, DRAIN_TIMEOUT_SECONDS,
+RECONCILE_INTERVAL_SECONDS.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+from collections.abc import Mapping
+from typing import Any
+
+import grpc
+from generation.task.v1 import task_pb2 as pb
+from generation.task.v1 import task_pb2_grpc
+
+from .fleet import Process, WorkerFleet
+from .reconciler import Reconciler
+from .wake import ListenWakeSubscriber, RedisWakeSubscriber
+
+log = logging.getLogger("taskworker")
+
+DEFAULT_ADDR = "127.0.0.1:50051"
+
+
+def _env_float(name: str, default: float) -> float:
+    raw = os.environ.get(name)
+    return float(raw) if raw else default
+
+
+async def run_worker(
+    address: str | None,
+    tools: Mapping[str, Process],
+    *,
+    concurrency: int | Mapping[str, int] = 1,
+    wake: str | None = None,
+    **fleet_options: Any,
+) -> WorkerFleet:
+    """Serve `tools` ({tool name: process}) until SIGTERM/SIGINT, then drain. Returns the fleet."""
+    address = address or os.environ.get("DATA_PLANE_ADDR", DEFAULT_ADDR)
+    wake = (wake or os.environ.get("WAKE", "listen")).lower()
+    if wake not in ("listen", "redis", "none"):
+        raise ValueError(f"WAKE must be listen, redis or none, not {wake!r}")
+    options: dict[str, Any] = {
+        "poll_interval": _env_float("POLL_INTERVAL_SECONDS", 2.0),
+        "heartbeat_interval": _env_float("HEARTBEAT_INTERVAL_SECONDS", 60.0),
+        "drain_timeout": _env_float("DRAIN_TIMEOUT_SECONDS", 30.0),
+        **fleet_options,
+    }
+    async with grpc.aio.insecure_channel(address) as channel:
+        stub = task_pb2_grpc.GenerationDataServiceStub(channel)
+        fleet = WorkerFleet(stub, **options)
+        for name, process in tools.items():
+            tool = (await stub.RegisterTool(pb.RegisterToolRequest(name=name), wait_for_ready=True, timeout=60)).tool
+            lanes = concurrency if isinstance(concurrency, int) else concurrency.get(name, 1)
+            fleet.add_tool(tool.id, process, concurrency=lanes)
+            log.info("hosting tool %s (%s) with %d lane(s)", name, tool.id, lanes)
+        if wake == "redis":
+            fleet.add_background(RedisWakeSubscriber(fleet.wake).run())
+        elif wake == "listen":
+            fleet.add_background(ListenWakeSubscriber(stub, fleet.wake, list(fleet.lanes)).run())
+        fleet.install_signal_handlers()
+        await fleet.run()
+        return fleet
+
+
+async def run_reconciler(address: str | None = None) -> None:
+    """The reaper as a process of its own; safe to run in several replicas."""
+    address = address or os.environ.get("DATA_PLANE_ADDR", DEFAULT_ADDR)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    async with grpc.aio.insecure_channel(address) as channel:
+        reconciler = Reconciler(
+            task_pb2_grpc.GenerationDataServiceStub(channel),
+            interval=_env_float("RECONCILE_INTERVAL_SECONDS", 60.0),
+        )
+        await reconciler.run(stop)
