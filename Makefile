@@ -31,11 +31,12 @@ $(VENV)/.installed: requirements-dev.txt pyproject.toml
 venv: $(VENV)/.installed
 
 # $(1): output directory for the example protos; $(2): for the plugin's own options_pb2.
+# options_pb2 first: the plugin reads the options through it.
 run_protoc = mkdir -p $(1) $(2) && \
+	$(PY) -m grpc_tools.protoc -Iprotoc-gen-pydb --python_out=$(2) --mypy_out=quiet:$(2) pydb/v1/options.proto && \
 	$(PY) -m grpc_tools.protoc -I$(PROTO_ROOT) -Iprotoc-gen-pydb \
 	  --python_out=$(1) --grpc_python_out=$(1) --mypy_out=quiet:$(1) --mypy_grpc_out=quiet:$(1) \
-	  --pydb_out=$(1) --pydb_opt=proto_path=$(PROTO_ROOT) $(PROTOS) && \
-	$(PY) -m grpc_tools.protoc -Iprotoc-gen-pydb --python_out=$(2) --mypy_out=quiet:$(2) pydb/v1/options.proto
+	  --pydb_out=$(1) --pydb_opt=proto_path=$(PROTO_ROOT) $(PROTOS)
 
 # Into a temporary directory first: on an error generated/ keeps the last good output.
 generate: venv

@@ -129,10 +129,6 @@ async def test_oversized_message_is_refused_by_the_transport(stub: Stub) -> None
     assert (await stub.ClaimNextTask(pb.ClaimNextTaskRequest(tool_id=tool.id))).HasField("task") is False
 
 
-@pytest.mark.xfail(
-    reason="WatchTaskWakes does not validate tool_ids yet: a malformed id silently filters every wake out",
-    raises=AssertionError,
-)
 async def test_watch_task_wakes_rejects_malformed_tool_ids(stub: Stub) -> None:
     call = stub.WatchTaskWakes(pb.WatchTaskWakesRequest(tool_ids=["not-a-uuid"]), timeout=2)
     try:

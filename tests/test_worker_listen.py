@@ -193,6 +193,16 @@ def test_plugin_compiles_a_listen_rpc(tmp_path: Path) -> None:
     assert "wanted = frozenset(request.ids)" in code and "demo_pb2.Resp(id=payload)" in code
 
 
+def test_plugin_checks_listen_filter_values_by_payload_type(tmp_path: Path) -> None:
+    out = run_listen_plugin(
+        tmp_path,
+        "rpc Watch(Req) returns (stream Resp) { option (pydb.v1.listen) = "
+        '{ channel: "things" payload_field: "id" filter_field: "ids" payload_type: "uuid" }; }',
+    )
+    assert out.error == ""
+    assert 'wanted = frozenset(rt.parse_uuids(request.ids, "ids"))' in out.files["demo_pydb.py"]
+
+
 def test_plugin_rejects_misused_listen_options(tmp_path: Path) -> None:
     cases = {
         'rpc W(Req) returns (Resp) { option (pydb.v1.listen) = { channel: "c" payload_field: "id" }; }':
@@ -203,6 +213,8 @@ def test_plugin_rejects_misused_listen_options(tmp_path: Path) -> None:
             "payload_field must name a singular string field",
         'rpc W(Req) returns (stream Resp) { option (pydb.v1.listen) = { channel: "c" payload_field: "id" '
         'filter_field: "one" }; }': "filter_field must name a repeated string field",
+        'rpc W(Req) returns (stream Resp) { option (pydb.v1.listen) = { channel: "c" payload_field: "id" '
+        'filter_field: "ids" payload_type: "jsonb" }; }': "payload_type must be one of 'text', 'uuid', 'int4', 'int8'",
     }  # fmt: skip
     for rpc, message in cases.items():
         out = run_listen_plugin(tmp_path, rpc)

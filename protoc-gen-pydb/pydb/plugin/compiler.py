@@ -40,6 +40,14 @@ _CARDINALITY = {
 TRACEPARENT_FIELD = "w3c_traceparent"
 
 _CHANNEL = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
+#: (pydb.v1.listen).payload_type -> the runtime function that checks the filter's values.
+_LISTEN_PAYLOAD_PARSERS: dict[str, str | None] = {
+    "": None,
+    "text": None,
+    "uuid": "rt.parse_uuids",
+    "int4": "rt.parse_ints",
+    "int8": "rt.parse_ints",
+}
 
 SchemaReader = Callable[[str], "tuple[str, str] | None"]
 """Looks a schema file up by its path relative to a proto root: (display path, text) or None."""
@@ -233,6 +241,12 @@ class FileCompiler:
                     mi,
                     f"{method.name}: (pydb.v1.listen).filter_field must name a repeated string field of {request.full_name}, got {opt.filter_field!r}",
                 )
+        parser = _LISTEN_PAYLOAD_PARSERS.get(opt.payload_type, "?")
+        if parser == "?":
+            known = ", ".join(repr(k) for k in _LISTEN_PAYLOAD_PARSERS if k)
+            self.at_method(
+                si, mi, f"{method.name}: (pydb.v1.listen).payload_type must be one of {known}, got {opt.payload_type!r}"
+            )
         if self._error_count() > errors_before:
             return None
         return model.Listen(
@@ -242,6 +256,7 @@ class FileCompiler:
             channel=opt.channel,
             payload_field=opt.payload_field,
             filter_field=opt.filter_field or None,
+            filter_parser=parser,
             summary=leading_comment(self.file, [_SERVICE, si, _METHOD, mi]),
         )
 

@@ -85,6 +85,8 @@ class Listen:
     channel: str  # task_wake
     payload_field: str  # the response's string field that gets the payload
     filter_field: str | None  # the request's repeated string field that filters payloads
+    #: How the filter's values are checked: a runtime function (e.g. `rt.parse_uuids`) or None.
+    filter_parser: str | None
     summary: str
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from .convert import (
     enum_label,
     parse_uuid,
+    parse_ints,
     parse_uuids,
     text_results,
     timestamp_param,
@@ -39,6 +40,7 @@ __all__ = [
     "enum_label",
     "listen",
     "parse_uuid",
+    "parse_ints",
     "parse_uuids",
     "status_for_db_error",
     "text_results",

@@ -39,6 +39,18 @@ def parse_uuids(values: Iterable[str], field: str) -> list[str]:
     return [parse_uuid(v, f"{field}[{i}]") for i, v in enumerate(values)]
 
 
+def parse_ints(values: Iterable[str], field: str) -> list[str]:
+    """Integers written as text, the way Postgres prints them; anything else is INVALID_ARGUMENT."""
+    out = []
+    for i, value in enumerate(values):
+        try:
+            out.append(str(int(value.strip())))
+        except ValueError:
+            shown = value if len(value) <= 64 else value[:61] + "..."
+            raise InvalidArgument(f"{field}[{i}] must be an integer, got {shown!r}") from None
+    return out
+
+
 def enum_label(labels: Mapping[E, str], value: E, field: str) -> str:
     """The Postgres enum label for a proto enum value; unspecified or unknown is an error."""
     label = labels.get(value)

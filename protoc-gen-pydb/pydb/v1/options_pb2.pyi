@@ -120,6 +120,7 @@ class Listen(_message.Message):
     CHANNEL_FIELD_NUMBER: _builtins.int
     PAYLOAD_FIELD_FIELD_NUMBER: _builtins.int
     FILTER_FIELD_FIELD_NUMBER: _builtins.int
+    PAYLOAD_TYPE_FIELD_NUMBER: _builtins.int
     channel: _builtins.str
     """The notification channel: a lower-case identifier."""
     payload_field: _builtins.str
@@ -128,16 +129,22 @@ class Listen(_message.Message):
     """Optional: a repeated string field of the request. When the caller sets it, only payloads
     equal to one of its values are sent; when it is empty, every notification is.
     """
+    payload_type: _builtins.str
+    """Optional: the Postgres type of the payload text (`uuid`, `int4`, `int8`, `text`). The
+    filter's values are then checked and written the way Postgres writes that type, so a
+    malformed one is INVALID_ARGUMENT instead of a filter that silently matches nothing.
+    """
     def __init__(
         self,
         *,
         channel: _builtins.str = ...,
         payload_field: _builtins.str = ...,
         filter_field: _builtins.str = ...,
+        payload_type: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["channel", b"channel", "filter_field", b"filter_field", "payload_field", b"payload_field"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["channel", b"channel", "filter_field", b"filter_field", "payload_field", b"payload_field", "payload_type", b"payload_type"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

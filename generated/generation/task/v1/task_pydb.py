@@ -495,7 +495,10 @@ class GenerationDataServiceHandlers(task_pb2_grpc.GenerationDataServiceServicer)
         One response per NOTIFY on channel `task_wake`, its payload in `tool_id`; when
         `tool_ids` is set, only the payloads it lists. Streams until the caller cancels.
         """
-        wanted = frozenset(request.tool_ids)
+        try:
+            wanted = frozenset(rt.parse_uuids(request.tool_ids, "tool_ids"))
+        except rt.RpcError as err:
+            await context.abort(err.code, err.message)
         async for payload in rt.listen(self.db.pool, context, "WatchTaskWakes", "task_wake"):
             if wanted and payload not in wanted:
                 continue
