@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from .convert import (
     enum_label,
-    parse_uuid,
     parse_ints,
+    parse_uuid,
     parse_uuids,
     text_results,
     timestamp_param,
@@ -39,8 +39,8 @@ __all__ = [
     "Unavailable",
     "enum_label",
     "listen",
-    "parse_uuid",
     "parse_ints",
+    "parse_uuid",
     "parse_uuids",
     "status_for_db_error",
     "text_results",
