@@ -14,12 +14,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from annotation_corpus.runner import CORPUS, Corpus, case_names, chdir, proto_name
+from annotation_corpus.runner import CORPUS, Corpus, case_names, proto_name
 from google.protobuf import descriptor_pb2
 from google.protobuf.compiler import plugin_pb2
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from pydb.plugin.main import generate
+from plugin_harness import plugin_request, run_request
 from pydb.v1 import options_pb2
 
 SCHEMA = (CORPUS / "schema.sql").read_text(encoding="utf-8")
@@ -166,8 +166,7 @@ def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def mutated_request(corpus: Corpus, m: Mutation) -> tuple[plugin_pb2.CodeGeneratorRequest, str]:
     target = proto_name("valid", m.case)
-    request = plugin_pb2.CodeGeneratorRequest(file_to_generate=[target], parameter="proto_path=.")
-    request.proto_file.extend(corpus.descriptors.file)
+    request = plugin_request(corpus.descriptors, [target])
     file = next(f for f in request.proto_file if f.name == target)
     methods = [meth for svc in file.service for meth in svc.method]
     method: descriptor_pb2.MethodDescriptorProto = methods[m.rpc % len(methods)]
@@ -202,15 +201,14 @@ def mutated_request(corpus: Corpus, m: Mutation) -> tuple[plugin_pb2.CodeGenerat
 def test_plugin_never_crashes(corpus: Corpus, workdir: Path, m: Mutation) -> None:
     request, schema = mutated_request(corpus, m)
     (workdir / CORPUS.name / "schema.sql").write_text(schema, encoding="utf-8")
-    with chdir(workdir):
-        response = generate(request)
-    assert "internal error" not in response.error, response.error
-    assert "Traceback" not in response.error, response.error
-    assert bool(response.error) != bool(response.file), (response.error, [f.name for f in response.file])
-    if response.error:
-        assert re.match(r"^\d+ errors? in ", response.error), response.error
-    for f in response.file:
-        compile(f.content, f.name, "exec")
+    outcome = run_request(request, cwd=workdir)
+    assert "internal error" not in outcome.error, outcome.error
+    assert "Traceback" not in outcome.error, outcome.error
+    assert bool(outcome.error) != bool(outcome.files), (outcome.error, list(outcome.files))
+    if outcome.error:
+        assert re.match(r"^\d+ errors? in ", outcome.error), outcome.error
+    for name, content in outcome.files.items():
+        compile(content, name, "exec")
 
 
 def test_unmutated_cases_generate(corpus: Corpus, workdir: Path) -> None:
@@ -218,6 +216,5 @@ def test_unmutated_cases_generate(corpus: Corpus, workdir: Path) -> None:
     for case in VALID:
         request, schema = mutated_request(corpus, Mutation(case, 0, (), (), (), "query", None, None))
         (workdir / CORPUS.name / "schema.sql").write_text(schema, encoding="utf-8")
-        with chdir(workdir):
-            response = generate(request)
-        assert response.error == "" and response.file, (case, response.error)
+        outcome = run_request(request, cwd=workdir)
+        assert outcome.error == "" and outcome.files, (case, outcome.error)

@@ -7,10 +7,8 @@ timestamps) is exercised for real, not only checked at generation time.
 
 from __future__ import annotations
 
-import contextlib
 import datetime
 import importlib
-import io
 import sys
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -19,11 +17,10 @@ from typing import Any
 import psycopg
 import pytest
 from annotation_corpus.pgcheck import descriptor_set
-from annotation_corpus.runner import CORPUS, ROOT, WELL_KNOWN, Corpus, case_names, proto_name
+from annotation_corpus.runner import CORPUS, ROOT, Corpus, case_names, proto_name
 from google.protobuf import descriptor_pb2, duration_pb2, message, symbol_database, timestamp_pb2
-from grpc_tools import protoc  # type: ignore[import-untyped]
 from pg import Cluster, scratch_database
-from pydb import include_dir
+from plugin_harness import protoc
 from pydb import runtime as rt
 from pydb.plugin.protos import snake_case
 from pydb.v1 import options_pb2
@@ -98,17 +95,7 @@ def generated(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     """The corpus' Python (protoc's _pb2/_pb2_grpc and protoc-gen-pydb's handlers), importable."""
     out = tmp_path_factory.mktemp("generated")
     files = [f"{CORPUS.name}/common.proto", *(proto_name("valid", name) for name in VALID)]
-    args = [
-        "protoc",
-        f"-I{ROOT}",
-        f"-I{include_dir()}",
-        f"-I{WELL_KNOWN}",
-        f"--python_out={out}",
-        f"--grpc_python_out={out}",
-        *files,
-    ]
-    with contextlib.redirect_stderr(io.StringIO()) as stderr:
-        assert protoc.main(args) == 0, stderr.getvalue()
+    protoc(ROOT, f"--python_out={out}", f"--grpc_python_out={out}", *files)
     corpus = Corpus()
     for name in VALID:
         outcome = corpus.run("valid", name)

@@ -8,90 +8,32 @@ After an intended change of the messages, rewrite them with
     PYDB_UPDATE_EXPECTED=1 .venv/bin/pytest tests/test_diagnostics.py
 
 and review the diff. The .proto files are parsed once, in-process (grpc_tools' protoc); each
-case is then one CodeGeneratorRequest handed to `pydb.plugin.main.generate`.
+case is then one CodeGeneratorRequest handed to `pydb.plugin.main.generate` (tests/plugin_harness.py).
 """
 
 from __future__ import annotations
 
-import contextlib
-import io
 import os
 import re
 import subprocess
 import sys
-import tempfile
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
-import grpc_tools  # type: ignore[import-untyped]
 import psycopg
 import pytest
 from google.protobuf import descriptor_pb2
-from google.protobuf.compiler import plugin_pb2
-from grpc_tools import protoc
 from pg import scratch_database
+from plugin_harness import compile_protos, run_plugin
 from pydb import include_dir
-from pydb.plugin.main import generate
 
 ROOT = Path(__file__).resolve().parent.parent
 CORPUS = Path(__file__).resolve().parent / "diagnostics_corpus"
-WELL_KNOWN = Path(grpc_tools.__file__).resolve().parent / "_proto"
 UPDATE = os.environ.get("PYDB_UPDATE_EXPECTED") == "1"
 
 BAD = sorted(p.stem for p in (CORPUS / "bad").glob("*.proto"))
 VALID = sorted(p.stem for p in (CORPUS / "valid").glob("*.proto"))
 HEAD = re.compile(r"^(?P<path>[\w/.]+):(?P<line>\d+):(?P<col>\d+): (?P<severity>error|warning): (?P<msg>.*)$", re.M)
-
-
-@dataclass(frozen=True)
-class Outcome:
-    """What protoc would show for one run: the error (empty on success), the warnings the
-    plugin wrote to stderr, and the generated files."""
-
-    error: str
-    warnings: str
-    files: dict[str, str]
-
-    def transcript(self) -> str:
-        out = self.error
-        if self.warnings:
-            out += "\n--- warnings ---\n" + self.warnings
-        return out.rstrip("\n") + "\n"
-
-
-def compile_protos(root: Path, files: list[str]) -> descriptor_pb2.FileDescriptorSet:
-    """Parse `files` (relative to `root`) with protoc, source info and imports included."""
-    with tempfile.TemporaryDirectory() as tmp:
-        out = Path(tmp) / "set.pb"
-        args = ["protoc", f"-I{root}", f"-I{include_dir()}", f"-I{WELL_KNOWN}", "--include_imports"]
-        args += ["--include_source_info", f"--descriptor_set_out={out}", *files]
-        stderr = io.StringIO()
-        with contextlib.redirect_stderr(stderr):
-            code = protoc.main(args)
-        assert code == 0, f"protoc failed on the corpus: {stderr.getvalue()}"
-        return descriptor_pb2.FileDescriptorSet.FromString(out.read_bytes())
-
-
-@contextlib.contextmanager
-def inside(path: Path) -> Iterator[None]:
-    before = Path.cwd()
-    os.chdir(path)
-    try:
-        yield
-    finally:
-        os.chdir(before)
-
-
-def run_plugin(descriptors: descriptor_pb2.FileDescriptorSet, targets: list[str]) -> Outcome:
-    """Generate `targets` as protoc would, with `proto_path=.` from inside the corpus so that
-    schema paths in diagnostics are relative to it."""
-    request = plugin_pb2.CodeGeneratorRequest(file_to_generate=targets, parameter="proto_path=.")
-    request.proto_file.extend(descriptors.file)
-    stderr = io.StringIO()
-    with inside(CORPUS), contextlib.redirect_stderr(stderr):
-        response = generate(request)
-    return Outcome(response.error, stderr.getvalue(), {f.name: f.content for f in response.file})
 
 
 @pytest.fixture(scope="module")
@@ -107,7 +49,7 @@ def test_the_corpus_covers_at_least_40_error_classes() -> None:
 
 @pytest.mark.parametrize("name", BAD)
 def test_bad_annotation_is_reported_exactly(descriptors: descriptor_pb2.FileDescriptorSet, name: str) -> None:
-    outcome = run_plugin(descriptors, [f"bad/{name}.proto"])
+    outcome = run_plugin(descriptors, [f"bad/{name}.proto"], cwd=CORPUS)
     expected_file = CORPUS / "bad" / f"{name}.expected"
     if UPDATE:
         expected_file.write_text(outcome.transcript(), encoding="utf-8")
@@ -125,7 +67,7 @@ def test_every_location_points_at_the_annotation_or_schema_line(
     """path:line:col points into the file it names: at `option (pydb.v1.sql)` in a .proto, or
     at the offending token of a schema line; a caret line sits under the SQL line above it
     and is followed by the position inside the statement."""
-    text = run_plugin(descriptors, [f"bad/{name}.proto"]).transcript()
+    text = run_plugin(descriptors, [f"bad/{name}.proto"], cwd=CORPUS).transcript()
     heads = list(HEAD.finditer(text))
     assert heads, text
     for head in heads:
@@ -147,7 +89,7 @@ def test_every_location_points_at_the_annotation_or_schema_line(
 
 @pytest.mark.parametrize("name", VALID)
 def test_valid_tricky_statements_generate(descriptors: descriptor_pb2.FileDescriptorSet, name: str) -> None:
-    outcome = run_plugin(descriptors, [f"valid/{name}.proto"])
+    outcome = run_plugin(descriptors, [f"valid/{name}.proto"], cwd=CORPUS)
     assert outcome.error == ""
     assert outcome.warnings == ""
     handlers = outcome.files[f"valid/{name}_pydb.py"]
@@ -166,7 +108,7 @@ def _snake(name: str) -> str:
 
 def test_all_errors_of_all_files_are_reported_in_one_run(descriptors: descriptor_pb2.FileDescriptorSet) -> None:
     targets = ["bad/unknown_table.proto", "bad/enum_label_comparison.proto", "valid/tricky.proto"]
-    outcome = run_plugin(descriptors, targets)
+    outcome = run_plugin(descriptors, targets, cwd=CORPUS)
     paths = [m["path"] for m in HEAD.finditer(outcome.error)]
     assert outcome.error.startswith("2 errors in SQL annotations:\n")
     assert paths == ["bad/enum_label_comparison.proto", "bad/unknown_table.proto"]
@@ -188,14 +130,10 @@ def test_warnings_go_to_stderr_and_do_not_stop_generation(tmp_path: Path) -> Non
     (tmp_path / "common.proto").write_text((CORPUS / "common.proto").read_text(encoding="utf-8"), encoding="utf-8")
     (tmp_path / "schema.sql").write_text((CORPUS / "schema.sql").read_text(encoding="utf-8"), encoding="utf-8")
     descriptors = compile_protos(tmp_path, ["warn/unused.proto"])
-    request = plugin_pb2.CodeGeneratorRequest(file_to_generate=["warn/unused.proto"], parameter="proto_path=.")
-    request.proto_file.extend(descriptors.file)
-    stderr = io.StringIO()
-    with inside(tmp_path), contextlib.redirect_stderr(stderr):
-        response = generate(request)
-    assert response.error == ""
-    assert "warn/unused_pydb.py" in {f.name for f in response.file}
-    assert stderr.getvalue() == (
+    outcome = run_plugin(descriptors, ["warn/unused.proto"], cwd=tmp_path)
+    assert outcome.error == ""
+    assert "warn/unused_pydb.py" in outcome.files
+    assert outcome.warnings == (
         "warn/unused.proto:12:5: warning: Get: request field warn.Req.note is not used by the statement\n"
     )
 

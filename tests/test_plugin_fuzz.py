@@ -5,8 +5,6 @@ nothing); it never reports an internal error and never prints a traceback."""
 
 from __future__ import annotations
 
-import contextlib
-import io
 import os
 import re
 import tempfile
@@ -15,12 +13,11 @@ from pathlib import Path
 
 import pytest
 from google.protobuf import descriptor_pb2
-from google.protobuf.compiler import plugin_pb2
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from pydb.plugin.main import generate
+from plugin_harness import Outcome, compile_protos, run_plugin
 from pydb.v1 import options_pb2
-from test_diagnostics import CORPUS, compile_protos
+from test_diagnostics import CORPUS
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -122,6 +119,16 @@ def mutate_proto(data: st.DataObject, base: Base) -> descriptor_pb2.FileDescript
     return out
 
 
+def generate_with_schema(base: Base, descriptors: descriptor_pb2.FileDescriptorSet, schema: str) -> Outcome:
+    """Generate `base.target` out of `descriptors`, with `schema` at the path the proto names
+    (in a fresh proto_path root)."""
+    with tempfile.TemporaryDirectory() as root:
+        path = Path(root) / base.schema_path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(schema, encoding="utf-8")
+        return run_plugin(descriptors, [base.target], parameter=f"proto_path={root}")
+
+
 @settings(
     # PYDB_FUZZ_EXAMPLES=5000 for a longer hunt; the default keeps `make test` quick.
     max_examples=int(os.environ.get("PYDB_FUZZ_EXAMPLES", "120")),
@@ -136,23 +143,15 @@ def test_the_plugin_never_crashes_on_mutated_annotations_and_schema(data: st.Dat
     schema = base.schema
     for _ in range(data.draw(st.integers(0, 2), label="schema edits")):
         schema = mutate_text(data, schema)
-    with tempfile.TemporaryDirectory() as root:
-        path = Path(root) / base.schema_path
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(schema, encoding="utf-8")
-        request = plugin_pb2.CodeGeneratorRequest(file_to_generate=[base.target], parameter=f"proto_path={root}")
-        request.proto_file.extend(descriptors.file)
-        stderr = io.StringIO()
-        with contextlib.redirect_stderr(stderr):
-            response = generate(request)  # must not raise
-    report = response.error + stderr.getvalue()
+    outcome = generate_with_schema(base, descriptors, schema)  # must not raise
+    report = outcome.error + outcome.warnings
     assert "internal error" not in report, report
     assert "Traceback" not in report, report
-    if response.error:
-        assert len(response.file) == 0
-        assert re.search(r"^\S+:\d+:\d+: error: ", response.error, re.M), response.error
+    if outcome.error:
+        assert len(outcome.files) == 0
+        assert re.search(r"^\S+:\d+:\d+: error: ", outcome.error, re.M), outcome.error
     else:
-        assert {f.name for f in response.file} == {
+        assert set(outcome.files) == {
             base.target.replace(".proto", "_pydb.py"),
             base.target.replace(".proto", "_pydb_server.py"),
         }
@@ -161,12 +160,6 @@ def test_the_plugin_never_crashes_on_mutated_annotations_and_schema(data: st.Dat
 @pytest.mark.parametrize("base", BASES, ids=lambda b: b.target)
 def test_the_unmutated_bases_generate(base: Base) -> None:
     """The property above is only meaningful if the starting points are valid."""
-    with tempfile.TemporaryDirectory() as root:
-        path = Path(root) / base.schema_path
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(base.schema, encoding="utf-8")
-        request = plugin_pb2.CodeGeneratorRequest(file_to_generate=[base.target], parameter=f"proto_path={root}")
-        request.proto_file.extend(base.descriptors.file)
-        response = generate(request)
-    assert response.error == ""
-    assert len(response.file) == 2
+    outcome = generate_with_schema(base, base.descriptors, base.schema)
+    assert outcome.error == ""
+    assert len(outcome.files) == 2

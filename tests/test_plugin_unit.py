@@ -4,21 +4,18 @@ source_code_info protoc would attach), put in a CodeGeneratorRequest and handed 
 
 from __future__ import annotations
 
-import contextlib
-import io
 import os
 import re
 from pathlib import Path
 
 import pytest
 from google.protobuf import descriptor_pb2, wrappers_pb2
-from google.protobuf.compiler import plugin_pb2
+from plugin_harness import run_plugin
 from pydb.plugin import compiler
 from pydb.plugin import pgtypes as t
 from pydb.plugin.analyze import analyze
 from pydb.plugin.catalog import build_catalog, split_statements
 from pydb.plugin.diagnostics import Diagnostic, SqlSpan, unterminated_at
-from pydb.plugin.main import generate
 from pydb.v1 import options_pb2
 
 F = descriptor_pb2.FieldDescriptorProto
@@ -88,12 +85,8 @@ def wrappers_file() -> descriptor_pb2.FileDescriptorProto:
 def run(tmp_path: Path, *files: descriptor_pb2.FileDescriptorProto, schema: str = SCHEMA) -> tuple[str, str, list[str]]:
     """(error, stderr, generated file names) for generating the last of `files`."""
     (tmp_path / "schema.sql").write_text(schema, encoding="utf-8")
-    request = plugin_pb2.CodeGeneratorRequest(file_to_generate=[files[-1].name], parameter=f"proto_path={tmp_path}")
-    request.proto_file.extend([wrappers_file(), *files])
-    stderr = io.StringIO()
-    with contextlib.redirect_stderr(stderr):
-        response = generate(request)
-    return response.error, stderr.getvalue(), [f.name for f in response.file]
+    outcome = run_plugin([wrappers_file(), *files], [files[-1].name], parameter=f"proto_path={tmp_path}")
+    return outcome.error, outcome.warnings, list(outcome.files)
 
 
 def test_a_valid_rpc_generates(tmp_path: Path) -> None:

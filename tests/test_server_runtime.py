@@ -202,7 +202,9 @@ async def test_health_not_serving_until_the_database_can_be_reached(
     caplog.set_level(logging.INFO, logger="pydb")
     name = f"pydb_test_late_{uuid.uuid4().hex[:10]}"
     url = with_dbname(pg_server[0], name)  # does not exist yet: every connection attempt fails
-    running = await start_server(server_config(url, pool_min=1, pool_timeout=0.3, health_interval=0.1))
+    running = await start_server(
+        server_config(url, pool_min=1, pool_timeout=0.3, health_interval=0.1, grace_seconds=1.0)
+    )
     try:
         async with grpc.aio.insecure_channel(running.address) as ch:
             health = health_pb2_grpc.HealthStub(ch)
@@ -231,9 +233,17 @@ async def test_health_not_serving_until_the_database_can_be_reached(
 
             await wait_until(serving, "SERVING once the database exists", 20.0)
             assert await status("") == health_pb2.HealthCheckResponse.SERVING
-            # Graceful shutdown turns health NOT_SERVING before the port closes.
+            # Graceful shutdown turns health NOT_SERVING before the port closes: a watcher
+            # connected before the shutdown sees the change (a new Check may already be refused).
+            watch = health.Watch(health_pb2.HealthCheckRequest(service=""), timeout=10)
+            first = await watch.read()
+            assert isinstance(first, health_pb2.HealthCheckResponse)
+            assert first.status == health_pb2.HealthCheckResponse.SERVING
             running.stop.set()
-            await wait_until(lambda: _is(status(""), health_pb2.HealthCheckResponse.NOT_SERVING), "NOT_SERVING")
+            update = await watch.read()
+            assert isinstance(update, health_pb2.HealthCheckResponse)
+            assert update.status == health_pb2.HealthCheckResponse.NOT_SERVING
+            watch.cancel()
     finally:
         await running.close()
         with psycopg.connect(pg_server[0], autocommit=True) as admin:

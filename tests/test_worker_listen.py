@@ -14,6 +14,7 @@ import grpc
 import psycopg
 from generation.task.v1 import task_pb2 as pb
 from generation.task.v1 import task_pb2_grpc
+from plugin_harness import Outcome, compile_protos, run_plugin
 from taskworker import ListenWakeSubscriber, TaskContext, WorkerFleet
 from worker_support import sql, wait_until
 
@@ -153,32 +154,12 @@ service Demo {
 """
 
 
-class PluginRun:
-    def __init__(self, error: str, files: dict[str, str]) -> None:
-        self.error = error
-        self.files = files
-
-
-def run_listen_plugin(tmp_path: Path, rpc: str) -> PluginRun:
+def run_listen_plugin(tmp_path: Path, rpc: str) -> Outcome:
     """protoc (grpc_tools) parses the proto; the plugin runs in-process on the request."""
-    import grpc_tools  # type: ignore[import-untyped]
-    from google.protobuf import descriptor_pb2
-    from google.protobuf.compiler import plugin_pb2
-    from grpc_tools import protoc
-    from pydb import include_dir
-    from pydb.plugin.main import generate
-
     (tmp_path / "demo.proto").write_text(LISTEN_PROTO % rpc)
     (tmp_path / "schema.sql").write_text("CREATE SCHEMA demo;\nCREATE TABLE demo.things (id uuid PRIMARY KEY);\n")
-    well_known = Path(grpc_tools.__file__).resolve().parent / "_proto"
-    out = tmp_path / "set.pb"
-    args = ["protoc", f"-I{tmp_path}", f"-I{include_dir()}", f"-I{well_known}", "--include_imports",
-            "--include_source_info", f"--descriptor_set_out={out}", "demo.proto"]  # fmt: skip
-    assert protoc.main(args) == 0
-    request = plugin_pb2.CodeGeneratorRequest(file_to_generate=["demo.proto"], parameter=f"proto_path={tmp_path}")
-    request.proto_file.extend(descriptor_pb2.FileDescriptorSet.FromString(out.read_bytes()).file)
-    response = generate(request)
-    return PluginRun(response.error, {f.name: f.content for f in response.file})
+    descriptors = compile_protos(tmp_path, ["demo.proto"])
+    return run_plugin(descriptors, ["demo.proto"], parameter=f"proto_path={tmp_path}")
 
 
 def test_plugin_compiles_a_listen_rpc(tmp_path: Path) -> None:

@@ -8,91 +8,33 @@ plugin prints now; review the diff before committing it.
 
 from __future__ import annotations
 
-import contextlib
-import io
-import os
 import sys
-import tempfile
-from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
-
-import grpc_tools  # type: ignore[import-untyped]
-from google.protobuf import descriptor_pb2
-from google.protobuf.compiler import plugin_pb2
-from grpc_tools import protoc
-from pydb import include_dir
-from pydb.plugin.main import generate
 
 CORPUS = Path(__file__).resolve().parent
 #: The -I root: the corpus' files are `annotation_corpus/...` in it, names no other test's
 #: protos use (generated modules of two same-named .proto files would clash in one process).
 ROOT = CORPUS.parent
-WELL_KNOWN = Path(grpc_tools.__file__).resolve().parent / "_proto"
+if str(ROOT) not in sys.path:  # run as a script: tests/ holds plugin_harness
+    sys.path.insert(0, str(ROOT))
 
+from plugin_harness import WELL_KNOWN, Outcome, compile_protos, run_plugin  # noqa: E402
 
-@dataclass(frozen=True)
-class Outcome:
-    """What protoc would show: the error text (empty when generation succeeded), the warnings
-    written to stderr, and the generated files."""
-
-    error: str
-    warnings: str
-    files: dict[str, str]
-
-    def transcript(self) -> str:
-        """The text an `.expected` file holds."""
-        out = self.error
-        if self.warnings:
-            out += "\n--- warnings ---\n" + self.warnings
-        return out.rstrip("\n") + "\n"
+__all__ = [
+    "CORPUS",
+    "ROOT",
+    "WELL_KNOWN",
+    "Corpus",
+    "Outcome",
+    "case_names",
+    "compile_protos",
+    "proto_name",
+    "update_expected",
+]
 
 
 def case_names(kind: str) -> list[str]:
     return sorted(p.stem for p in (CORPUS / kind).glob("*.proto"))
-
-
-def compile_protos(root: Path, files: list[str]) -> descriptor_pb2.FileDescriptorSet:
-    """Parse `files` (relative to `root`) with protoc, source info and imports included."""
-    with tempfile.TemporaryDirectory() as tmp:
-        out = Path(tmp) / "set.pb"
-        args = [
-            "protoc",
-            f"-I{root}",
-            f"-I{include_dir()}",
-            f"-I{WELL_KNOWN}",
-            "--include_imports",
-            "--include_source_info",
-            f"--descriptor_set_out={out}",
-            *files,
-        ]
-        stderr = io.StringIO()
-        with contextlib.redirect_stderr(stderr):
-            code = protoc.main(args)
-        if code != 0:
-            raise RuntimeError(f"protoc failed on {files}: {stderr.getvalue()}")
-        return descriptor_pb2.FileDescriptorSet.FromString(out.read_bytes())
-
-
-@contextlib.contextmanager
-def chdir(path: Path) -> Iterator[None]:
-    before = Path.cwd()
-    os.chdir(path)
-    try:
-        yield
-    finally:
-        os.chdir(before)
-
-
-def run_plugin(descriptors: descriptor_pb2.FileDescriptorSet, target: str, root: Path) -> Outcome:
-    """Generate `target` as protoc would, with `proto_path=.` from inside `root` so that
-    paths in the diagnostics are relative to it."""
-    request = plugin_pb2.CodeGeneratorRequest(file_to_generate=[target], parameter="proto_path=.")
-    request.proto_file.extend(descriptors.file)
-    stderr = io.StringIO()
-    with chdir(root), contextlib.redirect_stderr(stderr):
-        response = generate(request)
-    return Outcome(response.error, stderr.getvalue(), {f.name: f.content for f in response.file})
 
 
 class Corpus:
@@ -103,7 +45,7 @@ class Corpus:
         self.descriptors = compile_protos(ROOT, self.files)
 
     def run(self, kind: str, name: str) -> Outcome:
-        return run_plugin(self.descriptors, proto_name(kind, name), ROOT)
+        return run_plugin(self.descriptors, [proto_name(kind, name)], cwd=ROOT)
 
 
 def proto_name(kind: str, name: str) -> str:
