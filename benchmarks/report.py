@@ -180,8 +180,10 @@ def _throughput(r: Json) -> list[str]:
         "",
         f"The generated server (`python -m generation.task.v1.task_pydb_server`, pool = max N) and the clients "
         f"(grpc blocking stubs, N threads over up to 2 processes) are separate processes; pgbench runs the same SQL "
-        f"(taken from the generated module, `-M prepared`, N clients) against the same database. {tp['seconds_per_run']:.0f} s "
-        "per run; the queue is truncated and refilled before every run; pgbench and the tool alternate at each N.",
+        f"(taken from the generated module, `-M prepared`, N clients) against the same database. "
+        f"{tp['seconds_per_run']:.0f} s per single-path run, {tp.get('seconds_per_batched_run', tp['seconds_per_run']):.0f} s "
+        "per batched run; the queue is truncated and refilled before every run; pgbench and the tool alternate at each N; "
+        "tasks are counted as completed rows in the table.",
         "",
         "| Path | N | pgbench (tasks/s) | through gRPC (tasks/s) | ratio | gRPC cycle p50 / p99 (ms) | load avg |",
         "|---|---|---|---|---|---|---|",
@@ -275,6 +277,8 @@ def markdown(r: Json) -> str:
         *_machine(r),
         "",
     ]
+    for name, error in r.get("failed", {}).items():
+        out += [f"## {name}: failed", "", "```", error.strip(), "```", ""]
     for name, section in (
         ("codegen", _codegen),
         ("overhead", _overhead),

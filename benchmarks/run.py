@@ -15,6 +15,7 @@ import argparse
 import json
 import sys
 import time
+import traceback
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -40,14 +41,19 @@ def run_all(names: list[str], quick: bool) -> Json:
         for name in names:
             t0 = time.perf_counter()
             print(f"bench: {name} ...", file=sys.stderr, flush=True)
-            if name == "codegen":
-                results[name] = bench_codegen.run(quick=quick)
-            elif name == "overhead":
-                results[name] = bench_overhead.run(server, quick=quick)
-            elif name == "throughput":
-                results[name] = bench_throughput.run(server, quick=quick)
-            elif name == "backlog":
-                results[name] = bench_backlog.run(server, quick=quick, own_cluster=cluster is not None)
+            try:
+                if name == "codegen":
+                    results[name] = bench_codegen.run(quick=quick)
+                elif name == "overhead":
+                    results[name] = bench_overhead.run(server, quick=quick)
+                elif name == "throughput":
+                    results[name] = bench_throughput.run(server, quick=quick)
+                elif name == "backlog":
+                    results[name] = bench_backlog.run(server, quick=quick, own_cluster=cluster is not None)
+            except Exception:  # one broken benchmark must not lose the others' results
+                traceback.print_exc()
+                results.setdefault("failed", {})[name] = traceback.format_exc(limit=3)
+                continue
             results["timings_s"][name] = time.perf_counter() - t0
             results[name]["loadavg_after"] = common.loadavg()
             print(f"bench: {name} done in {results['timings_s'][name]:.0f}s", file=sys.stderr, flush=True)
@@ -77,6 +83,9 @@ def main() -> int:
         common.write_json(results, raw)
     report.write(results, out)
     print(f"wrote {out / 'RESULTS.md'}", file=sys.stderr)
+    if results.get("failed"):
+        print(f"failed: {', '.join(results['failed'])}", file=sys.stderr)
+        return 1
     return 0
 
 
