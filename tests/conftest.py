@@ -4,6 +4,7 @@ GenerationDataService served over gRPC on a free port."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import sys
 import uuid
@@ -77,6 +78,18 @@ async def start_server(cfg: pydb_server.Config) -> RunningServer:
     if task.done():
         task.result()  # raises what made it stop
     return RunningServer(ready.result(), stop, task)
+
+
+@contextlib.asynccontextmanager
+async def private_service(server_url: str, **overrides: object) -> AsyncIterator[tuple[str, RunningServer]]:
+    """A scratch database of its own and the generated server on it: for tests of RPCs that see
+    every tool's rows (ListStaleTasks, the reaper), which must not meet other modules' rows."""
+    with scratch_database(server_url) as url:
+        running = await start_server(server_config(url, **overrides))
+        try:
+            yield url, running
+        finally:
+            await running.close()
 
 
 @pytest.fixture(scope="session")

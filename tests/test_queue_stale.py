@@ -5,28 +5,31 @@ exact set of listed rows."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 
 import grpc
 import pytest
-from conftest import RunningServer, server_config, start_server
+from conftest import RunningServer, private_service
 from generation.task.v1 import task_pb2 as pb
-from pg import Cluster, scratch_database
+from pg import Cluster
 from queue_support import Stub, claim_next, claim_one, enqueue, execute, expire_leases, new_tool, row, rpc_error
 
 
 @pytest.fixture(scope="module")
-def stale_db(pg_server: tuple[str, Cluster | None]) -> Iterator[str]:
-    with scratch_database(pg_server[0]) as url:
-        yield url
+async def private(pg_server: tuple[str, Cluster | None]) -> AsyncIterator[tuple[str, RunningServer]]:
+    async with private_service(pg_server[0], pool_min=1, pool_max=4) as found:
+        yield found
 
 
 @pytest.fixture(scope="module")
-async def stale_stub(stale_db: str) -> AsyncIterator[Stub]:
-    running: RunningServer = await start_server(server_config(stale_db, pool_min=1, pool_max=4))
-    async with grpc.aio.insecure_channel(running.address) as ch:
+def stale_db(private: tuple[str, RunningServer]) -> str:
+    return private[0]
+
+
+@pytest.fixture(scope="module")
+async def stale_stub(private: tuple[str, RunningServer]) -> AsyncIterator[Stub]:
+    async with grpc.aio.insecure_channel(private[1].address) as ch:
         yield Stub(ch)
-    await running.close()
 
 
 @pytest.fixture

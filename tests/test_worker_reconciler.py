@@ -4,15 +4,15 @@ several replicas sweeping at once."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING
 
 import grpc
 import pytest
-from conftest import RunningServer, server_config, start_server
+from conftest import RunningServer, private_service
 from generation.task.v1 import task_pb2 as pb
 from generation.task.v1 import task_pb2_grpc
-from pg import Cluster, scratch_database
+from pg import Cluster
 from taskworker import Reconciler
 from worker_support import sql, wait_until
 
@@ -23,21 +23,19 @@ if TYPE_CHECKING:
 # The reconciler fails every stale row it can see, not just this module's: give it a database
 # of its own so it never reaps rows another test module left stale on purpose.
 @pytest.fixture(scope="module")
-def database_url(pg_server: tuple[str, Cluster | None]) -> Iterator[str]:
-    with scratch_database(pg_server[0]) as url:
-        yield url
+async def private(pg_server: tuple[str, Cluster | None]) -> AsyncIterator[tuple[str, RunningServer]]:
+    async with private_service(pg_server[0]) as found:
+        yield found
 
 
 @pytest.fixture(scope="module")
-async def service(database_url: str) -> AsyncIterator[RunningServer]:
-    running = await start_server(server_config(database_url))
-    yield running
-    await running.close()
+def database_url(private: tuple[str, RunningServer]) -> str:
+    return private[0]
 
 
 @pytest.fixture(scope="module")
-async def channel(service: RunningServer) -> AsyncIterator[grpc.aio.Channel]:
-    async with grpc.aio.insecure_channel(service.address) as ch:
+async def channel(private: tuple[str, RunningServer]) -> AsyncIterator[grpc.aio.Channel]:
+    async with grpc.aio.insecure_channel(private[1].address) as ch:
         yield ch
 
 
