@@ -12,12 +12,14 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import grpc
+import psycopg
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "generated"))
 sys.path.insert(0, str(ROOT / "worker"))  # the taskworker package (tests/test_worker_*.py)
 sys.path.insert(0, str(ROOT / "tests"))
+ANNOTATION_CORPUS = ROOT / "tests" / "annotation_corpus"
 
 from generation.task.v1 import task_pb2, task_pb2_grpc, task_pydb_server  # noqa: E402
 from pg import Cluster, postgres_server, scratch_database  # noqa: E402
@@ -90,6 +92,16 @@ async def private_service(server_url: str, **overrides: object) -> AsyncIterator
             yield url, running
         finally:
             await running.close()
+
+
+@pytest.fixture(scope="module")
+def corpus_db(pg_server: tuple[str, Cluster | None]) -> Iterator[psycopg.Connection]:
+    """A connection to a scratch database holding the annotation corpus' schema."""
+    with (
+        scratch_database(pg_server[0], schema=ANNOTATION_CORPUS / "schema.sql") as url,
+        psycopg.connect(url, autocommit=True) as conn,
+    ):
+        yield conn
 
 
 @pytest.fixture(scope="session")

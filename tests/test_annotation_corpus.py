@@ -13,7 +13,6 @@ import os
 import re
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import psycopg
@@ -156,15 +155,6 @@ SQL_ERRORS = {
     "cast_not_possible": "cannot cast type uuid to integer",
     "update_same_column_twice": 'multiple assignments to same column "attempts"',
 }
-
-
-@pytest.fixture(scope="module")
-def corpus_db(pg_server: tuple[str, Cluster | None]) -> Iterator[psycopg.Connection]:
-    with (
-        scratch_database(pg_server[0], schema=CORPUS / "schema.sql") as url,
-        psycopg.connect(url, autocommit=True) as conn,
-    ):
-        yield conn
 
 
 def test_sql_error_cases_exist() -> None:

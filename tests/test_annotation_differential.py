@@ -11,16 +11,13 @@ NULL columns an INSERT leaves out, duplicate result names).
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 from dataclasses import dataclass
 
 import psycopg
-import pytest
 from annotation_corpus.pgcheck import annotated_queries, postgres_error
 from annotation_corpus.runner import CORPUS, case_names
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from pg import Cluster, scratch_database
 from pydb.plugin.analyze import analyze
 from pydb.plugin.catalog import build_catalog
 
@@ -68,15 +65,6 @@ breakages = st.builds(
     position=st.integers(min_value=0, max_value=30),
     other=st.integers(min_value=0, max_value=len(COLUMNS) - 1),
 )
-
-
-@pytest.fixture(scope="module")
-def corpus_db(pg_server: tuple[str, Cluster | None]) -> Iterator[psycopg.Connection]:
-    with (
-        scratch_database(pg_server[0], schema=CORPUS / "schema.sql") as url,
-        psycopg.connect(url, autocommit=True) as conn,
-    ):
-        yield conn
 
 
 def plugin_errors(sql: str) -> list[str]:

@@ -15,8 +15,8 @@ import psycopg
 from generation.task.v1 import task_pb2 as pb
 from generation.task.v1 import task_pb2_grpc
 from plugin_harness import Outcome, compile_protos, run_plugin
-from taskworker import ListenWakeSubscriber, TaskContext, WorkerFleet
-from worker_support import sql, wait_until
+from taskworker import ListenWakeSubscriber, WorkerFleet
+from worker_support import Pickups, sql, wait_until
 
 if TYPE_CHECKING:
     Stub = task_pb2_grpc.GenerationDataServiceAsyncStub
@@ -85,15 +85,6 @@ async def test_requeue_by_fail_task_wakes_again(stub: Stub) -> None:
         assert await next_wake(call) == tool.id  # queued again: claimable, so a wake
     finally:
         call.cancel()
-
-
-class Pickups:
-    def __init__(self) -> None:
-        self.at: dict[str, float] = {}
-
-    async def __call__(self, task: pb.Task, ctx: TaskContext) -> Any:
-        self.at[task.id] = time.perf_counter()
-        return None
 
 
 async def measure(stub: Stub, tool: pb.Tool, pickups: Pickups, n: int) -> list[float]:

@@ -8,31 +8,20 @@ import statistics
 import time
 from collections.abc import AsyncIterator
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import grpc
 import pytest
 import redis.asyncio as aioredis
 from generation.task.v1 import task_pb2 as pb
 from generation.task.v1 import task_pb2_grpc
-from taskworker import RedisWakeSubscriber, TaskContext, WakePublisher, WorkerFleet, config, enqueue
-from worker_support import RedisServer, free_port, redis_server, requires_redis, wait_until
+from taskworker import RedisWakeSubscriber, WakePublisher, WorkerFleet, config, enqueue
+from worker_support import Pickups, RedisServer, free_port, redis_server, requires_redis, wait_until
 
 if TYPE_CHECKING:
     Stub = task_pb2_grpc.GenerationDataServiceAsyncStub
 
 __all__ = ["redis_server"]  # the fixture, re-exported for pytest
-
-
-class Pickups:
-    """A `process` that records when each task's work began."""
-
-    def __init__(self) -> None:
-        self.at: dict[str, float] = {}
-
-    async def __call__(self, task: pb.Task, ctx: TaskContext) -> Any:
-        self.at[task.id] = time.perf_counter()
-        return None
 
 
 class WakingFleet:

@@ -20,6 +20,8 @@ from typing import Any
 
 import psycopg
 import pytest
+from generation.task.v1 import task_pb2 as pb
+from taskworker import TaskContext
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "worker"))
@@ -157,3 +159,14 @@ def read_events(path: Path) -> list[tuple[str, str, int]]:
         if len(parts) == 3:
             out.append((parts[0], parts[1], int(parts[2])))
     return out
+
+
+class Pickups:
+    """A `process` that records when each task's work began."""
+
+    def __init__(self) -> None:
+        self.at: dict[str, float] = {}
+
+    async def __call__(self, task: pb.Task, ctx: TaskContext) -> Any:
+        self.at[task.id] = time.perf_counter()
+        return None
