@@ -152,7 +152,7 @@ def _wrap(timers: dict[str, float], counts: dict[str, int], module: Any, name: s
 
 def phase_breakdown(include: Path, proto: str, tmp: Path) -> Json:
     """Seconds spent in each plugin phase for one in-process `generate` (imports already paid)."""
-    import pydb.plugin.compiler as compiler
+    import pydb.plugin.bind.compiler as compiler
     import pydb.plugin.main as plugin_main
     from google.protobuf import descriptor_pb2
     from google.protobuf.compiler import plugin_pb2

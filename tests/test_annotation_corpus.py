@@ -21,8 +21,8 @@ from annotation_corpus.pgcheck import annotated_queries, postgres_error, postgre
 from annotation_corpus.runner import CORPUS, ROOT, WELL_KNOWN, Corpus, case_names, compile_protos, proto_name
 from pg import Cluster, scratch_database
 from pydb import include_dir
-from pydb.plugin.analyze import analyze
-from pydb.plugin.catalog import Catalog, build_catalog
+from pydb.plugin.sql.analyze import analyze
+from pydb.plugin.sql.catalog import Catalog, build_catalog
 from pydb.v1 import options_pb2
 
 REPO = Path(__file__).resolve().parent.parent

@@ -18,8 +18,8 @@ from annotation_corpus.pgcheck import annotated_queries, postgres_error
 from annotation_corpus.runner import CORPUS, case_names
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from pydb.plugin.analyze import analyze
-from pydb.plugin.catalog import build_catalog
+from pydb.plugin.sql.analyze import analyze
+from pydb.plugin.sql.catalog import build_catalog
 
 CATALOG, _ = build_catalog((CORPUS / "schema.sql").read_text(encoding="utf-8"))
 STATEMENTS = [(f"{case}.{rpc}", sql) for case in case_names("valid") for rpc, sql in annotated_queries("valid", case)]

@@ -11,11 +11,12 @@ from pathlib import Path
 import pytest
 from google.protobuf import descriptor_pb2, wrappers_pb2
 from plugin_harness import run_plugin
-from pydb.plugin import compiler
-from pydb.plugin import pgtypes as t
-from pydb.plugin.analyze import analyze
-from pydb.plugin.catalog import build_catalog, split_statements
+from pydb.plugin.bind import compiler
+from pydb.plugin.bind import typemap as t
 from pydb.plugin.diagnostics import Diagnostic, SqlSpan, unterminated_at
+from pydb.plugin.sql.analyze import analyze
+from pydb.plugin.sql.catalog import build_catalog, split_statements
+from pydb.plugin.sql.types import PgType
 from pydb.v1 import options_pb2
 
 F = descriptor_pb2.FieldDescriptorProto
@@ -371,8 +372,8 @@ def test_an_unknown_table_reports_once_not_once_per_column() -> None:
     ],
 )
 def test_the_type_table(pg: str, proto: str, reads: bool, binds: bool) -> None:
-    assert t.compatible(t.PgType(pg), proto) is reads
-    assert t.param_compatible(t.PgType(pg), proto) is binds
+    assert t.compatible(PgType(pg), proto) is reads
+    assert t.param_compatible(PgType(pg), proto) is binds
 
 
 # -- docs/diagnostics.md shows the tables the code uses ------------------------------------------
@@ -392,7 +393,7 @@ def render_type_table() -> str:
 
 
 def render_builtins() -> str:
-    from pydb.plugin.analyze import _WINDOW_ONLY, BUILTINS
+    from pydb.plugin.sql.analyze import _WINDOW_ONLY, BUILTINS
 
     special = {"coalesce", "greatest", "least", "nullif", "make_interval", "sum", "avg", "count", "current_timestamp"}
     names = sorted(set(BUILTINS) | special)

@@ -19,9 +19,9 @@ from pydb import __version__, include_dir
 # (pydb.v1.sql) as an unknown field and every RPC looks unannotated.
 from pydb.v1 import options_pb2  # noqa: F401  (import for its side effect)
 
-from .compiler import compile_request
+from .bind.compiler import compile_request
 from .diagnostics import format_all
-from .render import render
+from .pygen.render import render
 
 # proto3 `optional` is handled (presence becomes HasField / None). Editions are not declared:
 # field presence under editions features is not modelled, so protoc refuses an editions file

@@ -21,10 +21,10 @@ from sqlglot import exp
 from sqlglot.errors import ParseError, TokenError
 from sqlglot.tokenizer_core import TokenType
 
-from . import pgtypes as t
+from ..diagnostics import Problem, SqlSpan, stray_comma, syntax_problem, unterminated_at
+from . import types as t
 from .catalog import Catalog, Column, Table
-from .diagnostics import Problem, SqlSpan, stray_comma, syntax_problem, unterminated_at
-from .pgtypes import PgType, UnknownType, span_of
+from .types import PgType, UnknownType, span_of
 
 StatementKind = Literal["select", "insert", "update", "delete"]
 

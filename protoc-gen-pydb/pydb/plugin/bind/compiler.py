@@ -19,13 +19,13 @@ from google.protobuf import descriptor_pb2
 from pydb import __version__
 from pydb.v1 import options_pb2
 
-from . import model
-from . import pgtypes as t
-from .analyze import Analysis, ResultColumn, analyze
-from .catalog import Catalog, build_catalog
-from .diagnostics import Diagnostic, Problem, Severity, SqlSpan
-from .pgtypes import PgType
-from .protos import Enum, Field, Message, ProtoIndex, leading_comment, location, python_module, snake_case
+from ..diagnostics import Diagnostic, Problem, Severity, SqlSpan
+from ..protos import Enum, Field, Message, ProtoIndex, leading_comment, location, python_module, snake_case
+from ..pygen import model
+from ..sql.analyze import Analysis, ResultColumn, analyze
+from ..sql.catalog import Catalog, build_catalog
+from ..sql.types import NULL, PgType
+from . import typemap as t
 
 # FileDescriptorProto.service = 6, ServiceDescriptorProto.method = 2, MethodDescriptorProto.options = 4
 _SERVICE, _METHOD, _OPTIONS = 6, 2, 4
@@ -521,7 +521,7 @@ class FileCompiler:
                 si, mi, f"{rpc}: result column {col.name} has no field in {target.full_name}{hint}", sql, col.span
             )
             return None
-        if col.type is None or col.type == t.NULL:
+        if col.type is None or col.type == NULL:
             return None  # the analyzer reported why the type is unknown
         pg = col.type
         v = f"row[{i}]"

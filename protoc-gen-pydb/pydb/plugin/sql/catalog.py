@@ -20,8 +20,8 @@ from sqlglot import exp
 from sqlglot.errors import ParseError, TokenError
 from sqlglot.tokenizer_core import TokenType
 
-from .diagnostics import Problem, SqlSpan, stray_comma, syntax_problem, unterminated_at
-from .pgtypes import PgType, UnknownType, qualified_name, resolve_datatype, span_of
+from ..diagnostics import Problem, SqlSpan, stray_comma, syntax_problem, unterminated_at
+from .types import PgType, UnknownType, qualified_name, resolve_datatype, span_of
 
 # sqlglot logs a WARNING whenever it falls back to a Command (every plpgsql CREATE FUNCTION);
 # the catalog handles those itself, so keep the plugin's stderr for real diagnostics.
