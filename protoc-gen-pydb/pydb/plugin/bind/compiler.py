@@ -22,7 +22,8 @@ from pydb.v1 import options_pb2
 from ..diagnostics import Diagnostic, Problem, Severity, SqlSpan
 from ..protos import Enum, Field, Message, ProtoIndex, leading_comment, location, python_module, snake_case
 from ..pygen import model
-from ..sql.analyze import Analysis, ResultColumn, analyze
+from ..sql.analysis import Analysis, ResultColumn
+from ..sql.analyze import analyze
 from ..sql.catalog import Catalog, build_catalog
 from ..sql.types import NULL, PgType
 from . import typemap as t

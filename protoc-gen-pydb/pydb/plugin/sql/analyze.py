@@ -14,7 +14,6 @@ import json
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Literal
 
 import sqlglot
 from sqlglot import exp
@@ -23,43 +22,9 @@ from sqlglot.tokenizer_core import TokenType
 
 from ..diagnostics import Problem, SqlSpan, stray_comma, syntax_problem, unterminated_at
 from . import types as t
+from .analysis import Analysis, Param, ResultColumn, StatementKind
 from .catalog import Catalog, Column, Table
 from .types import PgType, UnknownType, span_of
-
-StatementKind = Literal["select", "insert", "update", "delete"]
-
-
-@dataclass(frozen=True)
-class Param:
-    """A `@name` in the statement; `type` is None only when an error was reported for it."""
-
-    name: str
-    type: PgType | None
-    spans: tuple[SqlSpan, ...]
-
-
-@dataclass(frozen=True)
-class ResultColumn:
-    name: str
-    type: PgType | None
-    nullable: bool
-    span: SqlSpan | None
-
-
-@dataclass(frozen=True)
-class Analysis:
-    kind: StatementKind
-    params: tuple[Param, ...]
-    #: The rows' columns; None when the statement returns no rows.
-    columns: tuple[ResultColumn, ...] | None
-    #: The table an INSERT/UPDATE/DELETE writes.
-    target: Table | None
-    #: The parameter compared by equality with the target's single-column primary key in the
-    #: top-level WHERE: lets a handler tell "no such row" from "row not in the needed state".
-    key_param: str | None
-    #: INSERT ... ON CONFLICT DO NOTHING: no row back means the row already existed.
-    conflict_do_nothing: bool
-    problems: tuple[Problem, ...]
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,74 @@
+"""Names as PostgreSQL reads and writes them: identifier folding, quoting, qualified names and
+the search_path. The one module that knows the `public` rule."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import TypeVar
+
+from pglast.keywords import COL_NAME_KEYWORDS, RESERVED_KEYWORDS, TYPE_FUNC_NAME_KEYWORDS, UNRESERVED_KEYWORDS
+
+_T = TypeVar("_T")
+
+#: Keywords that must be quoted to be used as a column or table name (PostgreSQL's
+#: quote_identifier quotes every keyword but the unreserved ones).
+_QUOTE_KEYWORDS = frozenset(RESERVED_KEYWORDS) | frozenset(COL_NAME_KEYWORDS) | frozenset(TYPE_FUNC_NAME_KEYWORDS)
+assert not (_QUOTE_KEYWORDS & frozenset(UNRESERVED_KEYWORDS))
+
+_LOWER = frozenset("abcdefghijklmnopqrstuvwxyz_")
+_SAFE = _LOWER | frozenset("0123456789")
+_FOLD = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
+
+#: `"$user", public` with no role known offline: `$user` names no schema here.
+DEFAULT_SEARCH_PATH: tuple[str, ...] = ("public",)
+PG_CATALOG = "pg_catalog"
+
+
+def fold(text: str, quoted: bool = False) -> str:
+    """An identifier as PostgreSQL stores it: unquoted ones folded to lower case (ASCII letters
+    only, as PostgreSQL does under a multi-byte encoding), quoted ones kept."""
+    return text if quoted else text.translate(_FOLD)
+
+
+def quote_ident(name: str) -> str:
+    """`name` as SQL text, quoted only where PostgreSQL's quote_ident would quote it."""
+    if name and name[0] in _LOWER and all(c in _SAFE for c in name) and name not in _QUOTE_KEYWORDS:
+        return name
+    return '"' + name.replace('"', '""') + '"'
+
+
+@dataclass(frozen=True, order=True)
+class QualifiedName:
+    """A schema-qualified object name, both parts already folded."""
+
+    schema: str
+    name: str
+
+    def sql(self) -> str:
+        return f"{quote_ident(self.schema)}.{quote_ident(self.name)}"
+
+    def display(self) -> str:
+        """For messages: `schema.name`, or just `name` in public."""
+        return self.name if self.schema == "public" else f"{self.schema}.{self.name}"
+
+    def __str__(self) -> str:
+        return f"{self.schema}.{self.name}"
+
+
+def lookup(
+    schema: str | None,
+    name: str,
+    find: Callable[[QualifiedName], _T | None],
+    search_path: Iterable[str] = DEFAULT_SEARCH_PATH,
+) -> _T | None:
+    """Resolve a possibly unqualified name the way PostgreSQL does: a qualified name in its
+    schema only; an unqualified one in pg_catalog first (implicitly), then each schema of the
+    search_path in order."""
+    if schema is not None:
+        return find(QualifiedName(schema, name))
+    for candidate in (PG_CATALOG, *search_path):
+        found = find(QualifiedName(candidate, name))
+        if found is not None:
+            return found
+    return None
