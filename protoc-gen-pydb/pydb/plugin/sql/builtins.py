@@ -230,7 +230,9 @@ class Builtins:
         return found
 
     def operators(self, symbol: str) -> tuple[OperatorSig, ...]:
-        """Every operator spelled `symbol` (prefix operators have `left=None`)."""
+        """Every operator spelled `symbol` (prefix operators have `left=None`); `!=` is `<>`."""
+        if symbol == "!=":  # PostgreSQL's lexer reads != as <>
+            symbol = "<>"
         found = self._operators_cache.get(symbol)
         if found is None:
             found = tuple(self._data.operator(owner, row) for owner, row in self._ops.get(symbol, ()))

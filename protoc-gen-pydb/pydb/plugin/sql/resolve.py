@@ -72,12 +72,7 @@ DIALECT_HINTS = {
     "uuid": "did you mean gen_random_uuid()?",
     "newid": "did you mean gen_random_uuid()?",
 }
-OPERATOR_HINTS = {
-    "==": "did you mean =?",
-    "!=": "did you mean <>?",
-    "&&": "did you mean AND?",
-    "||": "did you mean OR?",
-}
+OPERATOR_HINTS = {"==": "did you mean =?", "===": "did you mean =?", "!==": "did you mean <>?"}
 
 _NO_FUNCTION_HINT = "No function matches the given name and argument types. You might need to add explicit type casts."
 _NOT_UNIQUE_FUNCTION_HINT = "Could not choose a best candidate function. You might need to add explicit type casts."
@@ -113,7 +108,9 @@ class FunctionResolution:
     #: OUT / TABLE columns with polymorphic types substituted: `SELECT * FROM f(...)`.
     out_columns: tuple[tuple[str, PgType], ...]
     returns_set: bool
-    kind: Literal["function", "aggregate", "window", "procedure", "ordered_set", "hypothetical"]
+    #: "cast": `typename(x)` read as a coercion (`text(1)`, `date('2020-01-01')`), as PostgreSQL does
+    #: when no function of that name takes the argument's exact type; `sig` is then synthetic.
+    kind: Literal["function", "aggregate", "window", "procedure", "ordered_set", "hypothetical", "cast"]
     #: The call matched the VARIADIC parameter with a list of separate arguments.
     variadic_expanded: bool
 
@@ -175,23 +172,27 @@ def _is_complex(t: PgType, env: TypeEnv) -> bool:
 # Coercion (parse_coerce.c)
 
 
-def _pathway(source: PgType, target: PgType, context: Context, env: TypeEnv) -> bool:
-    """find_coercion_pathway != COERCION_PATH_NONE."""
+def _pathway(source: PgType, target: PgType, context: Context, env: TypeEnv) -> str:
+    """find_coercion_pathway: "relabel", "func", "array", "io" or "" (none)."""
     if source == target:
-        return True
+        return "relabel"
     source, target = _base(source, env), _base(target, env)
     if source == target:
-        return True
+        return "relabel"
     cast = env.cast(source, target)
     if cast is not None:
-        return _RANK[context] >= _RANK[cast.context]
+        if _RANK[context] < _RANK[cast.context]:
+            return ""
+        return {"b": "relabel", "f": "func", "i": "io"}[cast.method]
     if target.is_array and source.is_array:
         source_elem, target_elem = _element(source, env), _element(target, env)
         if source_elem is not None and target_elem is not None and _pathway(source_elem, target_elem, context, env):
-            return True
+            return "array"
     if _RANK[context] >= _RANK["a"] and _info(target, env).category == "S":
-        return True
-    return _RANK[context] >= _RANK["e"] and _info(source, env).category == "S"
+        return "io"
+    if _RANK[context] >= _RANK["e"] and _info(source, env).category == "S":
+        return "io"
+    return ""
 
 
 def can_coerce(source: PgType, target: PgType, context: Context = "i", *, env: TypeEnv | None = None) -> bool:
@@ -362,15 +363,17 @@ def _substitute(decl: PgType, b: _Bindings, env: TypeEnv) -> PgType:
         if found is None:
             if b.elem is None and b.range is None:
                 raise ResolveError("42804", f"could not determine polymorphic type because input has type {'unknown'}")
-            raise ResolveError(
-                "42704", f"could not find {d.removeprefix('any')} type for data type {display(b.elem or UNKNOWN, env)}"
-            )
+            what = d.removeprefix("any").removeprefix("non")
+            raise ResolveError("42704", f"could not find {what} type for data type {display(b.elem or UNKNOWN, env)}")
         return found
     common = b.compatible if b.compatible is not None else TEXT
     if d in ("anycompatible", "anycompatiblenonarray"):
         return common
     if d == "anycompatiblearray":
-        return _array_of(common) or common
+        array = _array_of(common)
+        if array is None:
+            raise ResolveError("42704", f"could not find array type for data type {display(common, env)}")
+        return array
     if d == "anycompatiblerange":
         if b.compatible_range is None:
             raise ResolveError("42804", f"could not determine polymorphic type {d} because input has type unknown")
@@ -614,6 +617,7 @@ def resolve_function(
     *,
     arg_names: Sequence[str | None] | None = None,
     variadic_call: bool = False,
+    params: Sequence[bool] | None = None,
     env: TypeEnv | None = None,
 ) -> FunctionResolution:
     """Choose among `candidates` (every function visible under `name`, built-ins first as
@@ -622,6 +626,8 @@ def resolve_function(
     (None = positional)), an exact match, else those accepting the arguments by implicit
     coercion, then func_select_candidate's heuristics; the result type with polymorphic types
     substituted. `variadic_call`: the call spells `VARIADIC arr` for the last argument.
+    `params[k]`: argument k is an untyped parameter rather than a literal (PostgreSQL reads
+    `typename('literal')` as a cast, `typename($1)` only when the cast needs no function).
     Raises ResolveError: 42883 no such function, 42725 not unique, 42804 polymorphic unknown."""
     e = _env(env)
     nargs = len(args)
@@ -659,6 +665,10 @@ def resolve_function(
         )
 
     chosen = next((c for c in cands if c.types == tuple(args)), None)
+    if chosen is None and nargs == 1 and not (arg_names and any(arg_names)):
+        coercion = _type_coercion(name, args[0], bool(params and params[0]), e)
+        if coercion is not None:
+            return coercion
     if chosen is None:
         matching = [c for c in cands if _can_coerce_all(args, c.types, "i", e)]
         if not matching:
@@ -688,6 +698,22 @@ def resolve_function(
     return FunctionResolution(sig, result, coerced, outs, sig.returns_set, _kind(sig), chosen.variadic_expanded)
 
 
+def _type_coercion(name: str, arg: PgType, is_param: bool, env: TypeEnv) -> FunctionResolution | None:
+    """func_get_detail's "function call that is really a type coercion": `text(x)`, `int8(x)`."""
+    target = PgType(name)
+    info = env.type_info(target)
+    if info is None or info.typtype in ("p", "c"):
+        return None
+    if not (_is_unknown(arg) and not is_param):
+        path = _pathway(arg, target, "e", env)
+        if path == "io" and _is_complex(arg, env) and info.category == "S":
+            return None
+        if path not in ("relabel", "io"):
+            return None
+    sig = FunctionSig("pg_catalog", name, (target,), ("",), target, volatility="i", strict=True)
+    return FunctionResolution(sig, target, (target,), (), False, "cast", False)
+
+
 # ---------------------------------------------------------------------------------------------
 # Operators (oper / left_oper)
 
@@ -714,6 +740,8 @@ def resolve_operator(
     func_select_candidate. Raises ResolveError 42883 "operator does not exist: integer == integer"
     (note: "did you mean =?" for other dialects' spellings) or 42725 "operator is not unique"."""
     e = _env(env)
+    if symbol == "!=":  # PostgreSQL's lexer reads != as <>
+        symbol = "<>"
     sigs = [s for s in candidates if (s.left is None) == (left is None)]
     l_t, r_t = left, right
     if left is not None:
