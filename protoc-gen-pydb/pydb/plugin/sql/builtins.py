@@ -25,11 +25,13 @@ import functools
 import json
 from collections.abc import Iterable
 from dataclasses import dataclass
-from importlib import resources
+from pathlib import Path
 from typing import Any, cast
 
 from .signatures import CastContext, CastSig, FunctionKind, FunctionSig, OperatorSig, Volatility
 from .types import PgType
+
+_DATA_FILE = Path(__file__).with_name("pgdata") / "pg15.json"
 
 #: pg_type.typtype: base, composite, domain, enum, pseudo, range, multirange.
 TYPTYPE_NAMES = {
@@ -185,8 +187,7 @@ class _Data:
 
 @functools.cache
 def _data() -> _Data:
-    text = resources.files("pydb.plugin.sql").joinpath("pgdata/pg15.json").read_bytes()
-    return _Data(json.loads(text))
+    return _Data(json.loads(_DATA_FILE.read_bytes()))
 
 
 class Builtins:
@@ -269,14 +270,18 @@ class Builtins:
 
     def type_named(self, name: str) -> PgType | None:
         """The PgType for a type name as written in SQL or produced by pglast/sqlglot: `int4`,
-        `integer`, `pg_catalog.int4`, `character varying`, `_int4`, `int[]`, `timestamptz`."""
+        `integer`, `pg_catalog.int4`, `character varying`, `_int4`, `int[]`, `timestamptz`.
+        A pg_type name wins over an SQL keyword spelling: `char` is the one-byte `"char"` type (as
+        pglast writes a quoted `"char"`); the keyword CHAR(n) is `bpchar` (pglast: `pg_catalog.bpchar`)."""
         spelled = " ".join(name.strip().lower().split())
         if spelled.endswith("[]"):
             element = self.type_named(spelled[:-2])
             return element.array() if element is not None and not element.is_array else None
         if spelled.startswith("pg_catalog."):
             spelled = spelled[len("pg_catalog.") :]
-        typname = _ALIASES.get(spelled, spelled)
+        # A pg_type name first, as PostgreSQL looks up a TypeName (pglast writes `"char"` as
+        # `char`, and keywords such as `character` as `pg_catalog.bpchar`); then SQL spellings.
+        typname = spelled if spelled in self._types else _ALIASES.get(spelled, spelled)
         if typname in self._types:
             return PgType(typname)
         if typname in self._data.array_of and self._data.array_of[typname] in self._types:
