@@ -144,12 +144,54 @@ def positional(sql: str) -> str:
     return check_statement(sql).positional
 
 
-def syntax_error_problem(text: str, err: PgSyntaxError, base: int = 0) -> Problem:
+def syntax_error_problem(text: str, err: PgSyntaxError, start: int = 0, end: int | None = None) -> Problem:
     """PostgreSQL's syntax error as a Problem whose span covers the token it names, in `text`.
 
-    `err` comes from parsing `text[base:]` (e.g. one statement of a schema file): offsets are
-    shifted by `base`. "At end of input" errors point just past the last non-blank character."""
-    return _problem(text[base:], err, _Rewrite(text[base:], []), shift=base)
+    `err` comes from parsing `text[start:end]` (e.g. one statement of a schema file, as
+    `split_statements` finds them): the span is an offset into `text`. "At end of input" points
+    just past the statement's last non-blank character."""
+    piece = text[start:end]
+    return _problem(piece, err, _Rewrite(piece, []), shift=start)
+
+
+def split_statements(text: str) -> tuple[list[SqlSpan], Problem | None]:
+    """The statements of a multi-statement text (a schema file), each as the span of its text
+    without the `;`, split where PostgreSQL's lexer finds a `;` (not in a string, a comment or a
+    dollar-quoted body, nor between BEGIN ATOMIC and END of a SQL-standard function body), so
+    each can be parsed on its own and one syntax error does not hide the rest. When the text
+    does not lex (an unterminated string or comment), the statements before it and the error."""
+    problem: Problem | None = None
+    try:
+        tokens = scan(text)
+    except PgSyntaxError as err:
+        problem = syntax_error_problem(text, err)
+        cut = err.offset if err.offset is not None else len(text)
+        tokens = scan(text[: text.rfind(";", 0, cut) + 1]) if ";" in text[:cut] else []
+    spans: list[SqlSpan] = []
+    first: int | None = None
+    last = 0
+    atomic = 0
+    for prev, tok in itertools.pairwise([None, *tokens]):
+        if tok is None or tok.name in _COMMENTS:
+            continue
+        word = text[tok.start : tok.end + 1].upper()
+        if word == "ATOMIC" and prev is not None and text[prev.start : prev.end + 1].upper() == "BEGIN":
+            atomic += 1
+        elif word == "CASE" and atomic:
+            atomic += 1  # its END is not the body's
+        elif word == "END" and atomic:
+            atomic -= 1
+        if word == ";" and not atomic:
+            if first is not None:
+                spans.append(SqlSpan(first, last))
+            first = None
+            continue
+        if first is None:
+            first = tok.start
+        last = tok.end
+    if first is not None and problem is None:
+        spans.append(SqlSpan(first, last))
+    return spans, problem
 
 
 def line_col(text: str, offset: int) -> tuple[int, int]:
