@@ -85,14 +85,12 @@ class GrammarCheck:
         return "other"
 
     def function_calls(self) -> list[tuple[str, ...]]:
-        """The (possibly qualified, as written) names of every function the statement calls."""
+        """The (possibly qualified, as written) names of every function the statement calls, in
+        text order."""
         if self.tree is None:
             return []
-        return [
-            tuple(str(part.sval) for part in call.funcname or () if isinstance(part, ast.String))
-            for call in _walk(self.tree)
-            if isinstance(call, ast.FuncCall)
-        ]
+        calls = sorted((c for c in _walk(self.tree) if isinstance(c, ast.FuncCall)), key=lambda c: c.location or 0)
+        return [tuple(str(part.sval) for part in call.funcname or () if isinstance(part, ast.String)) for call in calls]
 
     def read_only(self, is_volatile: Callable[[tuple[str, ...]], bool] | None = None) -> bool:
         """Whether the statement only reads, as far as the grammar tells: a SELECT with no
