@@ -75,6 +75,10 @@ BROKEN = [
     "SELECT 1 FROM t FOR",
     "SELECT 1 LIMIT 1, 2",
     "SELECT 1 FROM t WHERE x = @x LIMIT @offset, @count",
+    "SELECT 123abc FROM t",
+    "SELECT E'\\u00zz' FROM t",
+    "SELECT U&'\\zzzz' FROM t",
+    'SELECT "" FROM t',
 ]
 
 
@@ -85,9 +89,11 @@ def server(pg_server: tuple[str, object]) -> Iterator[psycopg.Connection[tuple[o
 
 
 def _postgres_error(conn: psycopg.Connection[tuple[object, ...]], text: str) -> tuple[str, int]:
-    """PostgreSQL's syntax error for `text`: (primary message, 1-based character position)."""
-    with pytest.raises(psycopg.errors.SyntaxError) as raised:
+    """PostgreSQL's syntax error for `text`: (primary message, 1-based character position).
+    Lexical errors in a literal are class 22 (invalid escape), the others 42601."""
+    with pytest.raises(psycopg.Error) as raised:
         conn.execute(text.encode(), prepare=False)
+    assert raised.value.sqlstate in ("42601", "22025", "42602"), raised.value
     diag = raised.value.diag
     assert diag.message_primary is not None and diag.statement_position is not None
     return diag.message_primary, int(diag.statement_position)
@@ -154,6 +160,13 @@ def test_the_caret_lines_up_under_wide_characters_tabs_and_the_end_of_input() ->
     (problem,) = check_statement(sql).problems
     shown = Diagnostic("x.proto", 1, 1, problem.message, sql=sql, span=problem.span).format().splitlines()
     assert shown[1:] == ["    SELECT 1 FROM", "                 ^", "    (SQL line 1, column 14)"]
+
+
+def test_a_diagnostic_stays_on_one_line_and_nul_is_refused() -> None:
+    (problem,) = check_statement("SELECT 'abc\n  FROM t").problems
+    assert (problem.message, problem.span) == ('unterminated quoted string at or near "\'abc..."', SqlSpan(7, 10))
+    (problem,) = check_statement("SELECT 1\0 FROM t").problems
+    assert (problem.message, problem.span) == ('invalid byte sequence for encoding "UTF8": 0x00', SqlSpan(8, 8))
 
 
 # -- parameters -----------------------------------------------------------------------------
@@ -340,6 +353,13 @@ def test_schema_statements_split_on_postgres_lexer_and_errors_placed() -> None:
     found = syntax_error_problem(text, raised.value, bad.start, bad.end + 1)
     assert found.message == 'syntax error at or near ","'
     assert found.span is not None and line_col(text, found.span.start) == (3, 23)
+
+
+def test_a_lexical_error_inside_a_token_keeps_the_statements_before_it() -> None:
+    text = "CREATE TABLE a (x int);\nCREATE TABLE b (s text DEFAULT E'\\u00');\n"
+    spans, problem = split_statements(text)
+    assert [text[s.start : s.end + 1] for s in spans] == ["CREATE TABLE a (x int)"]
+    assert problem is not None and problem.message == "invalid Unicode escape"
 
 
 def test_an_unterminated_string_in_a_schema_keeps_the_statements_before_it() -> None:

@@ -163,8 +163,7 @@ def split_statements(text: str) -> tuple[list[SqlSpan], Problem | None]:
         tokens = scan(text)
     except PgSyntaxError as err:
         problem = syntax_error_problem(text, err)
-        cut = err.offset if err.offset is not None else len(text)
-        tokens = scan(text[: text.rfind(";", 0, cut) + 1]) if ";" in text[:cut] else []
+        tokens = _scan_before(text, err.offset)
     spans: list[SqlSpan] = []
     first: int | None = None
     last = 0
@@ -190,6 +189,18 @@ def split_statements(text: str) -> tuple[list[SqlSpan], Problem | None]:
     if first is not None and problem is None:
         spans.append(SqlSpan(first, last))
     return spans, problem
+
+
+def _scan_before(text: str, offset: int | None) -> list[parser.Token]:
+    """The tokens before a lexical error at `offset`. The error may stand inside a token
+    (`E'\\u00'`): then the text before that token's error is tried, and so on."""
+    tokens: list[parser.Token] = []
+    while offset is not None and offset > 0:
+        try:
+            return scan(text[:offset])
+        except PgSyntaxError as err:
+            offset = err.offset if err.offset is not None and err.offset < offset else None
+    return tokens
 
 
 def line_col(text: str, offset: int) -> tuple[int, int]:
@@ -321,28 +332,32 @@ def _problem(sql: str, err: PgSyntaxError, rewrite: _Rewrite, shift: int = 0) ->
         # "at end of input": PostgreSQL's position is one past the end.
         at = len(sql.rstrip())
         return Problem(err.message, SqlSpan(at + shift, at + shift))
-    end = _token_end(text, err.offset)
-    start, stop = rewrite.to_original(err.offset), rewrite.to_original_end(end)
     message = err.message
     near = 'at or near "'
-    if near in message and message.endswith('"'):
+    head, _, quoted = message[:-1].rpartition(near) if message.endswith('"') else ("", "", "")
+    quoted = quoted if head and text.startswith(quoted, err.offset) else ""
+    end = _token_end(text, err.offset, quoted)
+    start, stop = rewrite.to_original(err.offset), rewrite.to_original_end(end)
+    if quoted:
         # The token PostgreSQL quotes may be a `$n` standing for `@name`: quote what was written.
-        head, _, quoted = message[:-1].rpartition(near)
-        if text.startswith(quoted, err.offset):
-            written_end = rewrite.to_original_end(err.offset + len(quoted) - 1)
-            message = f'{head}{near}{sql[start : written_end + 1]}"'
+        written_end = rewrite.to_original_end(err.offset + len(quoted) - 1)
+        written = sql[start : written_end + 1]
+        # An unterminated string quotes the rest of the text: a diagnostic stays on one line.
+        written = written.split("\n", 1)[0] + "..." if "\n" in written else written
+        message = f'{head}{near}{written}"'
     if message == "LIMIT #,# syntax is not supported":
         message += _limit_hint(sql, start)
     return Problem(message, SqlSpan(start + shift, max(start, stop) + shift))
 
 
-def _token_end(text: str, offset: int) -> int:
-    """The last character of the token starting at `offset` (the offset itself when the text
-    does not lex, e.g. an unterminated string opening there)."""
+def _token_end(text: str, offset: int, quoted: str) -> int:
+    """The last character of the token starting at `offset`. When the text does not lex there
+    (an unterminated string, `123abc`), the end of what PostgreSQL quotes, on its first line."""
     try:
         tokens = scan(text)
     except PgSyntaxError:
-        return offset
+        first_line = quoted.split("\n", 1)[0]
+        return offset + max(len(first_line), 1) - 1
     return next((tok.end for tok in tokens if tok.start == offset), offset)
 
 

@@ -42,6 +42,7 @@ def _ascii(text: str) -> str:
 
 def parse(text: str) -> list[RawStatement]:
     """Every statement of `text` (empty ones dropped), or PgSyntaxError for the first error."""
+    _reject_nul(text)
     try:
         raw = parser.parse_sql(text)
     except parser.ParseError as err:
@@ -69,6 +70,7 @@ def scan(text: str) -> list[parser.Token]:
     """PostgreSQL's lexer over `text` (character offsets; `end` inclusive), comments included
     (`C_COMMENT`, `SQL_COMMENT`). An unterminated string, quoted identifier, dollar quote or
     comment is a PgSyntaxError, as in `parse`."""
+    _reject_nul(text)
     plain = _ascii(text)
     try:
         return list(parser.scan(plain))
@@ -77,6 +79,12 @@ def scan(text: str) -> list[parser.Token]:
 
 
 _NEAR = 'at or near "'
+
+
+def _reject_nul(text: str) -> None:
+    """libpg_query reads a C string, which ends at a NUL; PostgreSQL refuses the byte."""
+    if "\0" in text:
+        raise PgSyntaxError('invalid byte sequence for encoding "UTF8": 0x00', text.index("\0"))
 
 
 def _syntax_error(text: str, plain: str, err: parser.ParseError) -> PgSyntaxError:
