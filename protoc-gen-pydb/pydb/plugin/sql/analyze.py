@@ -2179,5 +2179,6 @@ def analyze(
     if grammar.problems:
         return None, list(grammar.problems)
     analyzer = Analyzer(sql, catalog, nullable_params)
+    analyzer.param_spans = grammar.parameter_spans  # found by PostgreSQL's lexer
     result = analyzer.analyze()
     return result, analyzer.problems
