@@ -5,16 +5,13 @@ grpc.health.v1 answering for each service name and for "", and reflection listin
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import importlib
 import os
-import re
-import signal
 import subprocess
 import sys
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +23,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 from pg import Cluster, scratch_database
 from pydb.runtime import compose
+from server_proc import serving, wait_serving
 
 ROOT = Path(__file__).resolve().parent.parent
 PLUGIN = Path(sys.executable).parent / "protoc-gen-pydb"
@@ -122,50 +120,15 @@ def two_schemas(pg_server: tuple[str, Cluster | None]) -> Iterator[str]:
         yield url
 
 
-@contextlib.asynccontextmanager
-async def serve_many(
-    database_url: str, code: Path, *modules: str, flags: tuple[str, ...] = ()
-) -> AsyncIterator[tuple[str, list[str]]]:
-    """`python -m pydb.serve MODULE...` on a free port: yields (address, stderr lines so far)
-    once it listens; on exit, SIGTERM, and the process must stop with status 0."""
+def serve_many(
+    database_url: str, code: Path, *argv: str
+) -> contextlib.AbstractAsyncContextManager[tuple[str, list[str]]]:
+    """`python -m pydb.serve MODULE... [flags]` with the queue's and billing's code on PYTHONPATH."""
     env = {
         **os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "generated"), str(code)]),
         "DATABASE_URL": database_url, "HEALTH_INTERVAL_SECONDS": "0.2",
     }  # fmt: skip
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "pydb.serve", *modules, "--listen-addr", "127.0.0.1:0", *flags,
-        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-    )  # fmt: skip
-    assert proc.stderr is not None
-    lines: list[str] = []
-    try:
-        port = None
-        while port is None:
-            raw = await asyncio.wait_for(proc.stderr.readline(), timeout=30)
-            assert raw, f"pydb.serve ended before it served: {lines}"
-            lines.append(raw.decode().rstrip("\n"))
-            if " event=serving " in lines[-1]:
-                found = re.search(r" port=(\d+) ", lines[-1])
-                assert found, lines[-1]
-                port = int(found.group(1))
-        yield f"127.0.0.1:{port}", lines
-    finally:
-        if proc.returncode is None:
-            proc.send_signal(signal.SIGTERM)
-        rest = await asyncio.wait_for(proc.stderr.read(), timeout=30)
-        lines.extend(rest.decode().splitlines())
-        assert await proc.wait() == 0, lines
-    assert lines[-1].endswith("event=stopped"), lines
-
-
-async def wait_serving(channel: grpc.aio.Channel) -> None:
-    """Until the overall health is SERVING (the first database probe has answered)."""
-    watch = health_pb2_grpc.HealthStub(channel).Watch(health_pb2.HealthCheckRequest(service=""), timeout=20)
-    async for update in watch:
-        if update.status == health_pb2.HealthCheckResponse.SERVING:
-            watch.cancel()
-            return
-    raise AssertionError("health never turned SERVING")
+    return serving([sys.executable, "-m", "pydb.serve", *argv], env)
 
 
 async def listed_services(channel: grpc.aio.Channel) -> set[str]:
@@ -180,7 +143,7 @@ async def test_two_protos_two_schemas_one_port_one_pool(billing_code: Path, two_
     billing_grpc: Any = importlib.import_module("billing.v1.invoice_pb2_grpc")
     flags = ("--pool-min", "1", "--pool-max", "1")
     async with (
-        serve_many(two_schemas, billing_code, QUEUE_SERVER, BILLING_SERVER, flags=flags) as (address, lines),
+        serve_many(two_schemas, billing_code, QUEUE_SERVER, BILLING_SERVER, *flags) as (address, lines),
         grpc.aio.insecure_channel(address) as channel,
     ):
         await wait_serving(channel)
