@@ -19,8 +19,10 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 async def serving(argv: Sequence[str], env: Mapping[str, str]) -> AsyncIterator[tuple[str, list[str]]]:
     """Run `argv` (a server command, to which `--listen-addr 127.0.0.1:0` is added): yields
     (address, its stderr lines so far, extended with the rest when it has stopped) once it listens."""
+    # No bytecode written next to the modules it imports: generated/ must stay what the plugin makes.
+    env = {**env, "PYTHONDONTWRITEBYTECODE": "1"}
     proc = await asyncio.create_subprocess_exec(
-        *argv, "--listen-addr", "127.0.0.1:0", env=dict(env), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+        *argv, "--listen-addr", "127.0.0.1:0", env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
     )
     assert proc.stderr is not None
     lines: list[str] = []
