@@ -215,6 +215,13 @@ def test_a_service_two_modules_provide_is_refused() -> None:
     assert compose.combine([first, Stand("c_pydb_server", ("y.v1.U",))]).names == ("x.v1.S", "x.v1.T", "y.v1.U")
 
 
+def test_modules_and_flags_in_any_order(billing_code: Path) -> None:
+    argv = ["--pool-max", "3", QUEUE_SERVER, "--no-reflection", BILLING_SERVER, "--log-level", "debug"]
+    cfg, services = compose.parse_args(argv, env={"LISTEN_ADDR": "127.0.0.1:7001"})
+    assert (cfg.pool_max, cfg.reflection, cfg.log_level, cfg.listen_addr) == (3, False, "debug", "127.0.0.1:7001")
+    assert services.names == (QUEUE_SERVICE, BILLING_SERVICE)
+
+
 def test_help_lists_modules_and_every_setting(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as done:
         compose.main(["--help"])
