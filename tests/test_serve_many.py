@@ -192,6 +192,7 @@ def test_usage_errors_name_the_module(billing_code: Path, capsys: pytest.Capture
         ("no.such.module_pydb_server",): "cannot import no.such.module_pydb_server: No module named 'no'",
         ("generation.task.v1.task_pydb",): "did you mean generation.task.v1.task_pydb_server?",
         (QUEUE_SERVER, BILLING_SERVER, QUEUE_SERVER): f"{QUEUE_SERVER} is listed twice",
+        ("generated/generation/task/v1/task_pydb_server.py",): "give the module's dotted name",
     }
     for argv, message in cases.items():
         with pytest.raises(SystemExit) as done:

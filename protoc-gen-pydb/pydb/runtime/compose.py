@@ -55,6 +55,11 @@ def load(module_names: Sequence[str]) -> list[ServerModule]:
     """Import generated server modules by dotted name (their directory must be on sys.path)."""
     modules: list[ServerModule] = []
     for name in module_names:
+        if "/" in name or "\\" in name or name.endswith(".py"):
+            raise CompositionError(
+                f"{name}: give the module's dotted name, e.g. generation.task.v1.task_pydb_server, "
+                "with the directory holding the generated code on PYTHONPATH"
+            )
         try:
             module = importlib.import_module(name)
         except ModuleNotFoundError as err:
