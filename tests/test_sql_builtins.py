@@ -65,8 +65,13 @@ SPELLINGS = [
 def test_type_names_as_pglast_parses_them_resolve_like_postgresql(pg: psycopg.Connection, spelling: str) -> None:
     """pglast's TypeName (`pg_catalog.int4`, `[]` bounds) → type_named → PostgreSQL's name."""
     b = load_builtins().with_extensions(EXTENSIONS)
-    type_name = pglast.parse_sql(f"SELECT NULL::{spelling}")[0].stmt.targetList[0].val.typeName
-    name = ".".join(n.sval for n in type_name.names)
+    stmt = pglast.parse_sql(f"SELECT NULL::{spelling}")[0].stmt
+    assert isinstance(stmt, pglast.ast.SelectStmt) and stmt.targetList
+    target = stmt.targetList[0]
+    assert isinstance(target, pglast.ast.ResTarget) and isinstance(target.val, pglast.ast.TypeCast)
+    type_name = target.val.typeName
+    assert type_name is not None and type_name.names
+    name = ".".join(str(n.sval) for n in type_name.names if isinstance(n, pglast.ast.String))
     t = b.type_named(name + ("[]" if type_name.arrayBounds else ""))
     assert t is not None, name
     row = pg.execute(f"SELECT format_type(pg_typeof(NULL::{spelling}), NULL)").fetchone()

@@ -92,6 +92,7 @@ class TypeInfo:
     range: PgType | None = None  # multirange: its range type
     base: PgType | None = None  # domain: its base type
     extension: str = ""  # "" for the core catalog
+    array_category: str = "A"  # the category of its array type (record[] is a pseudo-type: P)
 
 
 @dataclass(frozen=True)
@@ -129,7 +130,7 @@ class _Data:
         found = self.type_rows.get(typname)
         if found is None:
             return None
-        owner, (name, display, category, preferred, typtype, array_name, extra) = found
+        owner, (name, display, category, preferred, typtype, array_name, extra, array_category) = found
         t = PgType(name)
         return TypeInfo(
             type=t,
@@ -143,6 +144,7 @@ class _Data:
             range=self.pgtype(extra[0]) if typtype == "m" else None,
             base=self.pgtype(extra[0]) if typtype == "d" else None,
             extension=owner,
+            array_category=array_category or "A",
         )
 
     def function(self, owner: str, row: list[Any]) -> FunctionSig:
@@ -263,8 +265,15 @@ class Builtins:
         if element is None:
             return None
         if t.is_array:
+            typtype = "p" if element.array_category == "P" else "b"
             return TypeInfo(
-                t, f"{element.display}[]", "A", False, "b", element=element.type, extension=element.extension
+                t,
+                f"{element.display}[]",
+                element.array_category,
+                False,
+                typtype,
+                element.type,
+                extension=element.extension,
             )
         return element
 
