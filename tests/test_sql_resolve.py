@@ -17,7 +17,7 @@ import pglast
 import psycopg
 import pytest
 from pg import Cluster, scratch_database
-from pydb.plugin.sql.builtins import Builtins, load_builtins
+from pydb.plugin.sql.builtins import SchemaTypes, TypeInfo, load_builtins
 from pydb.plugin.sql.resolve import (
     ResolveError,
     can_coerce,
@@ -53,7 +53,26 @@ Case = Call | Op
 Outcome = tuple[str, ...]  # ("ok", result, param types...) or ("err", sqlstate)
 
 
-def _value_sql(spelling: str, params: list[str], b: Builtins) -> tuple[str, PgType]:
+# Schema-declared types (created in the scratch database) as the catalog would describe them.
+SCHEMA_DDL = """
+CREATE DOMAIN posint AS int4 CHECK (VALUE > 0);
+CREATE DOMAIN email AS text;
+CREATE TYPE mood AS ENUM ('sad', 'ok', 'happy');
+CREATE TYPE pair AS (x int4, y text);
+"""
+SCHEMA_TYPES = {
+    "posint": TypeInfo(PgType("posint"), "posint", "N", False, "d", has_array=True, base=PgType("int4")),
+    "email": TypeInfo(PgType("email"), "email", "S", False, "d", has_array=True, base=PgType("text")),
+    "mood": TypeInfo(PgType("mood", labels=("sad", "ok", "happy")), "mood", "E", False, "e", has_array=True),
+    "pair": TypeInfo(PgType("pair"), "pair", "C", False, "c", has_array=True),
+}
+
+
+def _env() -> SchemaTypes:
+    return SchemaTypes(load_builtins().with_extensions(EXTENSIONS), SCHEMA_TYPES.values())
+
+
+def _value_sql(spelling: str, params: list[str], b: SchemaTypes) -> tuple[str, PgType]:
     if spelling == "?":
         params.append(spelling)
         return f"${len(params)}", PgType("unknown")
@@ -61,12 +80,14 @@ def _value_sql(spelling: str, params: list[str], b: Builtins) -> tuple[str, PgTy
         return spelling, PgType("unknown")
     if spelling == "null":
         return "NULL", PgType("unknown")
-    t = b.type_named(spelling)
+    name, array = spelling.removesuffix("[]"), spelling.endswith("[]")
+    t = SCHEMA_TYPES[name].type if name in SCHEMA_TYPES else b.builtins.type_named(name)
     assert t is not None, spelling
+    t = t.array() if array else t
     return f"NULL::{b.display(t)}", t
 
 
-def _sql(case: Case, b: Builtins) -> tuple[str, list[PgType]]:
+def _sql(case: Case, b: SchemaTypes) -> tuple[str, list[PgType]]:
     params: list[str] = []
     values = []
     types = []
@@ -97,7 +118,7 @@ def _sql(case: Case, b: Builtins) -> tuple[str, list[PgType]]:
     return f"SELECT {text}", types
 
 
-def _predict(case: Case, b: Builtins) -> Outcome:
+def _predict(case: Case, b: SchemaTypes) -> Outcome:
     _, types = _sql(case, b)
     param_slots = [
         i
@@ -107,13 +128,13 @@ def _predict(case: Case, b: Builtins) -> Outcome:
     try:
         if isinstance(case, Op):
             left = types[0] if case.left is not None else None
-            op = resolve_operator(case.symbol, b.operators(case.symbol), left, types[-1], env=b)
+            op = resolve_operator(case.symbol, b.builtins.operators(case.symbol), left, types[-1], env=b)
             coerced = [op.left, op.right] if left is not None else [op.right]
             result = op.result
         else:
             fn = resolve_function(
                 case.name,
-                b.functions(case.name),
+                b.builtins.functions(case.name),
                 types,
                 arg_names=case.arg_names,
                 variadic_call=case.variadic_call,
@@ -140,6 +161,7 @@ def pg(pg_server: tuple[str, Cluster | None]) -> Iterator[psycopg.Connection]:
         for ext in EXTENSIONS:
             conn.execute(f'CREATE EXTENSION IF NOT EXISTS "{ext}"')
         conn.execute("CREATE SEQUENCE s")
+        conn.execute(SCHEMA_DDL)
         yield conn
 
 
@@ -362,6 +384,49 @@ CURATED: list[Case] = [
     Call("xmlelement_nope", ("int4",)),
 ]
 
+SCHEMA_CASES: list[Case] = [
+    Call("abs", ("posint",)),
+    Call("sum", ("posint",)),
+    Call("array_agg", ("posint",)),
+    Call("array_append", ("posint[]", "int4")),
+    Call("array_append", ("posint[]", "?")),
+    Call("lower", ("email",)),
+    Call("length", ("email",)),
+    Call("string_agg", ("email", "','")),
+    Call("enum_first", ("mood",)),
+    Call("enum_range", ("mood",)),
+    Call("enum_range", ("mood", "?")),
+    Call("array_agg", ("mood",)),
+    Call("length", ("mood",)),
+    Call("max", ("mood",)),
+    Call("to_json", ("pair",)),
+    Call("row_to_json", ("pair",)),
+    Call("format", ("'%s'", "pair")),
+    Call("array_agg", ("pair",)),
+    Call("abs", ("pair",)),
+    Call("text", ("mood",)),
+    Call("text", ("posint",)),
+    Call("int4", ("posint",)),
+    Call("mood", ("'ok'",)),
+    Op("+", "posint", "int4"),
+    Op("+", "posint", "posint"),
+    Op("+", "posint", "?"),
+    Op("=", "posint", "?"),
+    Op("=", "posint", "int8"),
+    Op("||", "email", "'x'"),
+    Op("||", "email", "int4"),
+    Op("~~", "email", "?"),
+    Op("=", "email", "text"),
+    Op("=", "mood", "?"),
+    Op("<", "mood", "'ok'"),
+    Op("=", "mood", "text"),
+    Op("||", "mood", "text"),
+    Op("=", "pair", "pair"),
+    Op("=", "pair", "?"),
+    Op("@>", "posint[]", "int4[]"),
+    Op("=", "mood[]", "?"),
+]
+
 OPERATORS_CURATED: list[Case] = [
     Op("@@", "tsvector", "tsquery"),
     Op("@@", "text", "tsquery"),
@@ -492,7 +557,7 @@ def _every_signature() -> list[Case]:
     """Each built-in function (core + the test's extensions) called with its own declared
     argument types (polymorphic ones as concrete stand-ins) and with every argument untyped."""
     b = load_builtins().with_extensions(EXTENSIONS)
-    names = sorted({row[0] for owner in ("", *EXTENSIONS) for row in b._data.raw["procs"].get(owner, ())})
+    names = sorted(b.function_names)
     cases: list[Case] = []
     for name in names:
         for sig in b.functions(name):
@@ -518,7 +583,8 @@ def _every_signature() -> list[Case]:
                 cases.append(Call(name, ("?",) * len(types), within_group=within, over=over))
     # Names the grammar reserves (`numeric(x)`, `extract(a, b)`, `position(a, b)`) are syntax
     # errors as plain calls: PostgreSQL's parser decides which calls are expressible.
-    return sorted((c for c in set(cases) if _parses(_sql(c, b)[0])), key=repr)
+    env = _env()
+    return sorted((c for c in set(cases) if _parses(_sql(c, env)[0])), key=repr)
 
 
 def _parses(sql: str) -> bool:
@@ -530,7 +596,7 @@ def _parses(sql: str) -> bool:
 
 
 def _disagreements(cases: list[Case], pg: psycopg.Connection) -> tuple[int, list[str]]:
-    b = load_builtins().with_extensions(EXTENSIONS)
+    b = _env()
     oracle = Oracle(pg)
     wrong = []
     for case in cases:
@@ -543,7 +609,7 @@ def _disagreements(cases: list[Case], pg: psycopg.Connection) -> tuple[int, list
 
 
 def test_curated_calls_and_operators_agree_with_postgresql(pg: psycopg.Connection) -> None:
-    total, wrong = _disagreements(CURATED + OPERATORS_CURATED, pg)
+    total, wrong = _disagreements(CURATED + OPERATORS_CURATED + SCHEMA_CASES, pg)
     assert total >= 250
     assert not wrong, f"{len(wrong)}/{total} disagree:\n" + "\n".join(wrong)
 

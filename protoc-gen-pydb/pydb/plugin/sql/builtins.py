@@ -9,6 +9,7 @@ Public API:
     load_builtins() -> Builtins                  the core catalog (pg_catalog only)
     Builtins.with_extensions(names) -> Builtins  core + those extensions (CREATE EXTENSION)
     Builtins.functions(name) -> tuple[FunctionSig, ...]
+    Builtins.function_names -> frozenset[str]
     Builtins.operators(symbol) -> tuple[OperatorSig, ...]
     Builtins.cast(source, target) -> CastSig | None
     Builtins.type_info(PgType | str) -> TypeInfo | None
@@ -17,6 +18,8 @@ Public API:
     Builtins.system_columns -> tuple[tuple[str, PgType], ...]   ctid, xmin, cmin, xmax, cmax, tableoid
     Builtins.extension(name) -> Extension | None   its functions, operators, types, casts
     Builtins.extension_names -> tuple[str, ...]
+    SchemaTypes(builtins, types=[TypeInfo...], casts=[CastSig...])   built-ins + schema domains,
+        composites, enums and casts: an `env` for resolve.py (type_info, cast, display)
 """
 
 from __future__ import annotations
@@ -232,6 +235,11 @@ class Builtins:
             self._functions_cache[name] = found
         return found
 
+    @property
+    def function_names(self) -> frozenset[str]:
+        """Every function name in this view (for "did you mean" suggestions)."""
+        return frozenset(self._procs)
+
     def operators(self, symbol: str) -> tuple[OperatorSig, ...]:
         """Every operator spelled `symbol` (prefix operators have `left=None`); `!=` is `<>`."""
         if symbol == "!=":  # PostgreSQL's lexer reads != as <>
@@ -351,3 +359,34 @@ def _with_extensions(extensions: frozenset[str]) -> Builtins:
 def load_builtins() -> Builtins:
     """The core built-in catalog (pg_catalog; no extension installed). Cached per process."""
     return _with_extensions(frozenset())
+
+
+class SchemaTypes:
+    """The built-ins plus the types and casts a schema declares (domains, composite types, enums
+    with their TypeInfo, CREATE CAST): what resolve.py's `env` needs for schema objects.
+
+    `SchemaTypes(builtins, [TypeInfo(PgType("app.posint"), "app.posint", "N", False, "d",
+    base=PgType("int4"))])` makes a domain resolve through its base type, as PostgreSQL does."""
+
+    def __init__(self, builtins: Builtins, types: Iterable[TypeInfo] = (), casts: Iterable[CastSig] = ()) -> None:
+        self.builtins = builtins
+        # keyed by name: an enum's PgType carries its labels, a bare PgType(name) finds it too
+        self._types = {info.type.name: info for info in types}
+        self._casts = {(c.source, c.target): c for c in casts}
+
+    def type_info(self, t: PgType | str) -> TypeInfo | None:
+        if isinstance(t, str):
+            return self._types.get(t) or self.builtins.type_info(t)
+        own = self._types.get(t.name)
+        if own is None:
+            return self.builtins.type_info(t)
+        if t.is_array:
+            return TypeInfo(t, f"{own.display}[]", own.array_category, False, "b", element=own.type)
+        return own
+
+    def cast(self, source: PgType, target: PgType) -> CastSig | None:
+        return self._casts.get((source, target)) or self.builtins.cast(source, target)
+
+    def display(self, t: PgType) -> str:
+        info = self.type_info(t)
+        return info.display if info is not None else self.builtins.display(t)

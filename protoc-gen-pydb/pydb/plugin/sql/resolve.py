@@ -700,10 +700,10 @@ def resolve_function(
 
 def _type_coercion(name: str, arg: PgType, is_param: bool, env: TypeEnv) -> FunctionResolution | None:
     """func_get_detail's "function call that is really a type coercion": `text(x)`, `int8(x)`."""
-    target = PgType(name)
-    info = env.type_info(target)
+    info = env.type_info(PgType(name))
     if info is None or info.typtype in ("p", "c"):
         return None
+    target = info.type
     if not (_is_unknown(arg) and not is_param):
         path = _pathway(arg, target, "e", env)
         if path == "io" and _is_complex(arg, env) and info.category == "S":
