@@ -58,6 +58,8 @@ SPELLINGS = [
     "int[]", "integer[3]", "text[]", "json", "jsonb", "uuid", "inet", "cidr", "macaddr", "macaddr8",
     "money", "tsvector", "tsquery", "int4range", "tstzmultirange", "xml", "bytea", "varbit", "oid",
     "regclass", "point", "pg_lsn", "citext", "hstore", "ltree", "cube", "isbn", "lo", "citext[]",
+    "Character Varying(10)[]", "INT[][]", "timestamp(3) with time zone", "time(2) without time zone",
+    "interval second(3)", "char", "NUMERIC(10, 2)[]", "double precision[]", "pg_catalog.text",
 ]  # fmt: skip
 
 
@@ -74,6 +76,17 @@ def test_type_names_as_pglast_parses_them_resolve_like_postgresql(pg: psycopg.Co
     name = ".".join(str(n.sval) for n in type_name.names if isinstance(n, pglast.ast.String))
     t = b.type_named(name + ("[]" if type_name.arrayBounds else ""))
     assert t is not None, name
+    row = pg.execute(f"SELECT format_type(pg_typeof(NULL::{spelling}), NULL)").fetchone()
+    assert row is not None and b.display(t) == row[0]
+
+
+# A bare `char` is the pg_type name (pglast's spelling of `"char"`): only the pglast test has it.
+@pytest.mark.parametrize("spelling", [s for s in SPELLINGS if s != "char"])
+def test_type_names_as_written_resolve_like_postgresql(pg: psycopg.Connection, spelling: str) -> None:
+    """The raw spelling (as sqlglot or a user writes it, typmods and bounds included)."""
+    b = load_builtins().with_extensions(EXTENSIONS)
+    t = b.type_named(spelling)
+    assert t is not None, spelling
     row = pg.execute(f"SELECT format_type(pg_typeof(NULL::{spelling}), NULL)").fetchone()
     assert row is not None and b.display(t) == row[0]
 

@@ -290,10 +290,16 @@ class Builtins:
         `integer`, `pg_catalog.int4`, `character varying`, `_int4`, `int[]`, `timestamptz`.
         A pg_type name wins over an SQL keyword spelling: `char` is the one-byte `"char"` type (as
         pglast writes a quoted `"char"`); the keyword CHAR(n) is `bpchar` (pglast: `pg_catalog.bpchar`)."""
-        spelled = " ".join(name.strip().lower().split())
-        if spelled.endswith("[]"):
-            element = self.type_named(spelled[:-2])
+        spelled, dims, typmod = _split_type_spelling(name)
+        if dims:
+            element = self.type_named(spelled + (f"({typmod})" if typmod is not None else ""))
             return element.array() if element is not None and not element.is_array else None
+        if typmod is not None and spelled == "float":  # float(p): the precision picks the type
+            return PgType("float4" if typmod.strip().isdigit() and int(typmod) <= 24 else "float8")
+        if typmod is not None and spelled in _ALIASES:  # char(2) is the keyword, not "char"
+            return PgType(_ALIASES[spelled])
+        if spelled.startswith("interval "):  # interval year to month, interval second(3), ...
+            spelled = "interval"
         if spelled.startswith("pg_catalog."):
             spelled = spelled[len("pg_catalog.") :]
         # A pg_type name first, as PostgreSQL looks up a TypeName (pglast writes `"char"` as
@@ -329,6 +335,35 @@ class Builtins:
             info = self._data.info(t.name)
             return f"_{t.name}" if info is None else self._data.type_rows[t.name][1][5]
         return t.name
+
+
+def _split_type_spelling(name: str) -> tuple[str, int, str | None]:
+    """`Character Varying(10)[]` → ("character varying", 1 array dimension, "10"): the name
+    folded and without its typmod and array bounds."""
+    words: list[str] = []
+    typmod: str | None = None
+    dims = 0
+    depth = 0
+    current: list[str] = []
+    for ch in name.strip():
+        if ch in "([":
+            if depth == 0 and ch == "[":
+                dims += 1
+            depth += 1
+            if depth == 1:
+                words.append("".join(current))
+                current = []
+                continue
+        elif ch in ")]":
+            depth -= 1
+            if depth == 0:
+                if ch == ")" and typmod is None:
+                    typmod = "".join(current)
+                current = []
+                continue
+        current.append(ch)
+    words.append("".join(current))
+    return " ".join(" ".join(words).lower().split()), dims, typmod
 
 
 @functools.cache
