@@ -628,6 +628,53 @@ def test_every_builtin_signature_agrees_with_postgresql(pg: psycopg.Connection) 
     assert not wrong, f"{len(wrong)}/{total} disagree:\n" + "\n".join(wrong)
 
 
+def _columns_predicted(case: Call, env: SchemaTypes) -> list[tuple[str, str]] | str:
+    _, types = _sql(case, env)
+    try:
+        fn = resolve_function(case.name, env.builtins.functions(case.name), types, env=env)
+    except ResolveError as exc:
+        return exc.sqlstate
+    if fn.out_columns:
+        return [(n, env.display(t)) for n, t in fn.out_columns]
+    if fn.result == PgType("record"):
+        return "42601"  # a column definition list is required
+    return [(case.name, env.display(fn.result))]
+
+
+@pytest.mark.slow
+def test_table_functions_yield_postgresqls_columns(pg: psycopg.Connection) -> None:
+    """`SELECT * FROM f(...)` for every set-returning or OUT-parameter built-in: the columns'
+    names and types are the resolution's out_columns (or one column named after f)."""
+    env = _env()
+    names = dict(pg.execute("SELECT oid::int8, format_type(oid, NULL) FROM pg_type").fetchall())
+    pgconn = pg.pgconn
+    checked = 0
+    wrong = []
+    for case in _every_signature():
+        if not isinstance(case, Call) or case.over or case.within_group:
+            continue
+        sigs = env.builtins.functions(case.name)
+        if not any(s.returns_set or s.out_columns for s in sigs) or any(s.kind != "f" for s in sigs):
+            continue
+        select, _ = _sql(case, env)
+        sql = "SELECT * FROM " + select.removeprefix("SELECT ")
+        res = pgconn.prepare(b"", sql.encode())
+        if res.status == psycopg.pq.ExecStatus.COMMAND_OK:
+            desc = pgconn.describe_prepared(b"")
+            fields = [(desc.fname(i).decode(), names[desc.ftype(i)]) for i in range(desc.nfields)]
+            expected: list[tuple[str, str]] | str = fields
+        else:
+            state = res.error_field(psycopg.pq.DiagnosticField.SQLSTATE)
+            expected = state.decode() if state else "?"
+        checked += 1
+        got = _columns_predicted(case, env)
+        if got != expected:
+            wrong.append(f"{sql}: PostgreSQL {expected}, resolver {got}")
+    print(f"table functions: {checked - len(wrong)}/{checked} agree on their columns")
+    assert checked > 150
+    assert not wrong, "\n".join(wrong)
+
+
 # ------------------------------------------------------------------------------------------
 # Messages, hints and the other entry points.
 
