@@ -646,7 +646,7 @@ def test_table_functions_yield_postgresqls_columns(pg: psycopg.Connection) -> No
     """`SELECT * FROM f(...)` for every set-returning or OUT-parameter built-in: the columns'
     names and types are the resolution's out_columns (or one column named after f)."""
     env = _env()
-    names = dict(pg.execute("SELECT oid::int8, format_type(oid, NULL) FROM pg_type").fetchall())
+    names = Oracle(pg).names
     pgconn = pg.pgconn
     checked = 0
     wrong = []
@@ -661,7 +661,7 @@ def test_table_functions_yield_postgresqls_columns(pg: psycopg.Connection) -> No
         res = pgconn.prepare(b"", sql.encode())
         if res.status == psycopg.pq.ExecStatus.COMMAND_OK:
             desc = pgconn.describe_prepared(b"")
-            fields = [(desc.fname(i).decode(), names[desc.ftype(i)]) for i in range(desc.nfields)]
+            fields = [(bytes(desc.fname(i) or b"").decode(), names[desc.ftype(i)]) for i in range(desc.nfields)]
             expected: list[tuple[str, str]] | str = fields
         else:
             state = res.error_field(psycopg.pq.DiagnosticField.SQLSTATE)
