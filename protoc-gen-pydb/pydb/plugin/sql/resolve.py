@@ -417,7 +417,10 @@ def _select_common(types: Sequence[PgType], construct: str | None, env: TypeEnv)
 def common_type(types: Sequence[PgType], construct: str = "CASE", *, env: TypeEnv | None = None) -> PgType:
     """The type PostgreSQL gives UNION / CASE / COALESCE / GREATEST / ARRAY[] / VALUES branches
     (`construct` names it in messages): select_common_type, then every input must coerce to it
-    implicitly. All unknown → text. Raises ResolveError 42804 "CASE types integer and text cannot
+    implicitly. All unknown → text. Pass the inputs in PostgreSQL's order: a CASE without ELSE
+    has an implicit ELSE NULL that comes first (`[unknown, *then_types]`), which is why
+    `CASE WHEN .. THEN domain_value END` is the domain's base type. Only identical inputs keep a
+    domain; note that the wire protocol describes a domain-typed result column as its base type. Raises ResolveError 42804 "CASE types integer and text cannot
     be matched" or 42846 "CASE could not convert type ... to ..."."""
     e = _env(env)
     if not types:
@@ -426,7 +429,8 @@ def common_type(types: Sequence[PgType], construct: str = "CASE", *, env: TypeEn
     assert common is not None  # construct given: a mismatch raised
     for t in types:
         if not _can_coerce_all((t,), (common,), "i", e):
-            raise ResolveError("42846", f"{construct} could not convert type {display(t, e)} to {display(common, e)}")
+            where = "CASE/WHEN" if construct == "CASE" else construct  # as transformCaseExpr says it
+            raise ResolveError("42846", f"{where} could not convert type {display(t, e)} to {display(common, e)}")
     return common
 
 
