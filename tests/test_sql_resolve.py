@@ -4,7 +4,8 @@ Every case is a function call or an operator expression over typed values (`NULL
 untyped parameters (`$1`, which PostgreSQL resolves like an unknown literal). PostgreSQL
 prepares the statement and describes it (result and parameter types) or rejects it (SQLSTATE);
 the resolver must agree on the result type, on the type each parameter is coerced to, and on
-failure (42883 no such function/operator, 42725 not unique, 42804 / 42P18 undeterminable type).
+failure: SQLSTATE, message and hint (42883 no such function/operator, 42725 not unique, 42804 /
+42P18 undeterminable type).
 """
 
 from __future__ import annotations
@@ -50,7 +51,7 @@ class Op:
 
 
 Case = Call | Op
-Outcome = tuple[str, ...]  # ("ok", result, param types...) or ("err", sqlstate)
+Outcome = tuple[str, ...]  # ("ok", result, param types...) or ("err", sqlstate, message, hint)
 
 
 # Schema-declared types (created in the scratch database) as the catalog would describe them.
@@ -144,13 +145,13 @@ def _predict(case: Case, b: SchemaTypes) -> Outcome:
             coerced = list(fn.arg_types)
             result = fn.result
     except ResolveError as exc:
-        return ("err", exc.sqlstate)
+        return ("err", exc.sqlstate, exc.message, exc.hint or "")
     params = []
-    for i in param_slots:
+    for n, i in enumerate(param_slots, 1):
         t = coerced[i]
         assert t is not None
         if t.name == "unknown":  # an untyped parameter passed to "any": PostgreSQL cannot type it
-            return ("err", "42P18")
+            return ("err", "42P18", f"could not determine data type of parameter ${n}", "")
         params.append(b.display(t))
     return ("ok", b.display(result), *params)
 
@@ -176,8 +177,10 @@ class Oracle:
         pgconn = self.conn.pgconn
         res = pgconn.prepare(b"", sql.encode())
         if res.status != psycopg.pq.ExecStatus.COMMAND_OK:
+            fields = (psycopg.pq.DiagnosticField.MESSAGE_PRIMARY, psycopg.pq.DiagnosticField.MESSAGE_HINT)
             state = res.error_field(psycopg.pq.DiagnosticField.SQLSTATE)
-            return ("err", state.decode() if state else "?")
+            message, hint = (bytes(res.error_field(f) or b"").decode() for f in fields)
+            return ("err", state.decode() if state else "?", message, hint)
         desc = pgconn.describe_prepared(b"")
         result = self.names[desc.ftype(0)] if desc.nfields else ""
         return ("ok", result, *(self.names[desc.param_type(i)] for i in range(desc.nparams)))

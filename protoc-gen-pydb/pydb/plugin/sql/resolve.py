@@ -77,6 +77,9 @@ OPERATOR_HINTS = {"==": "did you mean =?", "===": "did you mean =?", "!==": "did
 _NO_FUNCTION_HINT = "No function matches the given name and argument types. You might need to add explicit type casts."
 _NOT_UNIQUE_FUNCTION_HINT = "Could not choose a best candidate function. You might need to add explicit type casts."
 _NO_OPERATOR_HINT = "No operator matches the given name and argument types. You might need to add explicit type casts."
+_NO_PREFIX_OPERATOR_HINT = (
+    "No operator matches the given name and argument type. You might need to add an explicit type cast."
+)
 _NOT_UNIQUE_OPERATOR_HINT = "Could not choose a best candidate operator. You might need to add explicit type casts."
 
 
@@ -766,7 +769,10 @@ def resolve_operator(
         if not matching:
             note = OPERATOR_HINTS.get(symbol) if not sigs else None
             raise ResolveError(
-                "42883", f"operator does not exist: {_operator_text(symbol, left, right, e)}", _NO_OPERATOR_HINT, note
+                "42883",
+                f"operator does not exist: {_operator_text(symbol, left, right, e)}",
+                _NO_OPERATOR_HINT if left is not None else _NO_PREFIX_OPERATOR_HINT,
+                note,
             )
         if len(matching) == 1:
             exact = sigs[matching[0]]
