@@ -8,16 +8,20 @@ Argument types: `PgType("unknown")` (or `types.NULL`) stands for an untyped stri
 or an untyped `@param`: PostgreSQL resolves an untyped parameter like an unknown literal.
 
 Public API:
-    resolve_function(name, candidates, args, *, arg_names=None, variadic_call=False, env=None)
-        -> FunctionResolution            raises ResolveError (42883 / 42725 / 42804)
-    resolve_operator(symbol, candidates, left, right, *, env=None)
-        -> OperatorResolution            left=None for a prefix operator; raises ResolveError
+    resolve_function(name, candidates, args, *, arg_names=None, variadic_call=False, params=None,
+                     env=None) -> FunctionResolution     raises ResolveError (42883 / 42725 / 42804 / 42704)
+    resolve_operator(symbol, candidates, left, right, *, env=None) -> OperatorResolution
+                                         left=None for a prefix operator; raises ResolveError
     can_coerce(source, target, context="i", *, env=None) -> bool     context: "i" / "a" / "e"
     common_type(types, construct="CASE", *, env=None) -> PgType       raises ResolveError (42804 / 42846)
-    signature_text(sig, env=None) -> str                             "random(double precision)"
-`env` is anything with `type_info(PgType) -> TypeInfo | None` and `cast(src, dst) -> CastSig |
-None` (a `builtins.Builtins`; the schema catalog can wrap one to add domains and composites); it
-defaults to the core built-ins.
+    signature_text(sig, env=None) -> str     "random()", "percentile_cont(double precision) WITHIN GROUP (...)"
+    display(t, env=None) -> str              PostgreSQL's type name in messages: "integer"
+    ResolveError(sqlstate, message, hint, note)   note: ours (the candidates, "did you mean COALESCE?")
+`candidates` are every function (operator) visible under the name: `Builtins.functions(name)`
+first (pg_catalog leads the search path), then the schema's own. `env` is anything with
+`type_info(PgType) -> TypeInfo | None` and `cast(src, dst) -> CastSig | None`: a
+`builtins.Builtins`, or `builtins.SchemaTypes` to add the schema's domains, enums, composites
+and casts; it defaults to the core built-ins.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ from .signatures import CastSig, FunctionSig, OperatorSig
 from .types import PgType
 
 Context = Literal["i", "a", "e"]  # implicit < assignment < explicit, as pg_cast.castcontext
+FunctionKindName = Literal["function", "aggregate", "window", "procedure", "ordered_set", "hypothetical", "cast"]
 _RANK = {"i": 0, "a": 1, "e": 2}
 
 UNKNOWN = PgType("unknown")
@@ -113,7 +118,7 @@ class FunctionResolution:
     returns_set: bool
     #: "cast": `typename(x)` read as a coercion (`text(1)`, `date('2020-01-01')`), as PostgreSQL does
     #: when no function of that name takes the argument's exact type; `sig` is then synthetic.
-    kind: Literal["function", "aggregate", "window", "procedure", "ordered_set", "hypothetical", "cast"]
+    kind: FunctionKindName
     #: The call matched the VARIADIC parameter with a list of separate arguments.
     variadic_expanded: bool
 
@@ -158,7 +163,7 @@ def _base(t: PgType, env: TypeEnv) -> PgType:
     return t
 
 
-def _element(t: PgType, env: TypeEnv) -> PgType | None:
+def _element(t: PgType) -> PgType | None:
     """get_element_type: the element of a true array type."""
     return t.element if t.is_array else None
 
@@ -188,7 +193,7 @@ def _pathway(source: PgType, target: PgType, context: Context, env: TypeEnv) -> 
             return ""
         return {"b": "relabel", "f": "func", "i": "io"}[cast.method]
     if target.is_array and source.is_array:
-        source_elem, target_elem = _element(source, env), _element(target, env)
+        source_elem, target_elem = _element(source), _element(target)
         if source_elem is not None and target_elem is not None and _pathway(source_elem, target_elem, context, env):
             return "array"
     if _RANK[context] >= _RANK["a"] and _info(target, env).category == "S":
@@ -285,7 +290,7 @@ def _generic_bindings(inputs: Sequence[PgType], declared: Sequence[PgType], env:
             have_compatible_nonarray |= d == "anycompatiblenonarray"
             compatible_inputs.append(actual)
         elif d == "anycompatiblearray":
-            element = _element(_base(actual, env), env)
+            element = _element(_base(actual, env))
             if element is None:
                 return None
             compatible_inputs.append(element)
@@ -308,7 +313,7 @@ def _generic_bindings(inputs: Sequence[PgType], declared: Sequence[PgType], env:
         if b.array.name == "anyarray" and not b.array.is_array:
             pass  # a column of pseudo-type anyarray (pg_stats): nothing to deduce
         else:
-            element = _element(b.array, env)
+            element = _element(b.array)
             if element is None or (b.elem is not None and b.elem != element):
                 return None
             b.elem = element
@@ -609,7 +614,7 @@ def _candidates_note(sigs: Sequence[FunctionSig], env: TypeEnv) -> str | None:
     return "candidates: " + ", ".join(shown[:8]) + more
 
 
-def _kind(sig: FunctionSig) -> Literal["function", "aggregate", "window", "procedure", "ordered_set", "hypothetical"]:
+def _kind(sig: FunctionSig) -> FunctionKindName:
     if sig.hypothetical:
         return "hypothetical"
     if sig.ordered_set:
