@@ -598,6 +598,17 @@ def _parses(sql: str) -> bool:
     return True
 
 
+def _extension_operators() -> list[Case]:
+    """Every operator symbol the test's extensions add, over their types and the core's."""
+    b = load_builtins().with_extensions(EXTENSIONS)
+    symbols = sorted({op.name for ext in EXTENSIONS if (e := b.extension(ext)) for op in e.operators})
+    types = ["citext", "hstore", "ltree", "lquery", "ltree[]", "int4[]", "text", "text[]", "int4", "?"]
+    cases = [Op(s, a, c) for s in symbols for a, c in itertools.product(types, types)]
+    cases += [Op(s, None, t) for s in symbols for t in types]
+    env = _env()  # `% x`, `< x` are syntax errors: the grammar decides which prefix uses exist
+    return [c for c in cases if c.left is not None or _parses(_sql(c, env)[0])]
+
+
 def _disagreements(cases: list[Case], pg: psycopg.Connection) -> tuple[int, list[str]]:
     b = _env()
     oracle = Oracle(pg)
@@ -621,6 +632,13 @@ def test_curated_calls_and_operators_agree_with_postgresql(pg: psycopg.Connectio
 def test_generated_cross_products_agree_with_postgresql(pg: psycopg.Connection) -> None:
     total, wrong = _disagreements(_generated(), pg)
     print(f"resolver agrees with PostgreSQL on {total - len(wrong)}/{total} generated cases")
+    assert not wrong, f"{len(wrong)}/{total} disagree:\n" + "\n".join(wrong)
+
+
+@pytest.mark.slow
+def test_extension_operators_agree_with_postgresql(pg: psycopg.Connection) -> None:
+    total, wrong = _disagreements(_extension_operators(), pg)
+    print(f"resolver agrees with PostgreSQL on {total - len(wrong)}/{total} extension operator expressions")
     assert not wrong, f"{len(wrong)}/{total} disagree:\n" + "\n".join(wrong)
 
 
