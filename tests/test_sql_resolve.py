@@ -535,6 +535,13 @@ def _generated() -> list[Case]:
     cases += [Call(f, (t,)) for f in unary_functions for t in one]
     cases += [Call(f, (a, c)) for f in binary_functions for a, c in itertools.product(two, two)]
     cases += [Op(s, a, c) for s in symbols for a, c in itertools.product(two, two)]
+    three = ["int4", "numeric", "float8", "text", "?", "timestamptz", "interval", "int4[]", "jsonb", "text[]"]
+    ternary_functions = [
+        "substr", "regexp_replace", "split_part", "lpad", "jsonb_set", "make_date", "generate_series",
+        "replace", "translate", "array_fill", "jsonb_insert", "date_bin", "array_position", "concat_ws",
+        "json_build_object", "regexp_matches", "to_char", "range_merge", "numrange", "set_config",
+    ]  # fmt: skip
+    cases += [Call(f, args) for f in ternary_functions for args in itertools.product(three, three, three)]
     cases += [Op(s, None, t) for s in prefix for t in one]
     return cases
 
