@@ -26,6 +26,7 @@ from pydb.plugin.sql.resolve import (
     resolve_function,
     resolve_operator,
 )
+from pydb.plugin.sql.signatures import FunctionSig
 from pydb.plugin.sql.types import PgType
 
 EXTENSIONS = ("citext", "hstore", "ltree", "pg_trgm", "pgcrypto", "uuid-ossp", "fuzzystrmatch", "intarray")
@@ -700,6 +701,113 @@ def test_table_functions_yield_postgresqls_columns(pg: psycopg.Connection) -> No
             wrong.append(f"{sql}: PostgreSQL {expected}, resolver {got}")
     print(f"table functions: {checked - len(wrong)}/{checked} agree on their columns")
     assert checked > 150
+    assert not wrong, "\n".join(wrong)
+
+
+# Schema-declared functions, as the catalog would describe them: defaults, VARIADIC, named
+# arguments, polymorphism, OUT/TABLE columns, and overloads beside the built-ins.
+FUNCTIONS_DDL = """
+CREATE FUNCTION f_def(a int, b int DEFAULT 1) RETURNS int LANGUAGE sql AS 'SELECT 1';
+CREATE FUNCTION f_def(a int) RETURNS text LANGUAGE sql AS 'SELECT 1';
+CREATE FUNCTION f_var(VARIADIC nums numeric[]) RETURNS numeric LANGUAGE sql AS 'SELECT 1';
+CREATE FUNCTION f_var(n numeric) RETURNS text LANGUAGE sql AS 'SELECT 1';
+CREATE FUNCTION f_named(a int, b text) RETURNS int LANGUAGE sql AS 'SELECT 1';
+CREATE FUNCTION f_named(b text, a int) RETURNS text LANGUAGE sql AS 'SELECT 1';
+CREATE FUNCTION f_opt(a int, b text DEFAULT 'x', c bool DEFAULT true) RETURNS int LANGUAGE sql AS 'SELECT 1';
+CREATE FUNCTION f_poly(x anyelement, xs anyarray) RETURNS anyarray LANGUAGE sql AS 'SELECT xs';
+CREATE FUNCTION f_out(x int, OUT y text, OUT z int) LANGUAGE sql AS 'SELECT 1::text, 1';
+CREATE FUNCTION f_tab(n int) RETURNS TABLE (k int, v text) LANGUAGE sql AS 'SELECT 1, 1::text';
+CREATE FUNCTION lower(x text) RETURNS int LANGUAGE sql AS 'SELECT 1';
+CREATE FUNCTION lower(m mood) RETURNS mood LANGUAGE sql AS 'SELECT m';
+"""
+
+
+def _schema_functions() -> list[FunctionSig]:
+    i4, num, text, mood = PgType("int4"), PgType("numeric"), PgType("text"), SCHEMA_TYPES["mood"].type
+    return [
+        FunctionSig("public", "f_def", (i4, i4), ("a", "b"), i4, n_defaults=1),
+        FunctionSig("public", "f_def", (i4,), ("a",), text),
+        FunctionSig("public", "f_var", (num.array(),), ("nums",), num, variadic=True),
+        FunctionSig("public", "f_var", (num,), ("n",), text),
+        FunctionSig("public", "f_named", (i4, text), ("a", "b"), i4),
+        FunctionSig("public", "f_named", (text, i4), ("b", "a"), text),
+        FunctionSig("public", "f_opt", (i4, text, PgType("bool")), ("a", "b", "c"), i4, n_defaults=2),
+        FunctionSig("public", "f_poly", (PgType("anyelement"), PgType("anyarray")), ("x", "xs"), PgType("anyarray")),
+        FunctionSig("public", "f_out", (i4,), ("x",), PgType("record"), out_columns=(("y", text), ("z", i4))),
+        FunctionSig(
+            "public", "f_tab", (i4,), ("n",), PgType("record"), returns_set=True, out_columns=(("k", i4), ("v", text))
+        ),
+        FunctionSig("public", "lower", (text,), ("x",), i4),
+        FunctionSig("public", "lower", (mood,), ("m",), mood),
+    ]
+
+
+SCHEMA_FUNCTION_CASES = [
+    Call("f_def", ("int4",)),
+    Call("f_def", ("int4", "int4")),
+    Call("f_def", ("?",)),
+    Call("f_var", ("int4",)),
+    Call("f_var", ("numeric",)),
+    Call("f_var", ("int4", "numeric")),
+    Call("f_var", ("numeric[]",), variadic_call=True),
+    Call("f_var", ()),
+    Call("f_named", ("int4", "text")),
+    Call("f_named", ("text", "int4")),
+    Call("f_named", ("int4", "text"), arg_names=("a", "b")),
+    Call("f_named", ("int4", "?"), arg_names=(None, "b")),
+    Call("f_named", ("?", "int4"), arg_names=("b", "a")),
+    Call("f_opt", ("int4",)),
+    Call("f_opt", ("int4", "bool"), arg_names=(None, "c")),
+    Call("f_opt", ("int4", "?", "?")),
+    Call("f_opt", ("bool",), arg_names=("c",)),
+    Call("f_poly", ("int4", "int4[]")),
+    Call("f_poly", ("?", "text[]")),
+    Call("f_poly", ("int8", "int4[]")),
+    Call("f_poly", ("?", "?")),
+    Call("f_out", ("int4",)),
+    Call("f_tab", ("?",)),
+    Call("lower", ("text",)),
+    Call("lower", ("?",)),
+    Call("lower", ("varchar",)),
+    Call("lower", ("mood",)),
+    Call("lower", ("int4range",)),
+    Call("f_nope", ("int4",)),
+]
+
+
+def test_schema_functions_resolve_like_postgresql(pg: psycopg.Connection) -> None:
+    pg.execute(FUNCTIONS_DDL)
+    env = _env()
+    declared = _schema_functions()
+    oracle = Oracle(pg)
+    wrong = []
+    try:
+        for case in SCHEMA_FUNCTION_CASES:
+            sql, types = _sql(case, env)
+            expected = oracle.ask(sql)
+            candidates = [*env.builtins.functions(case.name), *(f for f in declared if f.name == case.name)]
+            try:
+                fn = resolve_function(
+                    case.name,
+                    candidates,
+                    types,
+                    arg_names=case.arg_names,
+                    variadic_call=case.variadic_call,
+                    params=[s == "?" for s in case.args],
+                    env=env,
+                )
+                slots = [i for i, s in enumerate(case.args) if s == "?"]
+                if any(fn.arg_types[i].name == "unknown" for i in slots):
+                    got: Outcome = ("err", "42P18")
+                else:
+                    got = ("ok", env.display(fn.result), *(env.display(fn.arg_types[i]) for i in slots))
+            except ResolveError as exc:
+                got = ("err", exc.sqlstate)
+            if got != expected[: len(got)] or (got[0] == "ok" and got != expected):
+                wrong.append(f"{sql}: PostgreSQL {expected}, resolver {got}")
+    finally:
+        for f in declared:
+            pg.execute(f"DROP FUNCTION {f.schema}.{f.name}({', '.join(env.display(t) for t in f.arg_types)})")
     assert not wrong, "\n".join(wrong)
 
 

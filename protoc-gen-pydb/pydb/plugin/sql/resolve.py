@@ -657,9 +657,8 @@ def resolve_function(
         elif cands[same].sig.schema == cand.sig.schema:
             if cands[same].variadic_expanded and not cand.variadic_expanded:
                 cands[same] = cand
-            elif cands[same].variadic_expanded == cand.variadic_expanded and (
-                cands[same].uses_defaults or cand.uses_defaults
-            ):
+            elif cands[same].variadic_expanded == cand.variadic_expanded:
+                # f(int) beside f(int, int DEFAULT 1), or f(a int, b text) beside f(b text, a int)
                 ambiguous.add(cand.types)
 
     def not_found() -> ResolveError:
