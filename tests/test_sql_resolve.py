@@ -20,6 +20,7 @@ import pytest
 from pg import Cluster, scratch_database
 from pydb.plugin.sql.builtins import SchemaTypes, TypeInfo, load_builtins
 from pydb.plugin.sql.resolve import (
+    DIALECT_HINTS,
     ResolveError,
     can_coerce,
     common_type,
@@ -837,6 +838,11 @@ def test_other_dialects_names_get_a_teaching_note() -> None:
     assert _error("nvl", PgType("text"), PgType("text")).note == "did you mean COALESCE?"
     assert _error("len", PgType("text")).note == "did you mean length()?"
     assert _error("getdate").note == "did you mean now()?"
+
+
+def test_teaching_notes_name_only_functions_postgresql_lacks() -> None:
+    b = load_builtins().with_extensions(load_builtins().extension_names)
+    assert not [name for name in DIALECT_HINTS if b.functions(name)]
 
 
 def test_ambiguous_call_is_not_unique() -> None:

@@ -76,6 +76,14 @@ DIALECT_HINTS = {
     "mid": "did you mean substring()?",
     "uuid": "did you mean gen_random_uuid()?",
     "newid": "did you mean gen_random_uuid()?",
+    "date_format": "did you mean to_char()?",
+    "str_to_date": "did you mean to_date() or to_timestamp()?",
+    "unix_timestamp": "did you mean extract(epoch FROM ts)?",
+    "from_unixtime": "did you mean to_timestamp()?",
+    "json_extract": "use the -> / ->> operators or jsonb_extract_path()",
+    "last_insert_id": "use RETURNING (or lastval())",
+    "substring_index": "did you mean split_part()?",
+    "string_split": "did you mean string_to_array() or regexp_split_to_table()?",
 }
 OPERATOR_HINTS = {"==": "did you mean =?", "===": "did you mean =?", "!==": "did you mean <>?"}
 
