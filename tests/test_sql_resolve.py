@@ -25,7 +25,9 @@ from pydb.plugin.sql.resolve import (
     can_coerce,
     common_type,
     resolve_function,
+    resolve_in_list,
     resolve_operator,
+    resolve_scalar_array_op,
 )
 from pydb.plugin.sql.signatures import FunctionSig
 from pydb.plugin.sql.types import PgType
@@ -810,6 +812,83 @@ def test_schema_functions_resolve_like_postgresql(pg: psycopg.Connection) -> Non
         for f in declared:
             pg.execute(f"DROP FUNCTION {f.schema}.{f.name}({', '.join(env.display(t) for t in f.arg_types)})")
     assert not wrong, "\n".join(wrong)
+
+
+ANY_CASES = [
+    ("=", "int4", "?"),
+    ("=", "int4", "int8[]"),
+    ("=", "text", "varchar[]"),
+    ("=", "?", "int4[]"),
+    ("=", "int4", "int4"),
+    ("~~", "text", "?"),
+    ("=", "uuid", "?"),
+    ("+", "int4", "int4[]"),
+    ("<", "int4", "numeric[]"),
+    ("=", "mood", "?"),
+    ("=", "mood", "mood[]"),
+    ("=", "posint", "?"),
+    ("@>", "int4range", "int4[]"),
+    ("=", "int4[]", "?"),
+    ("==", "int4", "int4[]"),
+]
+
+
+@pytest.mark.parametrize(("symbol", "left", "right"), ANY_CASES)
+def test_scalar_array_op_agrees_with_postgresql(pg: psycopg.Connection, symbol: str, left: str, right: str) -> None:
+    env = _env()
+    params: list[str] = []
+    (l_sql, l_t), (r_sql, r_t) = _value_sql(left, params, env), _value_sql(right, params, env)
+    expected = Oracle(pg).ask(f"SELECT {l_sql} {symbol} ANY ({r_sql})")
+    try:
+        op = resolve_scalar_array_op(symbol, env.builtins.operators(symbol), l_t, r_t, env=env)
+        coerced = [t for t, s in ((op.left, left), (op.right, right)) if s == "?"]
+        if any(t is None or t.name == "unknown" for t in coerced):
+            got: Outcome = ("err", "42P18")
+        else:
+            got = ("ok", env.display(op.result), *(env.display(t) for t in coerced if t is not None))
+    except ResolveError as exc:
+        got = ("err", exc.sqlstate, exc.message)
+    assert got == expected[: len(got)] and (got[0] == "err" or got == expected)
+
+
+IN_CASES = [
+    ("int4", ("?", "?")),
+    ("int4", ("int4", "numeric")),
+    ("?", ("int4", "int4")),
+    ("text", ("?",)),
+    ("int4", ("text", "text")),
+    ("mood", ("?", "?")),
+    ("date", ("timestamptz", "?")),
+    ("int8", ("?", "int4", "?")),
+    ("?", ("?", "?")),
+    ("uuid", ("?", "?")),
+]
+
+
+@pytest.mark.parametrize("negated", [False, True])
+@pytest.mark.parametrize(("left", "items"), IN_CASES)
+def test_in_list_agrees_with_postgresql(
+    pg: psycopg.Connection, left: str, items: tuple[str, ...], negated: bool
+) -> None:
+    env = _env()
+    params: list[str] = []
+    l_sql, l_t = _value_sql(left, params, env)
+    values = [_value_sql(item, params, env) for item in items]
+    keyword = "NOT IN" if negated else "IN"
+    expected = Oracle(pg).ask(f"SELECT {l_sql} {keyword} ({', '.join(v for v, _ in values)})")
+    symbol = "<>" if negated else "="
+    try:
+        left_type, item_types = resolve_in_list(
+            symbol, env.builtins.operators(symbol), l_t, [t for _, t in values], env=env
+        )
+        coerced = ([left_type] if left == "?" else []) + [t for t, s in zip(item_types, items, strict=True) if s == "?"]
+        if any(t.name == "unknown" for t in coerced):
+            got: Outcome = ("err", "42P18")
+        else:
+            got = ("ok", "boolean", *(env.display(t) for t in coerced))
+    except ResolveError as exc:
+        got = ("err", exc.sqlstate, exc.message)
+    assert got == expected[: len(got)] and (got[0] == "err" or got == expected)
 
 
 # ------------------------------------------------------------------------------------------
