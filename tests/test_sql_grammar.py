@@ -221,6 +221,8 @@ def test_the_positional_text_prepares_on_postgres(server: psycopg.Connection[tup
     [
         ("SELECT x FROM t WHERE id = ?", "?", "use @name, named after the request field"),
         ("SELECT x FROM t WHERE id=? AND y = 1", "?", "use @name, named after the request field"),
+        ("SELECT x FROM t WHERE id = ? + 1", "?", "use @name, named after the request field"),
+        ("SELECT x || ? || 'x' FROM t", "?", "use @name, named after the request field"),
         ("SELECT x FROM t WHERE id = :id", ":id", "use @id"),
         ("SELECT x FROM t WHERE id = :id::int", ":id", "use @id"),
         ("SELECT x FROM t WHERE id = %(id)s", "%(id)s", "use @id"),
