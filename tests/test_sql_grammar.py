@@ -237,6 +237,32 @@ def test_other_dialects_placeholders_teach_at_name(sql: str, written: str, advic
     assert sql[problem.span.start : problem.span.end + 1] == written
 
 
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "SELECT 1 WHERE 1 = ?",
+        "SELECT 1 WHERE 1 = ? + 1",
+        "SELECT :x",
+        "SELECT %(x)s",
+        "SELECT 1 WHERE 1 = %s",
+        "SELECT 1 LIMIT 0, 10",
+        "SELECT 1 == 1",
+    ],
+)
+def test_postgres_rejects_what_the_teaching_errors_name(
+    server: psycopg.Connection[tuple[object, ...]], sql: str
+) -> None:
+    """Each teaching error replaces a real PostgreSQL error (syntax, or no such operator) and
+    stands where PostgreSQL's error is, or before it."""
+    (problem,) = check_statement(sql).problems
+    assert problem.span is not None
+    with pytest.raises(psycopg.Error) as raised:
+        server.execute(sql.encode(), prepare=False)
+    assert raised.value.sqlstate in ("42601", "42883")
+    position = raised.value.diag.statement_position
+    assert position is not None and problem.span.start <= int(position) - 1
+
+
 def test_every_placeholder_is_named_and_a_real_error_still_reported() -> None:
     sql = "SELECT x FROM t WHERE a = ? AND b = :b AND c = %(c)s AND d = = 1"
     messages = [p.message for p in check_statement(sql).problems]
