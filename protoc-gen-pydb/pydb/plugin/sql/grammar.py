@@ -410,7 +410,7 @@ def _foreign_candidates(sql: str, tokens: list[parser.Token]) -> Iterator[_Forei
     for i, tok in enumerate(tokens):
         run = _adjacent(tokens, i)  # the tokens written right after `tok`, no space between
         words = [sql[a.start : a.end + 1] for a in run]
-        if tok.name == "Op" and sql[tok.end] == "?":
+        if tok.name == "Op" and sql[tok.end] == "?" and sql[tok.start : tok.end + 1] != "@?":  # jsonpath's
             yield _Foreign(SqlSpan(tok.end, tok.end), None)
         elif tok.name == "ASCII_58" and run and _is_word(sql, run[0]):
             yield _Foreign(SqlSpan(tok.start, run[0].end), words[0])
