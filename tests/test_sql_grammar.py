@@ -125,6 +125,9 @@ def test_syntax_errors_are_postgres_own_at_its_position(
         assert problem.span == SqlSpan(len(sql.rstrip()), len(sql.rstrip()))
     else:
         assert problem.span.start == check.original_offset(position - 1)
+        near = 'at or near "'
+        if near in message:  # independent of the offset mapping: what PostgreSQL quotes is there
+            assert sql.startswith(message.rpartition(near)[2][:-1], problem.span.start)
         at_param = [p for p in check.parameters if p.span.start == problem.span.start]
         if at_param:  # PostgreSQL points at a parameter: the whole `@name` is marked
             assert problem.span == at_param[0].span
