@@ -1,0 +1,310 @@
+"""Function calls: the built-in signatures the analyzer knows and how a call is typed against
+them (aggregates, window functions, COALESCE/GREATEST/LEAST/NULLIF, make_interval, sum/avg)."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from sqlglot import exp
+
+from . import types as t
+from .coercion import describe, is_untyped
+from .context import AnalyzerCore
+from .funcnames import function_name
+from .scope import Scope, Typed
+from .types import PgType, span_of
+
+
+@dataclass(frozen=True)
+class Signature:
+    returns: PgType | str | None
+    args: tuple[PgType | None, ...] = ()
+    variadic: bool = False
+    aggregate: bool = False
+    nullable: bool = False
+
+
+BUILTINS: dict[str, Signature] = {
+    "now": Signature(t.TIMESTAMPTZ),
+    "current_timestamp": Signature(t.TIMESTAMPTZ),
+    "clock_timestamp": Signature(t.TIMESTAMPTZ),
+    "statement_timestamp": Signature(t.TIMESTAMPTZ),
+    "transaction_timestamp": Signature(t.TIMESTAMPTZ),
+    "current_date": Signature(PgType("date")),
+    "gen_random_uuid": Signature(t.UUID),
+    "make_interval": Signature(t.INTERVAL, (t.INT4, t.INT4, t.INT4, t.INT4, t.INT4, t.INT4, t.FLOAT8)),
+    "date_trunc": Signature("arg1", (t.TEXT, None)),
+    "extract": Signature(t.NUMERIC_T, (None, None)),
+    "lower": Signature(t.TEXT, (t.TEXT,)),
+    "upper": Signature(t.TEXT, (t.TEXT,)),
+    "length": Signature(t.INT4, (t.TEXT,)),
+    "trim": Signature(t.TEXT, (t.TEXT,)),
+    "concat": Signature(t.TEXT, (None,), variadic=True),
+    "substring": Signature(t.TEXT, (t.TEXT, t.INT4, t.INT4)),
+    "replace": Signature(t.TEXT, (t.TEXT, t.TEXT, t.TEXT)),
+    "abs": Signature("arg0", (None,)),
+    "round": Signature("arg0", (None, t.INT4)),
+    "floor": Signature("arg0", (None,)),
+    "ceil": Signature("arg0", (None,)),
+    "array_length": Signature(t.INT4, (None, t.INT4), nullable=True),
+    "cardinality": Signature(t.INT4, (None,)),
+    "jsonb_build_object": Signature(t.JSONB, (None,), variadic=True),
+    "json_build_object": Signature(PgType("json"), (None,), variadic=True),
+    "jsonb_agg": Signature(t.JSONB, (None,), aggregate=True),
+    "to_jsonb": Signature(t.JSONB, (None,)),
+    "jsonb_typeof": Signature(t.TEXT, (t.JSONB,)),
+    "jsonb_set": Signature(t.JSONB, (t.JSONB, PgType("text", True), t.JSONB, t.BOOL)),
+    "count": Signature(t.INT8, (None,), aggregate=True),
+    "sum": Signature("arg0", (None,), aggregate=True),
+    "avg": Signature(t.NUMERIC_T, (None,), aggregate=True),
+    "min": Signature("arg0", (None,), aggregate=True),
+    "max": Signature("arg0", (None,), aggregate=True),
+    "array_agg": Signature("arg0[]", (None,), aggregate=True),
+    "string_agg": Signature(t.TEXT, (t.TEXT, t.TEXT), aggregate=True),
+    "bool_and": Signature(t.BOOL, (t.BOOL,), aggregate=True),
+    "bool_or": Signature(t.BOOL, (t.BOOL,), aggregate=True),
+    "row_number": Signature(t.INT8),
+    "rank": Signature(t.INT8),
+    "dense_rank": Signature(t.INT8),
+    "lag": Signature("arg0", (None, t.INT4), nullable=True),
+    "lead": Signature("arg0", (None, t.INT4), nullable=True),
+    "random": Signature(t.FLOAT8),
+    "pg_notify": Signature(PgType("void"), (t.TEXT, t.TEXT)),
+    "pg_advisory_xact_lock": Signature(PgType("void"), (t.INT8,)),
+    "localtimestamp": Signature(PgType("timestamp")),
+    "age": Signature(t.INTERVAL, (None, None)),
+    "to_char": Signature(t.TEXT, (None, t.TEXT)),
+    "to_timestamp": Signature(t.TIMESTAMPTZ, (t.FLOAT8,)),
+    "to_date": Signature(PgType("date"), (t.TEXT, t.TEXT)),
+    "to_number": Signature(t.NUMERIC_T, (t.TEXT, t.TEXT)),
+    "date": Signature(PgType("date"), (None,)),
+    "isfinite": Signature(t.BOOL, (None,)),
+    "strpos": Signature(t.INT4, (t.TEXT, t.TEXT)),
+    "split_part": Signature(t.TEXT, (t.TEXT, t.TEXT, t.INT4)),
+    "left": Signature(t.TEXT, (t.TEXT, t.INT4)),
+    "right": Signature(t.TEXT, (t.TEXT, t.INT4)),
+    "lpad": Signature(t.TEXT, (t.TEXT, t.INT4, t.TEXT)),
+    "md5": Signature(t.TEXT, (t.TEXT,)),
+    "initcap": Signature(t.TEXT, (t.TEXT,)),
+    "reverse": Signature(t.TEXT, (t.TEXT,)),
+    "repeat": Signature(t.TEXT, (t.TEXT, t.INT4)),
+    "translate": Signature(t.TEXT, (t.TEXT, t.TEXT, t.TEXT)),
+    "regexp_replace": Signature(t.TEXT, (t.TEXT, t.TEXT, t.TEXT, t.TEXT)),
+    "starts_with": Signature(t.BOOL, (t.TEXT, t.TEXT)),
+    "format": Signature(t.TEXT, (t.TEXT, None), variadic=True),
+    "concat_ws": Signature(t.TEXT, (t.TEXT, None), variadic=True),
+    "octet_length": Signature(t.INT4, (None,)),
+    "encode": Signature(t.TEXT, (PgType("bytea"), t.TEXT)),
+    "decode": Signature(PgType("bytea"), (t.TEXT, t.TEXT)),
+    "sha256": Signature(PgType("bytea"), (PgType("bytea"),)),
+    "power": Signature(t.FLOAT8, (t.FLOAT8, t.FLOAT8)),
+    "sqrt": Signature(t.FLOAT8, (t.FLOAT8,)),
+    "ln": Signature(t.FLOAT8, (t.FLOAT8,)),
+    "sign": Signature("arg0", (None,)),
+    "trunc": Signature("arg0", (None, t.INT4)),
+    "array_position": Signature(t.INT4, (None, None), nullable=True),
+    "array_remove": Signature("arg0", (None, None)),
+    "array_append": Signature("arg0", (None, None)),
+    "array_cat": Signature("arg0", (None, None)),
+    "array_upper": Signature(t.INT4, (None, t.INT4), nullable=True),
+    "array_lower": Signature(t.INT4, (None, t.INT4), nullable=True),
+    "array_to_string": Signature(t.TEXT, (None, t.TEXT)),
+    "string_to_array": Signature(t.TEXT.array(), (t.TEXT, t.TEXT)),
+    "unnest": Signature("elem0", (None,)),
+    "generate_series": Signature("arg0", (None, None, None)),
+    "jsonb_array_length": Signature(t.INT4, (t.JSONB,)),
+    "jsonb_array_elements": Signature(t.JSONB, (t.JSONB,)),
+    "jsonb_array_elements_text": Signature(t.TEXT, (t.JSONB,)),
+    "jsonb_strip_nulls": Signature(t.JSONB, (t.JSONB,)),
+    "jsonb_build_array": Signature(t.JSONB, (None,), variadic=True),
+    "jsonb_insert": Signature(t.JSONB, (t.JSONB, t.TEXT.array(), t.JSONB, t.BOOL)),
+    "jsonb_object_agg": Signature(t.JSONB, (None, None), aggregate=True),
+    "json_agg": Signature(PgType("json"), (None,), aggregate=True),
+    "to_json": Signature(PgType("json"), (None,)),
+    "row_to_json": Signature(PgType("json"), (None,)),
+    "stddev": Signature(t.NUMERIC_T, (None,), aggregate=True),
+    "variance": Signature(t.NUMERIC_T, (None,), aggregate=True),
+    "every": Signature(t.BOOL, (t.BOOL,), aggregate=True),
+    "ntile": Signature(t.INT4, (t.INT4,)),
+    "percent_rank": Signature(t.FLOAT8),
+    "cume_dist": Signature(t.FLOAT8),
+    "first_value": Signature("arg0", (None,), nullable=True),
+    "last_value": Signature("arg0", (None,), nullable=True),
+    "nth_value": Signature("arg0", (None, t.INT4), nullable=True),
+}
+
+
+#: Functions that only exist as window functions (Postgres rejects them without OVER).
+WINDOW_ONLY = frozenset(
+    {
+        "row_number",
+        "rank",
+        "dense_rank",
+        "percent_rank",
+        "cume_dist",
+        "ntile",
+        "lag",
+        "lead",
+        "first_value",
+        "last_value",
+        "nth_value",
+    }
+)
+
+
+#: The types min() and max() take (besides arrays and enums): Postgres has no max(bool),
+#: max(uuid), max(bytea) or max(jsonb).
+_ORDERABLE = t.NUMERIC | t.TEXTUAL | t.TEMPORAL | {"interval"}
+
+
+class FunctionCalls(AnalyzerCore):
+    """Function calls."""
+
+    def function(self, node: exp.Func, scope: Scope) -> Typed:
+        name = function_name(node)
+        args: list[exp.Expr] = [a for a in node.iter_expressions() if not isinstance(a, (exp.Order, exp.Var))]
+        if isinstance(node, exp.Count):
+            for a in args:
+                if not isinstance(a, exp.Star):
+                    self.infer(a, scope)
+            return Typed(t.INT8, False)
+        if isinstance(node, exp.CurrentTimestamp):
+            return Typed(t.TIMESTAMPTZ, False)
+        if isinstance(node, exp.Uuid):
+            return Typed(t.UUID, False)
+        if isinstance(node, (exp.Coalesce, exp.Greatest, exp.Least)):
+            return self.common_type_call(node, args, scope)
+        if isinstance(node, exp.Nullif):
+            typed = self.common_type_call(node, [node.this, node.expression], scope)
+            return Typed(typed.type, True)
+        if isinstance(node, exp.MakeInterval):
+            return self.make_interval(node, scope)
+        if isinstance(node, (exp.TimestampTrunc, exp.DateTrunc)) and isinstance(node.args.get("unit"), exp.Var):
+            # date_trunc('day', ts): sqlglot keeps the unit apart and the timestamp in `this`,
+            # whose type is the result's.
+            return self.infer(node.this, scope)
+        if isinstance(node, exp.ArrayAgg) and isinstance(node.this, exp.Order):
+            # array_agg(x ORDER BY y): sqlglot wraps the argument in its ORDER BY.
+            for ordered in node.this.expressions:
+                self.infer(ordered.this if isinstance(ordered, exp.Ordered) else ordered, scope)
+            element = self.infer(node.this.this, scope)
+            array = element.type.array() if element.type is not None else None
+            return Typed(array, element.nullable if self.window_depth else True)
+        if name in WINDOW_ONLY and not isinstance(node.parent, exp.Window):
+            self.error(f"window function {name}() requires an OVER clause", node)
+        if name in ("sum", "avg") and args:
+            return self.sum_avg(name, args[0], scope)
+        signature = BUILTINS.get(name)
+        if signature is None:
+            name = self.written_name(node, name)
+            self.error(
+                f"function {name}() does not exist (protoc-gen-pydb knows the built-ins listed in docs/diagnostics.md)",
+                node,
+            )
+            for a in args:
+                self.infer(a, scope)
+            return Typed(None, True)
+        return self.builtin_call(name, signature, args, scope)
+
+    def common_type_call(self, node: exp.Func, args: list[exp.Expr], scope: Scope) -> Typed:
+        """COALESCE, GREATEST, LEAST, NULLIF: the arguments share the first typed one's type;
+        parameters and string literals take it. COALESCE is NULL only if every argument is."""
+        typed_args = [None if is_untyped(a) else self.infer(a, scope) for a in args]
+        common = next((a.type for a in typed_args if a is not None and a.type not in (None, t.UNKNOWN, t.NULL)), None)
+        if common is None and any(isinstance(a, exp.Literal) and a.is_string for a in args):
+            common = t.TEXT  # Postgres resolves all-unknown arguments to text
+        nullable_args: list[bool] = []
+        for a, typed in zip(args, typed_args, strict=True):
+            if typed is None:
+                typed = self.expect(a, common, scope) if common is not None else self.infer(a, scope)
+            elif common is not None and typed.type is not None:
+                self.check_comparable(typed.type, common, a)
+            nullable_args.append(typed.nullable)
+        if isinstance(node, exp.Coalesce):
+            return Typed(common, all(nullable_args))
+        return Typed(common, any(nullable_args))
+
+    def builtin_call(self, name: str, signature: Signature, args: list[exp.Expr], scope: Scope) -> Typed:
+        """A call of a known built-in: arguments are checked against its signature."""
+        typed_args: list[Typed] = []
+        for i, a in enumerate(args):
+            if isinstance(a, exp.Star):
+                continue
+            want = signature.args[i] if i < len(signature.args) else None
+            if want is None and signature.variadic and signature.args:
+                want = signature.args[-1]
+            typed_args.append(self.expect(a, want, scope) if want is not None else self.infer(a, scope))
+        if name in ("min", "max") and typed_args and typed_args[0].type is not None:
+            arg = typed_args[0].type
+            if not (arg.is_array or arg.is_enum or arg.name in _ORDERABLE or arg == t.UNKNOWN):
+                self.error(f"function {name}({describe(arg)}) does not exist", args[0])
+        result: PgType | None
+        ret = signature.returns
+        if isinstance(ret, str):
+            # "argN": the N-th argument's type; "argN[]": an array of it; "elemN": its element type.
+            m = re.fullmatch(r"(arg|elem)(\d+)(\[\])?", ret)
+            assert m is not None, ret
+            index = int(m.group(2))
+            base = typed_args[index].type if index < len(typed_args) else None
+            if base is None or base in (t.UNKNOWN, t.NULL):
+                result = None
+            elif m.group(1) == "elem":
+                result = base.element if base.is_array else None
+            else:
+                result = base.array() if m.group(3) else base
+        else:
+            result = ret
+        if signature.aggregate and not self.window_depth:
+            nullable = name != "count"
+        else:
+            nullable = signature.nullable or any(a.nullable for a in typed_args)
+        return Typed(result, nullable)
+
+    def written_name(self, node: exp.Func, fallback: str) -> str:
+        """A function's name as the statement spells it (sqlglot renames some it models)."""
+        span = span_of(node)
+        if span is not None:
+            m = re.match(r"\s*([A-Za-z_][\w.]*)\s*\(", self.sql[span.start :])
+            if m is not None:
+                return m.group(1).lower()
+        return fallback
+
+    def make_interval(self, node: exp.MakeInterval, scope: Scope) -> Typed:
+        """make_interval(years, months, weeks, days, hours, mins, secs), positional or named
+        (`secs => @n`): every part is an integer but secs, a double."""
+        positional = ("years", "months", "weeks", "days", "hours", "mins", "secs")
+        nullable = False
+        for i, arg in enumerate(node.iter_expressions()):
+            part, value = positional[min(i, len(positional) - 1)], arg
+            if isinstance(arg, exp.Kwarg):
+                part, value = str(arg.this.name).lower(), arg.expression
+                if part not in positional:
+                    self.error(
+                        f"make_interval() has no argument {part} (it takes {', '.join(positional)})",
+                        span=self.kwarg_span(value) or self.span(node),
+                    )
+                    self.infer(value, scope)
+                    continue
+            typed = self.expect(value, t.FLOAT8 if part == "secs" else t.INT4, scope)
+            nullable = nullable or typed.nullable
+        return Typed(t.INTERVAL, nullable)
+
+    def sum_avg(self, name: str, arg: exp.Expr, scope: Scope) -> Typed:
+        """sum() and avg() widen like Postgres: sum(int4) is int8, sum(int8) and avg(int) numeric."""
+        typed = self.infer(arg, scope)
+        arg_type = typed.type
+        # NULL over no rows; over a window frame (which holds the current row) only if the argument is.
+        nullable = typed.nullable if self.window_depth else True
+        if arg_type is None or arg_type in (t.UNKNOWN, t.NULL):
+            return Typed(None if arg_type is None else t.NUMERIC_T, True)
+        if arg_type == t.INTERVAL:
+            return Typed(t.INTERVAL, nullable)
+        if arg_type.is_array or arg_type.name not in t.NUMERIC:
+            self.error(f"function {name}({describe(arg_type)}) does not exist; it takes numbers or intervals", arg)
+            return Typed(None, True)
+        if arg_type.name in ("float4", "float8"):
+            return Typed(arg_type if name == "sum" else t.FLOAT8, nullable)
+        if name == "sum" and arg_type.name in ("int2", "int4"):
+            return Typed(t.INT8, nullable)
+        return Typed(t.NUMERIC_T, nullable)

@@ -1,0 +1,315 @@
+"""Scopes: the row sources a clause sees (tables, CTEs, subqueries, VALUES and functions in
+FROM, and the outer queries of a correlated subquery), and how column references resolve in them."""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass, field
+
+from sqlglot import exp
+
+from ..diagnostics import SqlSpan
+from . import types as t
+from .catalog import Table
+from .context import AnalyzerCore, suggest
+from .funcnames import function_name
+from .types import PgType
+
+
+@dataclass(frozen=True)
+class Typed:
+    type: PgType | None  # None: not known (an error was reported, or beyond the analyzer)
+    nullable: bool
+
+
+@dataclass
+class Relation:
+    """A row source visible in a scope: a table, CTE, subquery or function in FROM."""
+
+    alias: str
+    names: tuple[str, ...]  # every name it can be qualified by
+    columns: list[tuple[str, Typed]]
+    table: Table | None = None
+    #: Built from a query that had errors: its column list may be short, so a column not
+    #: found in it is a consequence, not a new error.
+    incomplete: bool = False
+
+    def column(self, name: str) -> Typed | None:
+        for cname, typed in self.columns:
+            if cname == name:
+                return typed
+        return None
+
+
+@dataclass
+class Scope:
+    relations: list[Relation] = field(default_factory=list)
+    parent: Scope | None = None
+    ctes: dict[str, Relation] = field(default_factory=dict)
+    #: Output column aliases, visible to ORDER BY.
+    output: dict[str, Typed] = field(default_factory=dict)
+    #: A FROM item failed to resolve (unknown table, ...): columns it would have provided
+    #: are missing, so unresolved names here are not reported again.
+    broken: bool = False
+
+    def lenient(self) -> bool:
+        """Whether an error already reported makes a missing name here expected."""
+        scope: Scope | None = self
+        while scope is not None:
+            if scope.broken or any(rel.incomplete for rel in scope.relations):
+                return True
+            scope = scope.parent
+        return False
+
+    def cte(self, name: str) -> Relation | None:
+        scope: Scope | None = self
+        while scope is not None:
+            if name in scope.ctes:
+                return scope.ctes[name]
+            scope = scope.parent
+        return None
+
+
+def _suggest_table(name: str, tables: list[str]) -> str:
+    """Did-you-mean for `schema.table`: the table part is compared within the same schema, so
+    the shared `schema.` prefix does not make every table look alike."""
+    schema, _, bare = name.rpartition(".")
+    schema = schema or "public"
+    same_schema = [n.rpartition(".")[2] for n in tables if n.rpartition(".")[0] == schema]
+    close = difflib.get_close_matches(bare, same_schema, n=1, cutoff=0.6)
+    if close:
+        return f"; did you mean {schema + '.' if '.' in name else ''}{close[0]}?"
+    return "" if same_schema else suggest(name, tables)
+
+
+class FromItems(AnalyzerCore):
+    """FROM items, joins, CTEs and column references."""
+
+    def with_ctes(self, node: exp.Expr, scope: Scope) -> Scope:
+        with_ = node.args.get("with_") or node.args.get("with")
+        if not isinstance(with_, exp.With):
+            return scope
+        inner = Scope(parent=scope)
+        for cte in with_.expressions:
+            name = cte.alias_or_name
+            body = cte.this
+            alias = cte.args.get("alias")
+            alias_cols = [c.name for c in alias.columns] if isinstance(alias, exp.TableAlias) else []
+            errors_before = len(self.problems)
+            if with_.args.get("recursive") and isinstance(body, exp.Union):
+                # WITH RECURSIVE: the non-recursive term gives the columns the recursive
+                # term (which names the CTE itself) sees.
+                seed = self.query(body.this, inner)
+                inner.ctes[name] = Relation(name, (name,), rename([(n, ty) for n, ty, _ in seed], alias_cols))
+                step = self.query(body.expression, inner)
+                if len(seed) != len(step):
+                    self.error(
+                        f"each side of UNION must have the same number of columns ({len(seed)} vs {len(step)})", body
+                    )
+                cols: list[tuple[str, Typed, SqlSpan | None]] | None = seed
+            else:
+                cols = self.statement_rows(body, inner)
+            incomplete = len(self.problems) > errors_before
+            rel_cols = rename([(n, typed) for n, typed, _ in (cols or [])], alias_cols)
+            inner.ctes[name] = Relation(name, (name,), rel_cols, incomplete=incomplete)
+        return inner
+
+    def from_clause(self, node: exp.Expr, scope: Scope) -> None:
+        from_ = node.args.get("from_") or node.args.get("from")
+        if isinstance(from_, exp.From):
+            self.add_source(from_.this, scope, nullable=False)
+        for join in node.args.get("joins") or []:
+            self.join(join, scope)
+
+    def join(self, join: exp.Join, scope: Scope) -> None:
+        side = (join.side or "").upper()
+        before = len(scope.relations)
+        self.add_source(join.this, scope, nullable=side in ("LEFT", "FULL"))
+        if side in ("RIGHT", "FULL"):
+            for rel in scope.relations[:before]:
+                rel.columns = [(n, Typed(typed.type, True)) for n, typed in rel.columns]
+        on = join.args.get("on")
+        if on is not None:
+            self.expect(on, t.BOOL, scope)
+        for ident in join.args.get("using") or []:
+            name = ident.name
+            if (
+                not any(rel.column(name) for rel in scope.relations[:before])
+                or scope.relations[-1].column(name) is None
+            ):
+                self.error(f"column {name} named in USING is not on both sides of the join", ident)
+
+    def add_source(self, source: exp.Expr, scope: Scope, nullable: bool) -> None:
+        rel = self.relation_of(source, scope)
+        if rel is None:
+            return
+        if nullable:
+            rel.columns = [(n, Typed(typed.type, True)) for n, typed in rel.columns]
+        for existing in scope.relations:
+            if existing.alias == rel.alias:
+                self.error(f"table name {rel.alias} is specified more than once; give one an alias", source)
+        scope.relations.append(rel)
+
+    def relation_of(self, source: exp.Expr, scope: Scope) -> Relation | None:
+        alias = source.args.get("alias")
+        alias_name = alias.name if isinstance(alias, exp.TableAlias) and alias.name else None
+        col_aliases = [c.name for c in alias.columns] if isinstance(alias, exp.TableAlias) else []
+        if isinstance(source, exp.Table) and isinstance(source.this, exp.Identifier):
+            name = t.qualified_name(source.this)
+            if not source.args.get("db"):
+                cte = scope.cte(name)
+                if cte is not None:
+                    return Relation(
+                        alias_name or name, (alias_name or name,), list(cte.columns), incomplete=cte.incomplete
+                    )
+            table = self.table(source, scope)
+            if table is None:
+                scope.broken = True
+                return None
+            names = (alias_name,) if alias_name else (table.name, table.qualified)
+            cols = [(c.name, Typed(c.type, not c.not_null)) for c in table.columns]
+            return Relation(alias_name or table.name, names, cols, table)
+        if isinstance(source, exp.Subquery):
+            errors_before = len(self.problems)
+            rows = self.query(source.this, Scope(parent=scope))
+            cols = [(n, typed) for n, typed, _ in rows]
+            cols = rename(cols, col_aliases)
+            name = alias_name or "?subquery?"
+            return Relation(name, (name,), cols, incomplete=len(self.problems) > errors_before)
+        if isinstance(source, exp.Table) and isinstance(source.this, (exp.Unnest, exp.Anonymous, exp.Func)):
+            return self.function_source(source.this, alias_name, col_aliases, scope)
+        if isinstance(source, (exp.Unnest, exp.Func)):
+            return self.function_source(source, alias_name, col_aliases, scope)
+        if isinstance(source, exp.Values):
+            rows = self.values_rows(source, scope)
+            cols = rename([(n, typed) for n, typed, _ in rows], col_aliases)
+            name = alias_name or "*VALUES*"
+            return Relation(name, (name,), cols)
+        if isinstance(source, exp.Lateral) and isinstance(source.this, exp.Expr):
+            # LATERAL sees the FROM items before it: `scope` holds them.
+            inner = source.this
+            if isinstance(inner, exp.Subquery):
+                errors_before = len(self.problems)
+                rows = self.query(inner.this, Scope(parent=scope))
+                name = alias_name or "?subquery?"
+                cols = rename([(n, typed) for n, typed, _ in rows], col_aliases)
+                return Relation(name, (name,), cols, incomplete=len(self.problems) > errors_before)
+            if isinstance(inner, (exp.Unnest, exp.Func)):
+                return self.function_source(inner, alias_name, col_aliases, scope)
+        self.error(f"unsupported FROM item {type(source).__name__}", source)
+        return None
+
+    def function_source(self, func: exp.Expr, alias: str | None, col_aliases: list[str], scope: Scope) -> Relation:
+        if isinstance(func, exp.Unnest):
+            cols: list[tuple[str, Typed]] = []
+            for i, arg in enumerate(func.expressions):
+                typed = self.infer(arg, scope)
+                elem = typed.type.element if typed.type is not None and typed.type.is_array else None
+                if typed.type is not None and not typed.type.is_array and typed.type != t.UNKNOWN:
+                    self.error(f"unnest() takes arrays; argument {i + 1} is {typed.type}", arg)
+                # A bound repeated field has no NULL elements; an array column may.
+                bare = arg.this if isinstance(arg, exp.Cast) else arg
+                elem_nullable = not isinstance(bare, exp.Parameter)
+                cols.append((f"unnest{i + 1}" if len(func.expressions) > 1 else "unnest", Typed(elem, elem_nullable)))
+            if len(col_aliases) > len(cols):
+                self.error(
+                    f"unnest() yields {len(cols)} column{'s' if len(cols) != 1 else ''} but {len(col_aliases)} names "
+                    "were given",
+                    func,
+                )
+            cols = rename(cols, col_aliases)
+            name = alias or "unnest"
+            return Relation(name, (name,), cols)
+        typed = self.infer(func, scope)
+        name = alias or (function_name(func) if isinstance(func, exp.Func) else "function")
+        return Relation(name, (name,), [(col_aliases[0] if col_aliases else name, typed)])
+
+    def table(self, node: exp.Table, scope: Scope | None = None) -> Table | None:
+        name = t.qualified_name(node)
+        table = self.catalog.table(name)
+        if table is None:
+            if scope is not None and scope.cte(name.split(".")[-1]) is not None and "." in name:
+                self.error(f"table {name} does not exist (a WITH query is named without a schema)", node)
+                return None
+            schema = name.split(".")[0] if "." in name else None
+            if schema is not None and schema not in self.catalog.schemas:
+                self.error(f"schema {schema} does not exist{suggest(schema, sorted(self.catalog.schemas))}", node)
+            else:
+                self.error(f"table {name} does not exist{_suggest_table(name, self.catalog.table_names())}", node)
+        return table
+
+    def find_relation(self, qualifier: str, scope: Scope, node: exp.Expr) -> Relation | None:
+        s: Scope | None = scope
+        while s is not None:
+            for rel in s.relations:
+                if qualifier in rel.names:
+                    return rel
+            s = s.parent
+        if not scope.lenient():
+            visible = sorted({n for rel in all_relations(scope) for n in rel.names})
+            self.error(f"missing FROM-clause entry for table {qualifier}{suggest(qualifier, visible)}", node)
+        return None
+
+    def column(self, col: exp.Column, scope: Scope, allow_output: bool = False) -> Typed:
+        name = col.name
+        qualifier = col.table
+        if qualifier:
+            rel = self.find_relation(qualifier, scope, col)
+            if rel is None:
+                return Typed(None, True)
+            typed = rel.column(name)
+            if typed is None:
+                if rel.incomplete:
+                    return Typed(None, True)
+                self.error(
+                    f"column {name} does not exist in {rel.alias}{suggest(name, [n for n, _ in rel.columns])}",
+                    col,
+                )
+                return Typed(None, True)
+            return typed
+        s: Scope | None = scope
+        while s is not None:
+            found = [(rel, rel.column(name)) for rel in s.relations if rel.column(name) is not None]
+            if len(found) > 1:
+                owners = ", ".join(rel.alias for rel, _ in found)
+                self.error(f"column reference {name} is ambiguous (in {owners}); qualify it", col)
+                return Typed(None, True)
+            if found:
+                typed = found[0][1]
+                assert typed is not None
+                return typed
+            if allow_output and s is scope and name in s.output:
+                return s.output[name]
+            if not col.table and any(name in rel.names for rel in s.relations):
+                return Typed(PgType("record"), False)  # a whole-row reference: to_jsonb(t)
+            s = s.parent
+        if scope.lenient():
+            return Typed(None, True)
+        visible = sorted({n for rel in all_relations(scope) for n, _ in rel.columns})
+        self.error(f"column {name} does not exist{suggest(name, visible)}", col)
+        return Typed(None, True)
+
+
+def owner(col: exp.Column, scope: Scope) -> Relation | None:
+    """The relation of this query's FROM that `col` belongs to (None: an outer query's)."""
+    if col.table:
+        return next((rel for rel in scope.relations if col.table in rel.names), None)
+    owners = [rel for rel in scope.relations if rel.column(col.name) is not None]
+    return owners[0] if len(owners) == 1 else None
+
+
+def local_column_names(scope: Scope) -> set[str]:
+    return {name for rel in scope.relations for name, _ in rel.columns}
+
+
+def rename(cols: list[tuple[str, Typed]], names: list[str]) -> list[tuple[str, Typed]]:
+    return [(names[i] if i < len(names) else n, typed) for i, (n, typed) in enumerate(cols)]
+
+
+def all_relations(scope: Scope) -> list[Relation]:
+    out: list[Relation] = []
+    s: Scope | None = scope
+    while s is not None:
+        out.extend(s.relations)
+        s = s.parent
+    return out
