@@ -8,6 +8,8 @@ by concern: scope.py, infer.py, operators.py, functions.py, grouping.py, stateme
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import sqlglot
 from sqlglot import exp
 from sqlglot.errors import ParseError, TokenError
@@ -18,7 +20,7 @@ from . import types as t
 from .analysis import Analysis, Param, ResultColumn, StatementKind
 from .catalog import Catalog, Table
 from .context import parameter_spans
-from .functions import FunctionCalls
+from .functions import FunctionCalls, is_volatile
 from .grouping import Grouping
 from .infer import ExpressionInference
 from .operators import Operators
@@ -66,6 +68,8 @@ class Analyzer(Statements, Grouping, FromItems, ExpressionInference, Operators, 
             self.error(f"expected exactly one SQL statement, found {len(statements)}", span=second)
             return None
         stmt = statements[0]
+        assert stmt is not None
+        self.top_level = {id(node) for node in _result_lists(stmt)}
         scope = Scope()
         key_param: str | None = None
         target: Table | None = None
@@ -107,10 +111,7 @@ class Analyzer(Statements, Grouping, FromItems, ExpressionInference, Operators, 
         result = None
         if columns is not None:
             # Postgres resolves an untyped literal in the output to text.
-            result = tuple(
-                ResultColumn(n, t.TEXT if typed.type == t.UNKNOWN else typed.type, typed.nullable, span)
-                for n, typed, span in columns
-            )
+            result = tuple(_result_column(n, typed, span) for n, typed, span in columns)
             self._check_duplicate_columns(result)
             if not self.problems:
                 for col in result:
@@ -119,7 +120,17 @@ class Analyzer(Statements, Grouping, FromItems, ExpressionInference, Operators, 
                             f"cannot tell the type of result column {col.name}; add a cast, e.g. (...)::text AS {col.name}",
                             span=col.span,
                         )
-        return Analysis(kind, tuple(params), result, target, key_param, conflict_do_nothing, tuple(self.problems))
+        return Analysis(
+            kind,
+            tuple(params),
+            result,
+            target,
+            key_param,
+            conflict_do_nothing,
+            tuple(self.problems),
+            expansions=tuple(sorted(self.expansions, key=lambda e: e.span.start)),
+            read_only=kind == "select" and _reads_only(stmt),
+        )
 
     def _check_duplicate_columns(self, columns: tuple[ResultColumn, ...]) -> None:
         seen: set[str] = set()
@@ -135,3 +146,35 @@ def analyze(
     analyzer = Analyzer(sql, catalog, nullable_params)
     result = analyzer.analyze()
     return result, analyzer.problems
+
+
+def _result_column(name: str, typed: Typed, span: SqlSpan | None) -> ResultColumn:
+    # Postgres resolves an untyped literal in the output to text.
+    pgtype = t.TEXT if typed.type == t.UNKNOWN else typed.type
+    embedded = None
+    if typed.embedded is not None:
+        embedded = tuple(_result_column(n, inner, None) for n, inner in typed.embedded)
+    return ResultColumn(name, pgtype, typed.nullable, span, embedded)
+
+
+def _result_lists(stmt: exp.Expr) -> Iterator[exp.Expr]:
+    """The nodes whose select list or RETURNING list makes the statement's rows: the statement
+    itself, or every branch of a set operation."""
+    if isinstance(stmt, exp.SetOperation):
+        yield from _result_lists(stmt.this)
+        yield from _result_lists(stmt.expression)
+    elif isinstance(stmt, exp.Subquery):
+        yield from _result_lists(stmt.this)
+    else:
+        yield stmt
+
+
+def _reads_only(stmt: exp.Expr) -> bool:
+    """No row lock (FOR UPDATE/SHARE), no data-modifying WITH, no volatile function: a
+    read-only transaction (a replica) could run it."""
+    for node in stmt.walk():
+        if isinstance(node, (exp.Lock, exp.Insert, exp.Update, exp.Delete, exp.Merge)):
+            return False
+        if isinstance(node, exp.Func) and is_volatile(node):
+            return False
+    return True

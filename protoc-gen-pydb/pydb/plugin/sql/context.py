@@ -17,6 +17,7 @@ from sqlglot.tokenizer_core import TokenType
 
 from ..diagnostics import Problem, SqlSpan
 from . import types as t
+from .analysis import Expansion
 from .catalog import Catalog
 from .coercion import same_family
 from .types import PgType, span_of
@@ -65,6 +66,10 @@ class AnalyzerCore(ABC):
         self.param_spans = parameter_spans(sql)
         self.window_depth = 0
         self._param_order: list[str] = []
+        #: The nodes whose select list or RETURNING list is the statement's result (the
+        #: statement itself, or each branch of a set operation): their `*`s are expanded.
+        self.top_level: set[int] = set()
+        self.expansions: list[Expansion] = []
 
     def error(self, message: str, node: exp.Expr | None = None, span: SqlSpan | None = None) -> None:
         if span is None and node is not None:

@@ -308,3 +308,30 @@ class FunctionCalls(AnalyzerCore):
         if name == "sum" and arg_type.name in ("int2", "int4"):
             return Typed(t.INT8, nullable)
         return Typed(t.NUMERIC_T, nullable)
+
+
+#: Built-ins above that PostgreSQL marks volatile (pg_proc.provolatile = 'v'), and the
+#: side-effecting ones a statement may call without the analyzer typing them.
+_VOLATILE = frozenset(
+    {
+        "clock_timestamp",
+        "gen_random_uuid",
+        "random",
+        "pg_notify",
+        "pg_advisory_lock",
+        "pg_advisory_xact_lock",
+        "pg_advisory_lock_shared",
+        "pg_try_advisory_lock",
+        "pg_try_advisory_xact_lock",
+        "pg_advisory_unlock",
+        "nextval",
+        "setval",
+        "timeofday",
+        "txid_current",
+    }
+)
+
+
+def is_volatile(node: exp.Func) -> bool:
+    """Whether the call may change data or give a different value each time it is evaluated."""
+    return function_name(node) in _VOLATILE

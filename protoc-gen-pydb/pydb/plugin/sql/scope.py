@@ -13,6 +13,7 @@ from . import types as t
 from .catalog import Table
 from .context import AnalyzerCore, suggest
 from .funcnames import function_name
+from .names import quote_ident
 from .types import PgType
 
 
@@ -20,6 +21,18 @@ from .types import PgType
 class Typed:
     type: PgType | None  # None: not known (an error was reported, or beyond the analyzer)
     nullable: bool
+    #: A whole-row reference to a FROM item (`SELECT c FROM customers c`): the row's columns.
+    #: `nullable` then says whether the whole row may be absent (an outer join's far side).
+    embedded: tuple[tuple[str, Typed], ...] | None = None
+
+
+@dataclass(frozen=True)
+class StarColumn:
+    """A column `*` yields, with the SQL that names it unambiguously in its query."""
+
+    name: str
+    typed: Typed
+    sql: str
 
 
 @dataclass
@@ -33,6 +46,25 @@ class Relation:
     #: Built from a query that had errors: its column list may be short, so a column not
     #: found in it is a consequence, not a new error.
     incomplete: bool = False
+    #: On the far side of an outer join: every column may be NULL because the row may be
+    #: absent. `own_columns` keeps the columns' nullability within the row.
+    optional: bool = False
+    own_columns: list[tuple[str, Typed]] = field(default_factory=list)
+
+    def make_optional(self) -> None:
+        if not self.optional:
+            self.own_columns = list(self.columns)
+            self.optional = True
+        self.columns = [(n, Typed(typed.type, True, typed.embedded)) for n, typed in self.columns]
+
+    def row_columns(self) -> list[tuple[str, Typed]]:
+        """The columns as they are within one row of this item (before any outer join)."""
+        return self.own_columns if self.optional else self.columns
+
+    def star(self) -> list[StarColumn]:
+        """What `alias.*` yields: every column, qualified by the name the item is known by."""
+        qualifier = quote_ident(self.alias)
+        return [StarColumn(n, typed, f"{qualifier}.{quote_ident(n)}") for n, typed in self.columns]
 
     def column(self, name: str) -> Typed | None:
         for cname, typed in self.columns:
@@ -51,6 +83,14 @@ class Scope:
     #: A FROM item failed to resolve (unknown table, ...): columns it would have provided
     #: are missing, so unresolved names here are not reported again.
     broken: bool = False
+    #: What `*` yields here, in PostgreSQL's order (a USING column once, first in its join).
+    star: list[StarColumn] = field(default_factory=list)
+    #: The columns JOIN ... USING merged: an unqualified reference to one is not ambiguous.
+    merged: dict[str, Typed] = field(default_factory=dict)
+
+    def add_relation(self, rel: Relation) -> None:
+        self.relations.append(rel)
+        self.star.extend(rel.star())
 
     def lenient(self) -> bool:
         """Whether an error already reported makes a missing name here expected."""
@@ -124,31 +164,57 @@ class FromItems(AnalyzerCore):
     def join(self, join: exp.Join, scope: Scope) -> None:
         side = (join.side or "").upper()
         before = len(scope.relations)
+        left_star = list(scope.star)
         self.add_source(join.this, scope, nullable=side in ("LEFT", "FULL"))
         if side in ("RIGHT", "FULL"):
             for rel in scope.relations[:before]:
-                rel.columns = [(n, Typed(typed.type, True)) for n, typed in rel.columns]
+                rel.make_optional()
+            left_star = [StarColumn(c.name, Typed(c.typed.type, True, c.typed.embedded), c.sql) for c in left_star]
+        right_star = scope.star[len(left_star) :]
         on = join.args.get("on")
         if on is not None:
             self.expect(on, t.BOOL, scope)
-        for ident in join.args.get("using") or []:
-            name = ident.name
-            if (
-                not any(rel.column(name) for rel in scope.relations[:before])
-                or scope.relations[-1].column(name) is None
-            ):
+        using = [ident.name for ident in join.args.get("using") or []]
+        if str(join.args.get("method") or "").upper() == "NATURAL":
+            right_names = {c.name for c in right_star}
+            using = [c.name for c in left_star if c.name in right_names]
+        for ident, name in zip(join.args.get("using") or [], using, strict=False):
+            if not any(c.name == name for c in left_star) or not any(c.name == name for c in right_star):
                 self.error(f"column {name} named in USING is not on both sides of the join", ident)
+                return
+        if not using or len(scope.relations) == before:
+            scope.star = left_star + right_star
+            return
+        merged: list[StarColumn] = []
+        for name in using:
+            left = next(c for c in left_star if c.name == name)
+            right = next(c for c in right_star if c.name == name)
+            if side == "FULL":
+                typed = Typed(left.typed.type, left.typed.nullable and right.typed.nullable)
+                merged.append(StarColumn(name, typed, f"COALESCE({left.sql}, {right.sql}) AS {quote_ident(name)}"))
+            elif side == "RIGHT":
+                merged.append(right)
+            elif side == "LEFT":
+                merged.append(left)
+            else:  # an inner join matched the two by equality: neither is NULL
+                merged.append(StarColumn(name, Typed(left.typed.type, False), left.sql))
+            scope.merged[name] = merged[-1].typed
+        scope.star = [
+            *merged,
+            *(c for c in left_star if c.name not in using),
+            *(c for c in right_star if c.name not in using),
+        ]
 
     def add_source(self, source: exp.Expr, scope: Scope, nullable: bool) -> None:
         rel = self.relation_of(source, scope)
         if rel is None:
             return
         if nullable:
-            rel.columns = [(n, Typed(typed.type, True)) for n, typed in rel.columns]
+            rel.make_optional()
         for existing in scope.relations:
             if existing.alias == rel.alias:
                 self.error(f"table name {rel.alias} is specified more than once; give one an alias", source)
-        scope.relations.append(rel)
+        scope.add_relation(rel)
 
     def relation_of(self, source: exp.Expr, scope: Scope) -> Relation | None:
         alias = source.args.get("alias")
@@ -269,6 +335,8 @@ class FromItems(AnalyzerCore):
             return typed
         s: Scope | None = scope
         while s is not None:
+            if name in s.merged:
+                return s.merged[name]
             found = [(rel, rel.column(name)) for rel in s.relations if rel.column(name) is not None]
             if len(found) > 1:
                 owners = ", ".join(rel.alias for rel, _ in found)
@@ -280,8 +348,9 @@ class FromItems(AnalyzerCore):
                 return typed
             if allow_output and s is scope and name in s.output:
                 return s.output[name]
-            if not col.table and any(name in rel.names for rel in s.relations):
-                return Typed(PgType("record"), False)  # a whole-row reference: to_jsonb(t)
+            whole_row = next((rel for rel in s.relations if name in rel.names), None)
+            if whole_row is not None:  # a whole-row reference: to_jsonb(t), SELECT c FROM customers c
+                return Typed(PgType("record"), whole_row.optional, tuple(whole_row.row_columns()))
             s = s.parent
         if scope.lenient():
             return Typed(None, True)

@@ -7,12 +7,13 @@ from sqlglot import exp
 
 from ..diagnostics import SqlSpan
 from . import types as t
+from .analysis import Expansion
 from .catalog import Column, Table
 from .coercion import assignable, describe, is_untyped, wider
 from .context import AnalyzerCore, suggest
 from .infer import output_name
 from .literals import is_int
-from .scope import Relation, Scope, Typed, local_column_names
+from .scope import Relation, Scope, StarColumn, Typed, all_relations, local_column_names
 from .types import span_of
 
 
@@ -92,7 +93,7 @@ class Statements(AnalyzerCore):
             on = distinct.args["on"]
             for e in on.expressions if isinstance(on, exp.Tuple) else [on]:
                 self.infer(e, local)
-        outputs = self.projections(node.expressions, local)
+        outputs = self.projections(node, node.expressions, local)
         local.output = {n: typed for n, typed, _ in outputs}
         order = node.args.get("order")
         if order is not None:
@@ -149,23 +150,40 @@ class Statements(AnalyzerCore):
             out.append((f"column{i + 1}", Typed(known, nullable), span_of(first)))
         return out
 
-    def projections(self, items: list[exp.Expr], scope: Scope) -> list[tuple[str, Typed, SqlSpan | None]]:
+    def projections(
+        self, owner: exp.Expr, items: list[exp.Expr], scope: Scope
+    ) -> list[tuple[str, Typed, SqlSpan | None]]:
+        """The output columns of a select list or RETURNING list (`owner` holds it). In the
+        statement's own lists, each `*`, `t.*` and whole-row reference is also recorded as the
+        explicit column list it stands for."""
         out: list[tuple[str, Typed, SqlSpan | None]] = []
+        top = id(owner) in self.top_level
         for item in items:
+            star: list[StarColumn] | None = None
             if isinstance(item, exp.Star):
-                for rel in scope.relations:
-                    out.extend((n, typed, span_of(item)) for n, typed in rel.columns)
+                star = scope.star
                 if not scope.relations and not scope.lenient():
                     self.error("SELECT * with no FROM", item)
-                continue
-            if isinstance(item, exp.Column) and isinstance(item.this, exp.Star):
+            elif isinstance(item, exp.Column) and isinstance(item.this, exp.Star):
                 star_rel = self.find_relation(item.table, scope, item)
-                if star_rel is not None:
-                    out.extend((n, typed, span_of(item)) for n, typed in star_rel.columns)
+                star = star_rel.star() if star_rel is not None else []
+            if star is not None:
+                out.extend((c.name, c.typed, span_of(item)) for c in star)
+                if top:
+                    self.expand(item, star)
                 continue
             typed = self.infer(item, scope)
             out.append((output_name(item), typed, span_of(item)))
+            if top and typed.embedded is not None and isinstance(item, exp.Column) and not item.table:
+                row = next((rel for rel in all_relations(scope) if item.name in rel.names), None)
+                if row is not None:
+                    self.expand(item, row.star())
         return out
+
+    def expand(self, item: exp.Expr, star: list[StarColumn]) -> None:
+        span = span_of(item)
+        if span is not None and star:
+            self.expansions.append(Expansion(span, ", ".join(c.sql for c in star)))
 
     def insert(
         self, node: exp.Insert, scope: Scope
@@ -286,12 +304,15 @@ class Statements(AnalyzerCore):
             do_nothing = "NOTHING" in action
             if conflict.expressions:
                 excluded = Relation("excluded", ("excluded", "EXCLUDED"), list(rel.columns), table)
-                upd_scope = Scope(relations=[rel, excluded], parent=scope)
+                upd_scope = Scope(parent=scope)
+                upd_scope.add_relation(rel)
+                upd_scope.add_relation(excluded)
                 self.assignments(conflict.expressions, table, upd_scope)
                 where = conflict.args.get("where")
                 if where is not None:
                     self.expect(where.this, t.BOOL, upd_scope)
-        ret_scope = Scope(relations=[rel], parent=scope)
+        ret_scope = Scope(parent=scope)
+        ret_scope.add_relation(rel)
         return table, self.returning(node, ret_scope), do_nothing
 
     def assignments(self, items: list[exp.Expr], table: Table, scope: Scope) -> None:
@@ -329,7 +350,7 @@ class Statements(AnalyzerCore):
         rel = self.relation_of(target_node, local) if isinstance(target_node, exp.Table) else None
         table = rel.table if rel is not None else None
         if rel is not None:
-            local.relations.append(rel)
+            local.add_relation(rel)
         from_ = node.args.get("from_") or node.args.get("from")
         if isinstance(from_, exp.From):
             self.add_source(from_.this, local, nullable=False)
@@ -353,7 +374,7 @@ class Statements(AnalyzerCore):
         rel = self.relation_of(target_node, local) if isinstance(target_node, exp.Table) else None
         table = rel.table if rel is not None else None
         if rel is not None:
-            local.relations.append(rel)
+            local.add_relation(rel)
         using = node.args.get("using")
         for u in using or []:
             self.add_source(u, local, nullable=False)
@@ -379,7 +400,7 @@ class Statements(AnalyzerCore):
             return None
         if not scope.relations:
             return []
-        return self.projections(ret.expressions, scope)
+        return self.projections(node, ret.expressions, scope)
 
 
 def _key_param(where: exp.Expr | None, table: Table | None, rel: Relation | None) -> str | None:
