@@ -13,6 +13,7 @@ from pg import Cluster, scratch_database
 from pydb.plugin.sql.analysis import Analysis
 from pydb.plugin.sql.analyze import analyze, parameter_spans
 from pydb.plugin.sql.catalog import Catalog, build_catalog
+from pydb.plugin.sql.colnames import OutputNames
 
 SCHEMA = """
 CREATE TYPE public.mood AS ENUM ('calm', 'busy');
@@ -220,3 +221,76 @@ def test_read_only(sql: str, function: str | None, read_only: bool, catalog: Cat
     ), (result.error_message or b"").decode()
     writes = result.status != psycopg.pq.ExecStatus.TUPLES_OK
     assert read_only == (not writes and not volatile)
+
+
+# -- output names (PostgreSQL's FigureColname) ---------------------------------------------------
+
+NAMED_ITEMS = [
+    "true",
+    "NULL",
+    "1",
+    "'a'",
+    "@x::text",
+    "1::int",
+    "id::int",
+    "'a'::varchar(3)",
+    "1.5::double precision",
+    "now()::timestamp with time zone",
+    "EXISTS (SELECT 1)",
+    "CASE WHEN true THEN 1 ELSE total END",
+    "CASE WHEN true THEN total ELSE 0 END",
+    "ARRAY[1]",
+    "ARRAY(SELECT 1)",
+    "ROW(1, 2)",
+    "coalesce(note, 'x')",
+    "greatest(1, 2)",
+    "least(1, 2)",
+    "nullif(note, 'x')",
+    "(SELECT count(*) FROM payments)",
+    "(SELECT 1)",
+    "(SELECT p.amount AS paid FROM payments p LIMIT 1)",
+    "ceiling(1.5)",
+    "div(9, 4)",
+    "count(*)",
+    "trim(both from note)",
+    "extract(year from placed_at)",
+    "position('a' in note)",
+    "substring(note from 2)",
+    "placed_at AT TIME ZONE 'utc'",
+    "current_date",
+    "current_timestamp",
+    "localtimestamp",
+    "tags[1]",
+    "-total",
+    "NOT true",
+    "note IS NULL",
+    "total IN (1, 2)",
+    "interval '1 day'",
+    "date '2020-01-01'",
+    "CAST(id AS text)",
+    'note COLLATE "C"',
+    "pg_catalog.now()",
+    "row_number() OVER ()",
+    "count(*) FILTER (WHERE true)",
+    "total + 1",
+    "(total)",
+    "note || 'x'",
+    "@ids::int[]",
+    "(id = 0) AS Inserted",
+    'id AS "MaxDate"',
+    "id AS MaxDate",
+]
+
+
+@pytest.mark.parametrize("item", NAMED_ITEMS)
+def test_output_names_are_postgresql_s(item: str, conn: psycopg.Connection) -> None:
+    sql = f"SELECT {item}, 1 AS two FROM orders"
+    names = OutputNames(sql, parameter_spans(sql))
+    found = names.names([7, len(f"SELECT {item}, ")])
+    assert found is not None
+    assert list(found) == [name for name, _ in describe(conn, sql)[1]]
+
+
+def test_nested_lists_are_told_apart(conn: psycopg.Connection, catalog: Catalog) -> None:
+    sql = "SELECT (SELECT count(*) FROM payments), s.n FROM (SELECT id::text AS n FROM orders) s"
+    assert ours(analysed(sql, catalog))[1] == describe(conn, sql)[1]

@@ -23,6 +23,7 @@ from .context import parameter_spans
 from .functions import FunctionCalls, is_volatile
 from .grouping import Grouping
 from .infer import ExpressionInference
+from .names import fold
 from .operators import Operators
 from .scope import FromItems, Scope, Typed
 from .statements import Statements
@@ -69,6 +70,7 @@ class Analyzer(Statements, Grouping, FromItems, ExpressionInference, Operators, 
             return None
         stmt = statements[0]
         assert stmt is not None
+        _fold_identifiers(stmt)
         self.top_level = {id(node) for node in _result_lists(stmt)}
         scope = Scope()
         key_param: str | None = None
@@ -178,3 +180,12 @@ def _reads_only(stmt: exp.Expr) -> bool:
         if isinstance(node, exp.Func) and is_volatile(node):
             return False
     return True
+
+
+def _fold_identifiers(stmt: exp.Expr) -> None:
+    """Every name in the statement as PostgreSQL reads it: unquoted identifiers folded to lower
+    case (`SELECT F FROM T` reads column f of table t; `AS MaxDate` names maxdate), quoted
+    ones kept. Parameters are Vars, not Identifiers: `@userId` keeps its spelling."""
+    for ident in stmt.find_all(exp.Identifier):
+        if not ident.quoted:
+            ident.set("this", fold(str(ident.this)))

@@ -18,6 +18,7 @@ from sqlglot.tokenizer_core import TokenType
 from ..diagnostics import Problem, SqlSpan
 from . import types as t
 from .analysis import Expansion
+from .colnames import OutputNames
 from .catalog import Catalog
 from .coercion import same_family
 from .types import PgType, span_of
@@ -70,6 +71,7 @@ class AnalyzerCore(ABC):
         #: statement itself, or each branch of a set operation): their `*`s are expanded.
         self.top_level: set[int] = set()
         self.expansions: list[Expansion] = []
+        self.output_names = OutputNames(sql, self.param_spans)
 
     def error(self, message: str, node: exp.Expr | None = None, span: SqlSpan | None = None) -> None:
         if span is None and node is not None:
@@ -100,6 +102,21 @@ class AnalyzerCore(ABC):
             if written is not None:
                 span = SqlSpan(span.start, written.end() - 1)
         return span
+
+    def item_start(self, node: exp.Expr) -> int | None:
+        """Where a select-list item starts, with the parentheses it opens with (sqlglot places
+        no node on a `(`): an item is preceded by SELECT, DISTINCT or a comma, never by a `(`
+        of its own list."""
+        span = self.span(node)
+        if span is None:
+            return None
+        start = span.start
+        back = start - 1
+        while back >= 0 and (self.sql[back].isspace() or self.sql[back] == "("):
+            if self.sql[back] == "(":
+                start = back
+            back -= 1
+        return start
 
     def keyword_after(self, anchor: SqlSpan | None, keyword: str) -> SqlSpan | None:
         """The next `keyword` (e.g. NULL, which sqlglot does not place) after `anchor`."""

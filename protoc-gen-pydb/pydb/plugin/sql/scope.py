@@ -10,10 +10,10 @@ from sqlglot import exp
 
 from ..diagnostics import SqlSpan
 from . import types as t
-from .catalog import Table
+from .catalog import Catalog, Table
 from .context import AnalyzerCore, suggest
 from .funcnames import function_name
-from .names import quote_ident
+from .names import DEFAULT_SEARCH_PATH, lookup, quote_ident
 from .types import PgType
 
 
@@ -110,16 +110,17 @@ class Scope:
         return None
 
 
-def _suggest_table(name: str, tables: list[str]) -> str:
-    """Did-you-mean for `schema.table`: the table part is compared within the same schema, so
-    the shared `schema.` prefix does not make every table look alike."""
-    schema, _, bare = name.rpartition(".")
-    schema = schema or "public"
-    same_schema = [n.rpartition(".")[2] for n in tables if n.rpartition(".")[0] == schema]
-    close = difflib.get_close_matches(bare, same_schema, n=1, cutoff=0.6)
+def _suggest_table(schema: str | None, name: str, catalog: Catalog) -> str:
+    """Did-you-mean for a table: compared with the tables of the schema it was looked for in
+    (the first of the search_path when unqualified), so a shared schema does not make every
+    table look alike; then with every qualified name."""
+    where = schema or DEFAULT_SEARCH_PATH[0]
+    same_schema = [table.name for table in catalog.tables.values() if table.schema == where]
+    close = difflib.get_close_matches(name, same_schema, n=1, cutoff=0.6)
     if close:
-        return f"; did you mean {schema + '.' if '.' in name else ''}{close[0]}?"
-    return "" if same_schema else suggest(name, tables)
+        return f"; did you mean {schema + '.' if schema else ''}{close[0]}?"
+    written = f"{schema}.{name}" if schema else name
+    return "" if same_schema else suggest(written, catalog.table_names())
 
 
 class FromItems(AnalyzerCore):
@@ -221,7 +222,7 @@ class FromItems(AnalyzerCore):
         alias_name = alias.name if isinstance(alias, exp.TableAlias) and alias.name else None
         col_aliases = [c.name for c in alias.columns] if isinstance(alias, exp.TableAlias) else []
         if isinstance(source, exp.Table) and isinstance(source.this, exp.Identifier):
-            name = t.qualified_name(source.this)
+            name = source.name
             if not source.args.get("db"):
                 cte = scope.cte(name)
                 if cte is not None:
@@ -291,17 +292,19 @@ class FromItems(AnalyzerCore):
         return Relation(name, (name,), [(col_aliases[0] if col_aliases else name, typed)])
 
     def table(self, node: exp.Table, scope: Scope | None = None) -> Table | None:
-        name = t.qualified_name(node)
-        table = self.catalog.table(name)
+        """The table `node` names: a qualified name in its schema, an unqualified one along the
+        search_path (names.lookup)."""
+        schema = node.db or None
+        table = lookup(schema, node.name, lambda q: self.catalog.tables.get(str(q)))
         if table is None:
-            if scope is not None and scope.cte(name.split(".")[-1]) is not None and "." in name:
-                self.error(f"table {name} does not exist (a WITH query is named without a schema)", node)
+            written = f"{schema}.{node.name}" if schema else node.name
+            if schema is not None and scope is not None and scope.cte(node.name) is not None:
+                self.error(f"table {written} does not exist (a WITH query is named without a schema)", node)
                 return None
-            schema = name.split(".")[0] if "." in name else None
             if schema is not None and schema not in self.catalog.schemas:
                 self.error(f"schema {schema} does not exist{suggest(schema, sorted(self.catalog.schemas))}", node)
             else:
-                self.error(f"table {name} does not exist{_suggest_table(name, self.catalog.table_names())}", node)
+                self.error(f"table {written} does not exist{_suggest_table(schema, node.name, self.catalog)}", node)
         return table
 
     def find_relation(self, qualifier: str, scope: Scope, node: exp.Expr) -> Relation | None:

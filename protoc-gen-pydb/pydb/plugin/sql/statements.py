@@ -158,7 +158,8 @@ class Statements(AnalyzerCore):
         explicit column list it stands for."""
         out: list[tuple[str, Typed, SqlSpan | None]] = []
         top = id(owner) in self.top_level
-        for item in items:
+        names = self.output_names.names([self.item_start(item) for item in items])
+        for position, item in enumerate(items):
             star: list[StarColumn] | None = None
             if isinstance(item, exp.Star):
                 star = scope.star
@@ -173,7 +174,7 @@ class Statements(AnalyzerCore):
                     self.expand(item, star)
                 continue
             typed = self.infer(item, scope)
-            out.append((output_name(item), typed, span_of(item)))
+            out.append((names[position] if names is not None else output_name(item), typed, span_of(item)))
             if top and typed.embedded is not None and isinstance(item, exp.Column) and not item.table:
                 row = next((rel for rel in all_relations(scope) if item.name in rel.names), None)
                 if row is not None:
