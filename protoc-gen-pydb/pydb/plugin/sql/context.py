@@ -18,9 +18,9 @@ from sqlglot.tokenizer_core import TokenType
 from ..diagnostics import Problem, SqlSpan
 from . import types as t
 from .analysis import Expansion
-from .colnames import OutputNames
 from .catalog import Catalog
 from .coercion import same_family
+from .colnames import OutputNames
 from .types import PgType, span_of
 
 if TYPE_CHECKING:
