@@ -30,6 +30,7 @@ CREATE TABLE orders (
     total numeric NOT NULL,
     note text,
     tags text[] NOT NULL DEFAULT '{}',
+    meta jsonb,
     placed_at timestamptz NOT NULL DEFAULT now()
 );
 CREATE TABLE payments (
@@ -294,3 +295,98 @@ def test_output_names_are_postgresql_s(item: str, conn: psycopg.Connection) -> N
 def test_nested_lists_are_told_apart(conn: psycopg.Connection, catalog: Catalog) -> None:
     sql = "SELECT (SELECT count(*) FROM payments), s.n FROM (SELECT id::text AS n FROM orders) s"
     assert ours(analysed(sql, catalog))[1] == describe(conn, sql)[1]
+
+
+# -- constructs: parameter types, names, types and nullability as PostgreSQL's ------------------
+
+#: (statement, the nullability of each output column): compared as is, and where the statement
+#: takes no parameters it is also run on the sample rows, where a column called NOT NULL must
+#: hold no NULL.
+CONSTRUCTS: list[tuple[str, list[bool]]] = [
+    ("SELECT ID, Total AS MaxTotal FROM ORDERS", [False, False]),
+    ('SELECT id AS "MaxDate" FROM orders', [False]),
+    ("SELECT total AS t FROM orders ORDER BY t", [False]),
+    ("SELECT customer_id, count(*) FROM orders JOIN payments USING (customer_id) GROUP BY customer_id", [False, False]),
+    ("SELECT customer_id, note, sum(total) FROM orders GROUP BY ROLLUP (customer_id, note)", [True, True, True]),
+    ("SELECT customer_id, sum(total) FROM orders GROUP BY CUBE (customer_id)", [True, True]),
+    ("SELECT customer_id, sum(total) FROM orders GROUP BY GROUPING SETS ((customer_id), ())", [True, True]),
+    ("SELECT customer_id, note, count(*) FROM orders GROUP BY customer_id, ROLLUP (note)", [False, True, False]),
+    ("SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY total) FROM orders", [True]),
+    ("SELECT percentile_disc(0.5) WITHIN GROUP (ORDER BY total) FROM orders", [True]),
+    ("SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY placed_at - placed_at) FROM orders", [True]),
+    (
+        "DELETE FROM payments USING customers c JOIN orders o ON o.customer_id = c.id WHERE c.id = payments.customer_id",
+        [],
+    ),
+    ("SELECT u.x, u.ord FROM unnest(@xs::int[]) WITH ORDINALITY AS u(x, ord)", [False, False]),
+    ("SELECT xmin, xmax, cmin, cmax, ctid, tableoid FROM orders", [False] * 6),
+    (
+        "INSERT INTO customers (name) VALUES (@name) ON CONFLICT (name) DO UPDATE SET email = EXCLUDED.email "
+        "RETURNING id, (xmax = 0) AS inserted",
+        [False, False],
+    ),
+    (
+        "UPDATE orders SET note = c.name FROM customers c JOIN payments p ON p.customer_id = c.id "
+        "WHERE orders.customer_id = c.id RETURNING orders.id, p.amount",
+        [False, False],
+    ),
+    ("UPDATE orders SET (note, total) = (@note, @total) WHERE id = @id RETURNING note", [True]),
+    ("UPDATE orders SET (note, total) = (SELECT name, 1.5 FROM customers WHERE id = @c) WHERE id = @id", []),
+    ("UPDATE orders SET tags[@i] = @v WHERE id = @id RETURNING tags", [False]),
+    (
+        "WITH RECURSIVE r AS (SELECT 1 AS n, NULL AS p UNION ALL SELECT n + 1, 'a' FROM r WHERE n < 3) SELECT * FROM r",
+        [False, True],
+    ),
+    (
+        "WITH RECURSIVE r AS (SELECT NULL::bigint AS parent, id FROM customers UNION ALL "
+        "SELECT r.id, c.id FROM r JOIN customers c ON c.id = r.parent) SELECT * FROM r",
+        [True, False],
+    ),
+    ("SELECT (SELECT count(*) FROM orders) AS n, (SELECT total FROM orders LIMIT 1) AS t", [False, True]),
+    ("SELECT (SELECT max(total) FROM orders WHERE customer_id = c.id) FROM customers c", [True]),
+    ("SELECT count(*), max(total) FROM orders", [False, True]),
+    ("SELECT c.name, p.amount FROM customers c LEFT JOIN payments p ON p.customer_id = c.id", [False, True]),
+]
+
+
+@pytest.mark.parametrize(("sql", "nullable"), CONSTRUCTS)
+def test_construct_is_typed_as_postgresql_types_it(
+    sql: str, nullable: list[bool], catalog: Catalog, conn: psycopg.Connection
+) -> None:
+    analysis = analysed(sql, catalog)
+    assert ours(analysis) == describe(conn, sql)
+    assert [c.nullable for c in analysis.columns or ()] == nullable
+    if analysis.params or analysis.columns is None:
+        return
+    with conn.transaction(force_rollback=True):
+        rows = conn.execute(sql.encode()).fetchall()
+    for row in rows:
+        for value, may_be_null in zip(row, nullable, strict=True):
+            assert may_be_null or value is not None, row
+
+
+#: Statements PostgreSQL rejects (parse analysis, or planning for ON CONFLICT): so must the analyzer.
+REJECTED = [
+    "INSERT INTO customers (name) VALUES (@name) ON CONFLICT DO UPDATE SET email = 'x'",
+    "INSERT INTO orders (customer_id, total) VALUES (1, 1) ON CONFLICT (note) DO NOTHING",
+    "WITH RECURSIVE r(n) AS (SELECT NULL UNION ALL SELECT 1 FROM r WHERE false) SELECT n FROM r",
+    "WITH RECURSIVE r AS (SELECT 1 AS n UNION ALL SELECT n::bigint + 1 FROM r WHERE n < 3) SELECT * FROM r",
+    "UPDATE orders SET (note, total) = (@note) WHERE id = @id",
+    "UPDATE orders SET total[1] = 2 WHERE id = @id",
+]
+
+
+@pytest.mark.parametrize("sql", REJECTED)
+def test_what_postgresql_rejects_is_an_error(sql: str, catalog: Catalog, conn: psycopg.Connection) -> None:
+    _, problems = analyze(sql, catalog)
+    assert problems
+    text, order = positional(sql)
+    pgconn = conn.pgconn
+    pgconn.exec_(b"BEGIN")
+    try:
+        result = pgconn.prepare(b"", text.encode())
+        if result.status == psycopg.pq.ExecStatus.COMMAND_OK:
+            result = pgconn.exec_prepared(b"", [None] * len(order))  # type: ignore[list-item]
+    finally:
+        pgconn.exec_(b"ROLLBACK")
+    assert result.status == psycopg.pq.ExecStatus.FATAL_ERROR

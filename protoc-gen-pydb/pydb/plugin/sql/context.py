@@ -229,6 +229,9 @@ class AnalyzerCore(ABC):
     def json_extract(self, node: exp.Expr, scope: Scope) -> Typed: ...
 
     @abstractmethod
+    def ordered_set_aggregate(self, node: exp.WithinGroup, scope: Scope) -> Typed: ...
+
+    @abstractmethod
     def query(self, node: exp.Expr, scope: Scope) -> list[tuple[str, Typed, SqlSpan | None]]: ...
 
     @abstractmethod

@@ -207,6 +207,40 @@ class FunctionCalls(AnalyzerCore):
             return Typed(None, True)
         return self.builtin_call(name, signature, args, scope)
 
+    def ordered_set_aggregate(self, node: exp.WithinGroup, scope: Scope) -> Typed:
+        """`percentile_cont(f) WITHIN GROUP (ORDER BY x)` and its kin: the direct arguments are
+        fractions, the ordering gives the sorted input. NULL over no rows, like any aggregate."""
+        order = node.expression
+        keys = (
+            [o.this if isinstance(o, exp.Ordered) else o for o in order.expressions]
+            if isinstance(order, exp.Order)
+            else []
+        )
+        sorted_by = [self.infer(k, scope).type for k in keys]
+        call = node.this
+        name = function_name(call) if isinstance(call, exp.Func) else ""
+        direct = (
+            [a for a in call.iter_expressions() if not isinstance(a, exp.Order)] if isinstance(call, exp.Func) else []
+        )
+        fractions = [self.expect(a, t.FLOAT8, scope).type for a in direct] if name.startswith("percentile") else []
+        for a in direct if not name.startswith("percentile") else []:
+            self.infer(a, scope)
+        many = any(f is not None and f.is_array for f in fractions)
+        key = sorted_by[0] if len(sorted_by) == 1 else None
+        result: PgType | None
+        if name == "percentile_cont":
+            result = t.INTERVAL if key == t.INTERVAL else t.FLOAT8
+        elif name in ("percentile_disc", "mode"):
+            result = key
+        elif name in ("rank", "dense_rank"):
+            return Typed(t.INT8, False)  # hypothetical-set aggregates: never NULL
+        elif name in ("percent_rank", "cume_dist"):
+            return Typed(t.FLOAT8, False)
+        else:
+            self.error(f"function {name}() is not an ordered-set aggregate (WITHIN GROUP)", node)
+            return Typed(None, True)
+        return Typed(result.array() if many and result is not None else result, True)
+
     def common_type_call(self, node: exp.Func, args: list[exp.Expr], scope: Scope) -> Typed:
         """COALESCE, GREATEST, LEAST, NULLIF: the arguments share the first typed one's type;
         parameters and string literals take it. COALESCE is NULL only if every argument is."""

@@ -64,7 +64,7 @@ class Grouping(AnalyzerCore):
             return
         grouped_sql: set[str] = set()
         grouped_cols: set[tuple[int, str]] = set()  # (id of the relation, column name)
-        for g in group.expressions if group is not None else []:
+        for g in grouping_items(group):
             if isinstance(g, exp.Literal) and not g.is_string and is_int(str(g.this)):
                 position = int(str(g.this))
                 if 1 <= position <= len(node.expressions):
@@ -101,8 +101,8 @@ class Grouping(AnalyzerCore):
 
 def is_aggregate(node: exp.Expr) -> bool:
     """An aggregate call (not a window function: `sum(x) OVER ()` is computed per row)."""
-    if isinstance(node, exp.Filter):  # count(x) FILTER (WHERE ...): the filter is per group too
-        return is_aggregate(node.this)
+    if isinstance(node, (exp.Filter, exp.WithinGroup)):  # FILTER (WHERE ...) and WITHIN GROUP (ORDER BY ...)
+        return is_aggregate(node.this) or isinstance(node, exp.WithinGroup)
     if not isinstance(node, exp.Func) or isinstance(node.parent, exp.Window):
         return False
     name = function_name(node)
@@ -147,3 +147,56 @@ def _free_columns(node: exp.Expr, grouped_sql: set[str]) -> Iterator[exp.Column]
         return
     for child in node.iter_expressions():
         yield from _free_columns(child, grouped_sql)
+
+
+_GROUPING_SETS = (exp.Rollup, exp.Cube, exp.GroupingSets)
+
+
+def grouping_items(group: exp.Expr | None) -> list[exp.Expr]:
+    """Every expression a GROUP BY groups by, out of ROLLUP, CUBE and GROUPING SETS too."""
+    out: list[exp.Expr] = []
+    for g in group.expressions if group is not None else []:
+        if isinstance(g, _GROUPING_SETS):
+            out.extend(grouping_items(g))
+        elif isinstance(g, exp.Tuple) and isinstance(g.parent, _GROUPING_SETS):
+            out.extend(g.expressions)  # one grouping set: (a, b), or () for the grand total
+        elif isinstance(g, exp.Paren) and isinstance(g.parent, _GROUPING_SETS):
+            out.append(g.this)
+        else:
+            out.append(g)
+    return out
+
+
+def _sets(g: exp.Expr) -> list[set[str]]:
+    """The grouping sets one GROUP BY item stands for, each as the SQL of its expressions."""
+
+    def sql(e: exp.Expr) -> str:
+        return (e.this if isinstance(e, exp.Paren) else e).sql(dialect="postgres")
+
+    def members(e: exp.Expr) -> set[str]:
+        items = e.expressions if isinstance(e, exp.Tuple) else [e]
+        return {sql(i) for i in items}
+
+    if isinstance(g, exp.Rollup):  # ROLLUP (a, b): (a, b), (a), ()
+        parts = [members(e) for e in g.expressions]
+        return [set().union(*parts[:n]) for n in range(len(parts), -1, -1)]
+    if isinstance(g, exp.Cube):  # CUBE (a, b): every subset
+        parts = [members(e) for e in g.expressions]
+        subsets: list[set[str]] = [set()]
+        for part in parts:
+            subsets = [*subsets, *(s | part for s in subsets)]
+        return subsets
+    if isinstance(g, exp.GroupingSets):
+        return [grouped for e in g.expressions for grouped in _sets(e)]
+    return [members(g)]
+
+
+def sometimes_grouped(group: exp.Expr | None) -> set[str]:
+    """The expressions (as SQL) that some grouping set leaves out: in those rows they are NULL."""
+    if group is None:
+        return set()
+    combined: list[set[str]] = [set()]
+    for g in group.expressions:  # GROUP BY a, ROLLUP (b): the cross product of the items' sets
+        combined = [done | more for done in combined for more in _sets(g)]
+    everywhere = set.intersection(*combined) if combined else set()
+    return set().union(*combined) - everywhere

@@ -9,6 +9,7 @@ from . import types as t
 from .coercion import assignable, castable, describe, is_untyped
 from .context import AnalyzerCore, suggest
 from .funcnames import function_name
+from .grouping import aggregates
 from .literals import BOOLEAN_INPUTS, is_date_like, is_int, is_interval, is_json, is_number, is_temporal, is_uuid
 from .operators import ARITHMETIC, COMPARISONS, CONTAINMENT, KEY_TESTS
 from .scope import Scope, Typed
@@ -214,7 +215,9 @@ class ExpressionInference(AnalyzerCore):
             if len(rows) != 1:
                 self.error(f"subquery must return only one column, not {len(rows)}", node)
                 return Typed(None, True)
-            return Typed(rows[0][1].type, True)
+            # One aggregate row (no GROUP BY, HAVING or OFFSET) is always there: only its value
+            # may be NULL. Any other subquery may return no row at all.
+            return Typed(rows[0][1].type, rows[0][1].nullable if _one_row(node.this) else True)
         if isinstance(node, (exp.Select, exp.Union)):
             rows = self.query(node, Scope(parent=scope))
             return Typed(rows[0][1].type if len(rows) == 1 else None, True)
@@ -231,6 +234,8 @@ class ExpressionInference(AnalyzerCore):
             key_type = t.TEXT if isinstance(node, exp.JSONBContainsTopKey) else t.TEXT.array()
             key_typed = self.expect(node.expression, key_type, scope)
             return Typed(t.BOOL, subject.nullable or key_typed.nullable)
+        if isinstance(node, exp.WithinGroup):
+            return self.ordered_set_aggregate(node, scope)
         if isinstance(node, exp.Filter):  # agg(...) FILTER (WHERE cond)
             typed = self.infer(node.this, scope)
             where = node.expression
@@ -318,3 +323,11 @@ def output_name(item: exp.Expr) -> str:
     if isinstance(item, exp.Window):
         return output_name(item.this)
     return "?column?"
+
+
+def _one_row(query: exp.Expr) -> bool:
+    """Whether a query always returns exactly one row: an aggregate without GROUP BY or HAVING
+    (and no LIMIT or OFFSET that could drop it)."""
+    if not isinstance(query, exp.Select) or any(query.args.get(k) for k in ("group", "having", "limit", "offset")):
+        return False
+    return any(next(aggregates(item), None) is not None for item in query.expressions)

@@ -11,6 +11,7 @@ from sqlglot import exp
 from ..diagnostics import SqlSpan
 from . import types as t
 from .catalog import Catalog, Table
+from .coercion import assignable, describe, wider
 from .context import AnalyzerCore, suggest
 from .funcnames import function_name
 from .names import DEFAULT_SEARCH_PATH, lookup, quote_ident
@@ -35,6 +36,20 @@ class StarColumn:
     sql: str
 
 
+#: Every table's hidden columns, as PostgreSQL declares them (attnum -1 to -6).
+SYSTEM_COLUMNS: tuple[tuple[str, Typed], ...] = tuple(
+    (name, Typed(PgType(type_name), False))
+    for name, type_name in (
+        ("ctid", "tid"),
+        ("xmin", "xid"),
+        ("cmin", "cid"),
+        ("xmax", "xid"),
+        ("cmax", "cid"),
+        ("tableoid", "oid"),
+    )
+)
+
+
 @dataclass
 class Relation:
     """A row source visible in a scope: a table, CTE, subquery or function in FROM."""
@@ -50,6 +65,8 @@ class Relation:
     #: absent. `own_columns` keeps the columns' nullability within the row.
     optional: bool = False
     own_columns: list[tuple[str, Typed]] = field(default_factory=list)
+    #: A table's system columns (ctid, xmin, ...): found by name, never part of `*`.
+    system: list[tuple[str, Typed]] = field(default_factory=list)
 
     def make_optional(self) -> None:
         if not self.optional:
@@ -67,7 +84,7 @@ class Relation:
         return [StarColumn(n, typed, f"{qualifier}.{quote_ident(n)}") for n, typed in self.columns]
 
     def column(self, name: str) -> Typed | None:
-        for cname, typed in self.columns:
+        for cname, typed in (*self.columns, *self.system):
             if cname == name:
                 return typed
         return None
@@ -140,13 +157,29 @@ class FromItems(AnalyzerCore):
             if with_.args.get("recursive") and isinstance(body, exp.Union):
                 # WITH RECURSIVE: the non-recursive term gives the columns the recursive
                 # term (which names the CTE itself) sees.
-                seed = self.query(body.this, inner)
+                # An untyped seed (NULL, 'x') is text, and the recursive term must fit that type.
+                seed = [
+                    (n, Typed(t.TEXT, True) if ty.type in (t.UNKNOWN, t.NULL) else ty, span)
+                    for n, ty, span in self.query(body.this, inner)
+                ]
                 inner.ctes[name] = Relation(name, (name,), rename([(n, ty) for n, ty, _ in seed], alias_cols))
                 step = self.query(body.expression, inner)
                 if len(seed) != len(step):
                     self.error(
                         f"each side of UNION must have the same number of columns ({len(seed)} vs {len(step)})", body
                     )
+                for i, ((_, first, span), (_, later, _)) in enumerate(zip(seed, step, strict=False)):
+                    overall = _recursive_type(first.type, later.type)
+                    if overall is not None and first.type is not None and overall != first.type:
+                        self.error(
+                            f'recursive query "{name}" column {i + 1} has type {describe(first.type)} in '
+                            f"non-recursive term but type {describe(overall)} overall",
+                            span=span,
+                        )
+                seed = [
+                    (n, Typed(ty.type, ty.nullable or later.nullable), span)
+                    for (n, ty, span), (_, later, _) in zip(seed, [*step, *seed[len(step) :]], strict=False)
+                ]
                 cols: list[tuple[str, Typed, SqlSpan | None]] | None = seed
             else:
                 cols = self.statement_rows(body, inner)
@@ -235,7 +268,7 @@ class FromItems(AnalyzerCore):
                 return None
             names = (alias_name,) if alias_name else (table.name, table.qualified)
             cols = [(c.name, Typed(c.type, not c.not_null)) for c in table.columns]
-            return Relation(alias_name or table.name, names, cols, table)
+            return Relation(alias_name or table.name, names, cols, table, system=list(SYSTEM_COLUMNS))
         if isinstance(source, exp.Subquery):
             errors_before = len(self.problems)
             rows = self.query(source.this, Scope(parent=scope))
@@ -285,6 +318,11 @@ class FromItems(AnalyzerCore):
                     func,
                 )
             cols = rename(cols, col_aliases)
+            ordinality = func.args.get("offset")
+            if isinstance(ordinality, exp.Expr):  # WITH ORDINALITY: a row number, 1, 2, ...
+                cols.append(
+                    (ordinality.name if isinstance(ordinality, exp.Identifier) else "ordinality", Typed(t.INT8, False))
+                )
             name = alias or "unnest"
             return Relation(name, (name,), cols)
         typed = self.infer(func, scope)
@@ -360,6 +398,16 @@ class FromItems(AnalyzerCore):
         visible = sorted({n for rel in all_relations(scope) for n, _ in rel.columns})
         self.error(f"column {name} does not exist{suggest(name, visible)}", col)
         return Typed(None, True)
+
+
+def _recursive_type(seed: PgType | None, step: PgType | None) -> PgType | None:
+    """The type a recursive CTE's column takes over both terms (None: not known); PostgreSQL
+    requires it to be the non-recursive term's."""
+    if seed is None or step is None or step in (t.UNKNOWN, t.NULL) or seed == step:
+        return seed
+    if {seed.name, step.name} <= t.NUMERIC and not (seed.is_array or step.is_array):
+        return wider(seed, step)
+    return seed if assignable(step, seed) else step
 
 
 def owner(col: exp.Column, scope: Scope) -> Relation | None:

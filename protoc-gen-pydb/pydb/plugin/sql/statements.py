@@ -11,9 +11,10 @@ from .analysis import Expansion
 from .catalog import Column, Table
 from .coercion import assignable, describe, is_untyped, wider
 from .context import AnalyzerCore, suggest
+from .grouping import grouping_items, sometimes_grouped
 from .infer import output_name
 from .literals import is_int
-from .scope import Relation, Scope, StarColumn, Typed, all_relations, local_column_names
+from .scope import SYSTEM_COLUMNS, Relation, Scope, StarColumn, Typed, all_relations, local_column_names
 from .types import span_of
 
 
@@ -76,7 +77,7 @@ class Statements(AnalyzerCore):
         group = node.args.get("group")
         if group is not None:
             output_aliases = {e.alias for e in node.expressions if isinstance(e, exp.Alias)}
-            for g in group.expressions:
+            for g in grouping_items(group):
                 if (
                     isinstance(g, exp.Column)
                     and not g.table
@@ -85,6 +86,14 @@ class Statements(AnalyzerCore):
                 ):
                     continue  # GROUP BY an output name: checked as that output
                 self.infer(g, local)
+            # ROLLUP, CUBE, GROUPING SETS: in the rows of a set that leaves a column out, it is NULL.
+            nulled = sometimes_grouped(group)
+            for rel in local.relations:
+                rel.columns = [
+                    (n, Typed(typed.type, True, typed.embedded) if _grouped_sql(rel, n) & nulled else typed)
+                    for n, typed in rel.columns
+                ]
+            local.merged = {n: Typed(ty.type, True) if n in nulled else ty for n, ty in local.merged.items()}
         having = node.args.get("having")
         if having is not None:
             self.expect(having.this, t.BOOL, local)
@@ -274,6 +283,7 @@ class Statements(AnalyzerCore):
             (alias_name,) if alias_name else (table.name, table.qualified),
             [(c.name, Typed(c.type, not c.not_null)) for c in table.columns],
             table,
+            system=list(SYSTEM_COLUMNS),
         )
         conflict = node.args.get("conflict")
         do_nothing = False
@@ -291,18 +301,22 @@ class Statements(AnalyzerCore):
                         f"{suggest(kname, [c.name for c in table.columns])}",
                         k,
                     )
-            if (
-                key_names
-                and not unknown_key
-                and tuple(key_names) not in table.unique_keys
-                and set(key_names) not in [set(u) for u in table.unique_keys]
-            ):
+            arbiters = [set(u) for u in table.unique_keys] + [
+                set(index.columns)
+                for index in self.catalog.indexes.values()
+                if index.unique
+                and index.table == table.qualified
+                and (not index.partial or conflict.args.get("where") is not None)
+            ]
+            if key_names and not unknown_key and set(key_names) not in arbiters:
                 self.error(
                     f"there is no unique or exclusion constraint matching the ON CONFLICT specification ({', '.join(key_names)})",
                     conflict,
                 )
             action = str(conflict.args.get("action") or "").upper()
             do_nothing = "NOTHING" in action
+            if not do_nothing and not key_names and conflict.args.get("constraint") is None:
+                self.error("ON CONFLICT DO UPDATE requires inference specification or constraint name", conflict)
             if conflict.expressions:
                 excluded = Relation("excluded", ("excluded", "EXCLUDED"), list(rel.columns), table)
                 upd_scope = Scope(parent=scope)
@@ -317,30 +331,87 @@ class Statements(AnalyzerCore):
         return table, self.returning(node, ret_scope), do_nothing
 
     def assignments(self, items: list[exp.Expr], table: Table, scope: Scope) -> None:
+        """SET col = v, SET (a, b) = (v, w) or = (SELECT ...), SET arr[i] = v."""
         assigned: set[str] = set()
         for item in items:
-            if not isinstance(item, exp.EQ) or not isinstance(item.this, exp.Column):
+            if not isinstance(item, exp.EQ):
                 self.error("expected column = value", item)
                 continue
-            cname = item.this.name
-            if cname in assigned:
-                self.error(f"multiple assignments to same column {cname}", item.this)
-            assigned.add(cname)
-            col = table.column(cname)
-            if col is None:
-                self.error(
-                    f"column {cname} of table {table.qualified} does not exist{suggest(cname, [c.name for c in table.columns])}",
-                    item.this,
-                )
-                self.infer(item.expression, scope)
+            if isinstance(item.this, exp.Tuple):
+                targets = list(item.this.expressions)
+                source = item.expression
+                if isinstance(source, exp.Tuple):
+                    values: list[exp.Expr | None] = list(source.expressions)
+                    if len(values) != len(targets):
+                        self.error(
+                            f"number of columns does not match number of values ({len(targets)} vs {len(values)})",
+                            item,
+                        )
+                    for target, value in zip(targets, values, strict=False):
+                        self.assign_target(target, value, table, scope, assigned)
+                else:  # = (SELECT ...): the row's columns in order
+                    inner = source.this if isinstance(source, exp.Subquery) else source
+                    rows = self.query(inner, Scope(parent=scope))
+                    if len(rows) != len(targets):
+                        self.error(
+                            f"number of columns does not match number of values ({len(targets)} vs {len(rows)})",
+                            item,
+                        )
+                    for target, (_, typed, span) in zip(targets, rows, strict=False):
+                        col = self.assign_target(target, None, table, scope, assigned)
+                        if col is not None and typed.type is not None and not assignable(typed.type, col.type, True):
+                            self.error(
+                                f"column {col.name} is {describe(col.type)} but the SELECT gives {describe(typed.type)}",
+                                span=span,
+                            )
                 continue
-            value = item.expression
-            if col.not_null and isinstance(value, exp.Null):
-                self.error(
-                    f"column {cname} is NOT NULL, but is set to NULL",
-                    span=self.keyword_after(self.span(item.this), "NULL"),
-                )
-            self.assign(value, col.type, scope)
+            self.assign_target(item.this, item.expression, table, scope, assigned)
+
+    def assign_target(
+        self, target: exp.Expr, value: exp.Expr | None, table: Table, scope: Scope, assigned: set[str]
+    ) -> Column | None:
+        """One SET target (a column, or an element `arr[i]` of an array column) and its value."""
+        subscripts: list[exp.Expr] = []
+        if isinstance(target, exp.Bracket):
+            subscripts = list(target.expressions)
+            target = target.this
+        if not isinstance(target, exp.Column):
+            self.error("expected column = value", target)
+            return None
+        cname = target.name
+        if cname in assigned and not subscripts:
+            self.error(f"multiple assignments to same column {cname}", target)
+        assigned.add(cname)
+        col = table.column(cname)
+        if col is None:
+            self.error(
+                f"column {cname} of table {table.qualified} does not exist{suggest(cname, [c.name for c in table.columns])}",
+                target,
+            )
+            if value is not None:
+                self.infer(value, scope)
+            return None
+        want = col.type
+        if subscripts:
+            if not want.is_array:
+                self.error(f"cannot subscript type {describe(want)} because it does not support subscripting", target)
+                return col
+            for subscript in subscripts:
+                bounds = subscript.expressions if isinstance(subscript, exp.Slice) else [subscript]
+                for bound in bounds:
+                    if isinstance(bound, exp.Expr):
+                        self.expect(bound, t.INT4, scope)
+            if not any(isinstance(x, exp.Slice) for x in subscripts):
+                want = want.element
+        if value is None:
+            return col
+        if col.not_null and isinstance(value, exp.Null) and not subscripts:
+            self.error(
+                f"column {cname} is NOT NULL, but is set to NULL",
+                span=self.keyword_after(self.span(target), "NULL"),
+            )
+        self.assign(value, want, scope)
+        return col
 
     def update(
         self, node: exp.Update, scope: Scope
@@ -355,6 +426,8 @@ class Statements(AnalyzerCore):
         from_ = node.args.get("from_") or node.args.get("from")
         if isinstance(from_, exp.From):
             self.add_source(from_.this, local, nullable=False)
+            for join in from_.this.args.get("joins") or []:  # UPDATE ... FROM a JOIN b ON ...
+                self.join(join, local)
         for join in node.args.get("joins") or []:
             self.join(join, local)
         if table is not None:
@@ -379,6 +452,8 @@ class Statements(AnalyzerCore):
         using = node.args.get("using")
         for u in using or []:
             self.add_source(u, local, nullable=False)
+            for join in u.args.get("joins") or []:  # DELETE ... USING a JOIN b ON ...
+                self.join(join, local)
         where = node.args.get("where")
         if where is not None:
             self.expect(where.this, t.BOOL, local)
@@ -402,6 +477,11 @@ class Statements(AnalyzerCore):
         if not scope.relations:
             return []
         return self.projections(node, ret.expressions, scope)
+
+
+def _grouped_sql(rel: Relation, column: str) -> set[str]:
+    """How a GROUP BY may spell a column of `rel`: bare or qualified."""
+    return {column, *(f"{name}.{column}" for name in rel.names)}
 
 
 def _key_param(where: exp.Expr | None, table: Table | None, rel: Relation | None) -> str | None:
