@@ -11,9 +11,10 @@ import psycopg
 import pytest
 from pg import Cluster, scratch_database
 from pydb.plugin.sql.analysis import Analysis
-from pydb.plugin.sql.analyze import analyze, parameter_spans
+from pydb.plugin.sql.analyze import analyze
 from pydb.plugin.sql.catalog import Catalog, build_catalog
 from pydb.plugin.sql.colnames import OutputNames
+from pydb.plugin.sql.grammar import check_statement, parameter_spans
 
 SCHEMA = """
 CREATE TYPE public.mood AS ENUM ('calm', 'busy');
@@ -286,7 +287,8 @@ NAMED_ITEMS = [
 @pytest.mark.parametrize("item", NAMED_ITEMS)
 def test_output_names_are_postgresql_s(item: str, conn: psycopg.Connection) -> None:
     sql = f"SELECT {item}, 1 AS two FROM orders"
-    names = OutputNames(sql, parameter_spans(sql))
+    check = check_statement(sql)
+    names = OutputNames(check.tree, check.original_offset)
     found = names.names([7, len(f"SELECT {item}, ")])
     assert found is not None
     assert list(found) == [name for name, _ in describe(conn, sql)[1]]

@@ -19,8 +19,8 @@ from ..diagnostics import Problem, SqlSpan, stray_comma, syntax_problem, untermi
 from . import types as t
 from .analysis import Analysis, Param, ResultColumn, StatementKind
 from .catalog import Catalog, Table
-from .context import parameter_spans
 from .functions import FunctionCalls, is_volatile
+from .grammar import check_statement
 from .grouping import Grouping
 from .infer import ExpressionInference
 from .names import fold
@@ -28,7 +28,7 @@ from .operators import Operators
 from .scope import FromItems, Scope, Typed
 from .statements import Statements
 
-__all__ = ["Analyzer", "analyze", "parameter_spans"]
+__all__ = ["Analyzer", "analyze"]
 
 
 class Analyzer(Statements, Grouping, FromItems, ExpressionInference, Operators, FunctionCalls):
@@ -145,7 +145,11 @@ class Analyzer(Statements, Grouping, FromItems, ExpressionInference, Operators, 
 def analyze(
     sql: str, catalog: Catalog, nullable_params: frozenset[str] = frozenset()
 ) -> tuple[Analysis | None, list[Problem]]:
-    analyzer = Analyzer(sql, catalog, nullable_params)
+    # PostgreSQL's grammar first: sqlglot never sees text PostgreSQL rejects.
+    grammar = check_statement(sql)
+    if grammar.problems:
+        return None, list(grammar.problems)
+    analyzer = Analyzer(sql, catalog, grammar, nullable_params)
     result = analyzer.analyze()
     return result, analyzer.problems
 

@@ -9,15 +9,12 @@ A name is a function's (`div`, `ceiling`, `count`), a cast's type (`@x::text` â†
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from pglast import ast
 from pglast.enums.parsenodes import A_Expr_Kind
 from pglast.enums.primnodes import MinMaxOp, SQLValueFunctionOp, SubLinkType, XmlExprOp
-
-from ..diagnostics import SqlSpan
-from .pgparse import PgSyntaxError, parse
 
 UNNAMED = "?column?"
 
@@ -155,20 +152,14 @@ def _target_lists(node: object) -> Iterator[TargetList]:
 
 
 class OutputNames:
-    """The output names of every select and RETURNING list of one statement, found by where
-    the items stand in the text."""
+    """The output names of every select and RETURNING list of one statement (PostgreSQL's parse
+    tree), found by where the items stand in the text."""
 
-    def __init__(self, sql: str, params: dict[str, list[SqlSpan]]) -> None:
-        # `@name` is no PostgreSQL syntax: a `$1` of the same width keeps every offset.
-        text = list(sql)
-        for spans in params.values():
-            for span in spans:
-                text[span.start : span.end + 1] = "$1".ljust(span.end - span.start + 1)
-        try:
-            statements = parse("".join(text))
-        except PgSyntaxError:
-            statements = []
-        self.lists = [found for stmt in statements for found in _target_lists(stmt.node)]
+    def __init__(self, tree: ast.Node | None, original_offset: Callable[[int], int]) -> None:
+        self.lists = [
+            TargetList(tuple(original_offset(start) for start in found.starts), found.names)
+            for found in _target_lists(tree)
+        ]
 
     def names(self, starts: list[int | None]) -> tuple[str, ...] | None:
         """The names of the list whose items start at `starts` (None where not known): of the

@@ -5,15 +5,11 @@ and where nodes stand in the text."""
 from __future__ import annotations
 
 import difflib
-import itertools
 import re
 from abc import ABC, abstractmethod
 from typing import TYPE_CHECKING
 
-import sqlglot
 from sqlglot import exp
-from sqlglot.errors import TokenError
-from sqlglot.tokenizer_core import TokenType
 
 from ..diagnostics import Problem, SqlSpan
 from . import types as t
@@ -21,25 +17,12 @@ from .analysis import Expansion
 from .catalog import Catalog
 from .coercion import same_family
 from .colnames import OutputNames
+from .grammar import GrammarCheck
 from .types import PgType, span_of
 
 if TYPE_CHECKING:
     from .catalog import Table
     from .scope import Relation, Scope, Typed
-
-
-def parameter_spans(sql: str) -> dict[str, list[SqlSpan]]:
-    """Where each `@name` stands in `sql`, from the tokenizer (not a regex: `@` inside a
-    string literal or comment is no parameter)."""
-    spans: dict[str, list[SqlSpan]] = {}
-    try:
-        tokens = sqlglot.tokenize(sql, read="postgres")
-    except TokenError:
-        return spans  # parsing reports it
-    for tok, nxt in itertools.pairwise(tokens):
-        if tok.token_type == TokenType.PARAMETER and nxt.start == tok.end + 1:
-            spans.setdefault(nxt.text, []).append(SqlSpan(tok.start, nxt.end))
-    return spans
 
 
 def suggest(name: str, candidates: list[str]) -> str:
@@ -58,20 +41,22 @@ class AnalyzerCore(ABC):
     (scope, infer, operators, functions, grouping, statements); the methods they call across
     modules are declared here."""
 
-    def __init__(self, sql: str, catalog: Catalog, nullable_params: frozenset[str] = frozenset()):
+    def __init__(
+        self, sql: str, catalog: Catalog, grammar: GrammarCheck, nullable_params: frozenset[str] = frozenset()
+    ):
         self.sql = sql
         self.catalog = catalog
         self.nullable_params = nullable_params
         self.problems: list[Problem] = []
         self.param_types: dict[str, PgType | None] = {}
-        self.param_spans = parameter_spans(sql)
+        self.param_spans = grammar.parameter_spans  # found by PostgreSQL's lexer
         self.window_depth = 0
         self._param_order: list[str] = []
         #: The nodes whose select list or RETURNING list is the statement's result (the
         #: statement itself, or each branch of a set operation): their `*`s are expanded.
         self.top_level: set[int] = set()
         self.expansions: list[Expansion] = []
-        self.output_names = OutputNames(sql, self.param_spans)
+        self.output_names = OutputNames(grammar.tree, grammar.original_offset)
 
     def error(self, message: str, node: exp.Expr | None = None, span: SqlSpan | None = None) -> None:
         if span is None and node is not None:
