@@ -9,14 +9,17 @@ import re
 from abc import ABC, abstractmethod
 from typing import TYPE_CHECKING
 
+from pglast import ast
 from sqlglot import exp
 
 from ..diagnostics import Problem, SqlSpan
 from . import types as t
 from .analysis import Expansion
+from .builtins import load_builtins
 from .catalog import Catalog
 from .coercion import same_family
 from .colnames import OutputNames
+from .funcnames import function_calls
 from .grammar import GrammarCheck
 from .types import PgType, span_of
 
@@ -57,6 +60,10 @@ class AnalyzerCore(ABC):
         self.top_level: set[int] = set()
         self.expansions: list[Expansion] = []
         self.output_names = OutputNames(grammar.tree, grammar.original_offset)
+        self.calls = function_calls(grammar.tree, grammar.original_offset)
+        self.builtins = load_builtins()
+        #: The OUT/TABLE columns of record-returning calls (by id of the node): a FROM item's columns.
+        self.row_columns: dict[int, tuple[tuple[str, PgType], ...]] = {}
 
     def error(self, message: str, node: exp.Expr | None = None, span: SqlSpan | None = None) -> None:
         if span is None and node is not None:
@@ -212,6 +219,12 @@ class AnalyzerCore(ABC):
 
     @abstractmethod
     def json_extract(self, node: exp.Expr, scope: Scope) -> Typed: ...
+
+    @abstractmethod
+    def resolved_call(self, node: exp.Expr, call: ast.FuncCall, scope: Scope) -> Typed | None: ...
+
+    @abstractmethod
+    def operator(self, symbol: str, left: exp.Expr, right: exp.Expr, node: exp.Expr, scope: Scope) -> Typed: ...
 
     @abstractmethod
     def ordered_set_aggregate(self, node: exp.WithinGroup, scope: Scope) -> Typed: ...

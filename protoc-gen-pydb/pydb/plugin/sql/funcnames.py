@@ -3,6 +3,9 @@ its own (`exp.CurrentTimestamp`, `exp.ArrayAgg`, ...) whose names are not Postgr
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
+from pglast import ast
 from sqlglot import exp
 
 _FUNC_ALIASES = {
@@ -47,3 +50,20 @@ def function_name(node: exp.Func) -> str:
         return str(node.this).lower()
     key = type(node).__name__.lower()
     return _FUNC_ALIASES.get(key, node.sql_name().lower())
+
+
+def function_calls(tree: ast.Node | None, original_offset: Callable[[int], int]) -> dict[int, ast.FuncCall]:
+    """Every function call in PostgreSQL's parse tree, by where its name starts in the text:
+    the call as PostgreSQL reads it (its name as written, argument count, named arguments,
+    VARIADIC, OVER), whatever node sqlglot made of it (`div(a, b)` becomes a cast)."""
+    calls: dict[int, ast.FuncCall] = {}
+    stack: list[object] = [tree]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, ast.Node):
+            if isinstance(item, ast.FuncCall) and item.location is not None and item.location >= 0:
+                calls[original_offset(item.location)] = item
+            stack.extend(getattr(item, name) for name in item)
+        elif isinstance(item, tuple):
+            stack.extend(item)
+    return calls

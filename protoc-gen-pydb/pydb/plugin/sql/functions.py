@@ -6,12 +6,14 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from pglast import ast
 from sqlglot import exp
 
 from . import types as t
 from .coercion import describe, is_untyped
 from .context import AnalyzerCore
 from .funcnames import function_name
+from .resolve import ResolveError, resolve_function
 from .scope import Scope, Typed
 from .types import PgType, span_of
 
@@ -207,6 +209,84 @@ class FunctionCalls(AnalyzerCore):
             return Typed(None, True)
         return self.builtin_call(name, signature, args, scope)
 
+    def resolved_call(self, node: exp.Expr, call: ast.FuncCall, scope: Scope) -> Typed | None:
+        """A call typed by PostgreSQL's overload resolution over the built-in catalog: each
+        argument's type (an untyped `@param` or literal is `unknown`), the chosen overload's
+        result, and what each untyped argument is coerced to, which types the parameter. None
+        when sqlglot's node does not show the call's arguments one for one."""
+        names = [str(part.sval) for part in call.funcname or () if isinstance(part, ast.String)]
+        name = names[-1]
+        schema = names[0] if len(names) > 1 else None
+        args = self.call_args(node, len(call.args or ()))
+        if args is None:
+            return None
+        arg_names = [a.name if isinstance(a, ast.NamedArgExpr) else None for a in call.args or ()]
+        types: list[PgType] = []
+        known = True
+        for arg in args:
+            if isinstance(arg, exp.Parameter) and self.param_types.get(arg.name) is not None:
+                types.append(self.param_types[arg.name] or t.UNKNOWN)
+            elif is_untyped(arg):
+                types.append(t.UNKNOWN)
+            else:
+                typed = self.infer(arg, scope)
+                types.append(typed.type or t.UNKNOWN)
+                known = known and typed.type is not None
+        if not known:
+            return Typed(None, True)  # an argument's error is reported already
+        candidates = self.builtins.functions(name) if schema in (None, "pg_catalog") else ()
+        try:
+            resolution = resolve_function(
+                name,
+                candidates,
+                types,
+                arg_names=arg_names if any(arg_names) else None,
+                variadic_call=bool(call.func_variadic),
+                params=[isinstance(a, exp.Parameter) for a in args],
+                env=self.builtins,
+            )
+        except ResolveError as err:
+            self.error(err.message + (f" ({err.note})" if err.note else ""), node)
+            return Typed(None, True)
+        nullable = False
+        for arg, coerced in zip(args, resolution.arg_types, strict=True):
+            typed = self.expect(arg, coerced, scope) if is_untyped(arg) else self.infer(arg, scope)
+            nullable = nullable or typed.nullable
+        in_window = isinstance(node.parent, exp.Window) or call.over is not None
+        if resolution.kind == "window" and not in_window:
+            self.error(f"window function {name} requires an OVER clause", node)
+        if resolution.kind == "aggregate" and not in_window:
+            nullable = name != "count"  # over no rows every aggregate but count is NULL
+        elif resolution.kind == "window":
+            nullable = name not in _WINDOW_NOT_NULL
+        elif name in _NEVER_NULL:
+            nullable = False
+        elif name in _NULL_FROM_VALUES:
+            nullable = True
+        if resolution.out_columns:
+            self.row_columns[id(node)] = resolution.out_columns
+        return Typed(resolution.result, nullable)
+
+    def call_args(self, node: exp.Expr, count: int) -> list[exp.Expr] | None:
+        """The arguments of a call as sqlglot holds them, in the written order: the node's own
+        operands, or those of the one expression sqlglot rewrote the call into (`div(a, b)` is a
+        cast of `a / b`). None when they do not match PostgreSQL's `count` arguments."""
+        current: exp.Expr = node
+        for _ in range(3):
+            children = [c for c in current.iter_expressions() if not isinstance(c, (exp.DataType, exp.Order))]
+            if any(isinstance(c, (exp.Var, exp.Star, exp.Kwarg)) for c in children):
+                return None
+            if len(children) == count:
+                spans = [self.span(c) for c in children]
+                starts = [s.start for s in spans if s is not None]
+                if len(starts) == len(children):
+                    return [c for _, c in sorted(zip(starts, children, strict=True), key=lambda pair: pair[0])]
+                return children
+            if len(children) != 1:
+                return None
+            current = children[0]
+        return None
+
     def ordered_set_aggregate(self, node: exp.WithinGroup, scope: Scope) -> Typed:
         """`percentile_cont(f) WITHIN GROUP (ORDER BY x)` and its kin: the direct arguments are
         fractions, the ordering gives the sorted input. NULL over no rows, like any aggregate."""
@@ -362,6 +442,53 @@ _VOLATILE = frozenset(
         "setval",
         "timeofday",
         "txid_current",
+    }
+)
+
+
+#: Window functions that always have a value (the others read a row that may not exist).
+_WINDOW_NOT_NULL = frozenset({"row_number", "rank", "dense_rank", "percent_rank", "cume_dist", "ntile"})
+
+#: Functions that may return NULL from non-NULL arguments (no such element, no match).
+_NULL_FROM_VALUES = frozenset(
+    {
+        "array_length",
+        "array_lower",
+        "array_upper",
+        "array_position",
+        "array_ndims",
+        "array_dims",
+        "regexp_match",
+        "regexp_substr",
+        "jsonb_extract_path",
+        "jsonb_extract_path_text",
+        "json_extract_path",
+        "json_extract_path_text",
+        "jsonb_path_query_first",
+        "nullif",
+    }
+)
+
+#: Functions that are not strict yet never return NULL (they skip or print NULL arguments).
+_NEVER_NULL = frozenset(
+    {
+        "concat",
+        "concat_ws",
+        "format",
+        "jsonb_build_object",
+        "json_build_object",
+        "jsonb_build_array",
+        "json_build_array",
+        "now",
+        "pi",
+        "random",
+        "gen_random_uuid",
+        "clock_timestamp",
+        "statement_timestamp",
+        "transaction_timestamp",
+        "pg_advisory_lock",
+        "pg_advisory_xact_lock",
+        "pg_notify",
     }
 )
 

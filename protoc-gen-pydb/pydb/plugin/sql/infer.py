@@ -151,6 +151,15 @@ class ExpressionInference(AnalyzerCore):
             return Typed(t.NULL, True)
         if isinstance(node, exp.Boolean):
             return Typed(t.BOOL, False)
+        call = (
+            self.calls.get(node.meta["start"])
+            if isinstance(node, (exp.Func, exp.Cast)) and "start" in node.meta
+            else None
+        )
+        if call is not None and not isinstance(node, _MODELED_CALLS):
+            resolved = self.resolved_call(node, call, scope)
+            if resolved is not None:
+                return resolved
         if isinstance(node, exp.Cast):
             return self.cast(node, scope)
         if isinstance(node, exp.Interval):
@@ -234,6 +243,9 @@ class ExpressionInference(AnalyzerCore):
             key_type = t.TEXT if isinstance(node, exp.JSONBContainsTopKey) else t.TEXT.array()
             key_typed = self.expect(node.expression, key_type, scope)
             return Typed(t.BOOL, subject.nullable or key_typed.nullable)
+        if isinstance(node, exp.MatchAgainst) and len(node.expressions) == 1:
+            # `tsvector @@ tsquery` (sqlglot reads it as MySQL's MATCH ... AGAINST, reversed)
+            return self.operator("@@", node.expressions[0], node.this, node, scope)
         if isinstance(node, exp.WithinGroup):
             return self.ordered_set_aggregate(node, scope)
         if isinstance(node, exp.Filter):  # agg(...) FILTER (WHERE cond)
@@ -331,3 +343,22 @@ def _one_row(query: exp.Expr) -> bool:
     if not isinstance(query, exp.Select) or any(query.args.get(k) for k in ("group", "having", "limit", "offset")):
         return False
     return any(next(aggregates(item), None) is not None for item in query.expressions)
+
+
+#: Calls sqlglot models with a meaning of their own that the analyzer types directly: COUNT(*),
+#: the conditional expressions, make_interval's named parts, date_trunc/extract's unit keyword,
+#: array_agg(x ORDER BY y), and sum/avg (typed as PostgreSQL's sum/avg overloads widen).
+_MODELED_CALLS = (
+    exp.Count,
+    exp.Coalesce,
+    exp.Greatest,
+    exp.Least,
+    exp.Nullif,
+    exp.MakeInterval,
+    exp.TimestampTrunc,
+    exp.DateTrunc,
+    exp.Extract,
+    exp.ArrayAgg,
+    exp.Sum,
+    exp.Avg,
+)

@@ -8,6 +8,7 @@ from sqlglot import exp
 from . import types as t
 from .coercion import assignable, describe, is_untyped, wider
 from .context import AnalyzerCore
+from .resolve import ResolveError, resolve_operator
 from .scope import Scope, Typed
 from .types import PgType
 
@@ -55,6 +56,33 @@ def _op(node: exp.Expr) -> str:
 
 class Operators(AnalyzerCore):
     """Operator expressions."""
+
+    def operator(self, symbol: str, left: exp.Expr, right: exp.Expr, node: exp.Expr, scope: Scope) -> Typed:
+        """`left symbol right` typed by PostgreSQL's operator resolution over the built-in
+        catalog; an untyped side (`@param`, 'literal') takes the operand type it is coerced to."""
+        sides = []
+        for side in (left, right):
+            if isinstance(side, exp.Parameter) and self.param_types.get(side.name) is not None:
+                sides.append(Typed(self.param_types[side.name], side.name in self.nullable_params))
+            elif is_untyped(side):
+                sides.append(Typed(t.UNKNOWN, False))
+            else:
+                sides.append(self.infer(side, scope))
+        if sides[0].type is None or sides[1].type is None:
+            return Typed(None, True)
+        try:
+            resolution = resolve_operator(
+                symbol, self.builtins.operators(symbol), sides[0].type, sides[1].type, env=self.builtins
+            )
+        except ResolveError as err:
+            self.error(err.message + (f" ({err.note})" if err.note else ""), node)
+            return Typed(None, True)
+        nullable = False
+        for side, typed, coerced in ((left, sides[0], resolution.left), (right, sides[1], resolution.right)):
+            if is_untyped(side) and coerced is not None:
+                typed = self.expect(side, coerced, scope)
+            nullable = nullable or typed.nullable
+        return Typed(resolution.result, nullable)
 
     def expect_json(self, node: exp.Expr, scope: Scope, op: str) -> Typed:
         """The left side of a json operator: a json or jsonb value (a parameter becomes jsonb)."""

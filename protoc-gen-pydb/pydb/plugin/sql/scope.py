@@ -327,6 +327,9 @@ class FromItems(AnalyzerCore):
             return Relation(name, (name,), cols)
         typed = self.infer(func, scope)
         name = alias or (function_name(func) if isinstance(func, exp.Func) else "function")
+        out = self.row_columns.get(id(func))
+        if out is not None:  # jsonb_each(j): key, value; a function's OUT or TABLE columns
+            return Relation(name, (name,), rename([(n, Typed(pgtype, True)) for n, pgtype in out], col_aliases))
         return Relation(name, (name,), [(col_aliases[0] if col_aliases else name, typed)])
 
     def table(self, node: exp.Table, scope: Scope | None = None) -> Table | None:
