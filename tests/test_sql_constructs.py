@@ -348,6 +348,25 @@ CONSTRUCTS: list[tuple[str, list[bool]]] = [
     ("SELECT (SELECT max(total) FROM orders WHERE customer_id = c.id) FROM customers c", [True]),
     ("SELECT count(*), max(total) FROM orders", [False, True]),
     ("SELECT c.name, p.amount FROM customers c LEFT JOIN payments p ON p.customer_id = c.id", [False, True]),
+    # functions and operators, typed by PostgreSQL's overload resolution
+    ("SELECT id FROM orders WHERE to_tsvector('english', note) @@ plainto_tsquery('english', @q)", [False]),
+    ("SELECT to_tsvector('english', name) @@ plainto_tsquery(@q) AS hit FROM customers", [False]),
+    ("SELECT regexp_match(name, '(a)') FROM customers", [True]),
+    ("SELECT e.key, e.value FROM orders o, jsonb_each(o.meta) AS e", [True, True]),
+    ("SELECT key, value FROM jsonb_each_text(@doc::jsonb)", [True, True]),
+    ("SELECT pg_advisory_lock(@k)", [False]),
+    ("SELECT nextval('orders_id_seq')", [False]),
+    ("SELECT json_build_array(1, 'a', note) FROM orders", [False]),
+    ("SELECT log(2.0), log(2, 8) AS log2, exp(1.0), pi(), width_bucket(5.0, 0.0, 10.0, 5)", [False] * 5),
+    ("SELECT ln(2.0), sqrt(2.0), power(9.0, 3.0), ln(2) AS ln2, sqrt(@x::float8) AS sqrt2", [False] * 5),
+    ("SELECT ceiling(total), div(9, 4), mod(9, 4), round(total, 1) FROM orders", [False] * 4),
+    (
+        "SELECT @x::text, 1::int, id::text AS t, EXISTS (SELECT 1 FROM payments) FROM orders",
+        [False] * 4,
+    ),
+    ("SELECT lower(note), length(name) FROM orders JOIN customers c ON c.id = orders.customer_id", [True, False]),
+    ("SELECT g FROM generate_series(1, @n) AS g", [False]),
+    ("SELECT concat(note, '!'), concat_ws(',', note, 'x') FROM orders", [False, False]),
 ]
 
 
@@ -375,6 +394,10 @@ REJECTED = [
     "WITH RECURSIVE r AS (SELECT 1 AS n UNION ALL SELECT n::bigint + 1 FROM r WHERE n < 3) SELECT * FROM r",
     "UPDATE orders SET (note, total) = (@note) WHERE id = @id",
     "UPDATE orders SET total[1] = 2 WHERE id = @id",
+    "SELECT random(1)",
+    "SELECT id::STRING FROM orders",
+    "SELECT row_number() FROM orders",
+    "SELECT lower(1) FROM orders",
 ]
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import sqlglot
+from pglast import ast
 from sqlglot import exp
 from sqlglot.errors import ParseError, TokenError
 from sqlglot.tokenizer_core import TokenType
@@ -23,7 +24,7 @@ from .functions import FunctionCalls, is_volatile
 from .grammar import check_statement
 from .grouping import Grouping
 from .infer import ExpressionInference
-from .names import fold
+from .names import fold, lookup
 from .operators import Operators
 from .scope import FromItems, Scope, Typed
 from .statements import Statements
@@ -35,6 +36,8 @@ class Analyzer(Statements, Grouping, FromItems, ExpressionInference, Operators, 
     """One statement's analysis: the mixins joined, and the entry point."""
 
     def analyze(self) -> Analysis | None:
+        if not self.type_names_exist():
+            return None
         try:
             statements = sqlglot.parse(self.sql, read="postgres")
         except TokenError:
@@ -134,6 +137,29 @@ class Analyzer(Statements, Grouping, FromItems, ExpressionInference, Operators, 
             read_only=kind == "select" and _reads_only(stmt),
         )
 
+    def type_names_exist(self) -> bool:
+        """Every type the statement names exists (sqlglot would read other dialects' names such
+        as STRING or INT64 as text or bigint): a built-in (the grammar qualifies its own
+        spellings such as `int` or `double precision` with pg_catalog), an enum, or a table's
+        row type, found along the search_path."""
+        ok = True
+        for type_name in _type_names(self.grammar.tree):
+            names = [str(part.sval) for part in type_name.names or () if isinstance(part, ast.String)]
+            if not names or names[0] == "pg_catalog":
+                continue
+            schema, name = (names[0], names[-1]) if len(names) > 1 else (None, names[0])
+            found = lookup(
+                schema,
+                name,
+                lambda q: q if str(q) in self.catalog.enums or str(q) in self.catalog.tables else None,
+            )
+            if found is None and (schema is not None or self.builtins.type_named(name) is None):
+                where = self.grammar.original_offset(type_name.location or 0)
+                written = ".".join(names)
+                self.error(f"type {written} does not exist", span=SqlSpan(where, where + len(written) - 1))
+                ok = False
+        return ok
+
     def _check_duplicate_columns(self, columns: tuple[ResultColumn, ...]) -> None:
         seen: set[str] = set()
         for col in columns:
@@ -193,3 +219,15 @@ def _fold_identifiers(stmt: exp.Expr) -> None:
     for ident in stmt.find_all(exp.Identifier):
         if not ident.quoted:
             ident.set("this", fold(str(ident.this)))
+
+
+def _type_names(tree: ast.Node | None) -> Iterator[ast.TypeName]:
+    stack: list[object] = [tree]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, ast.Node):
+            if isinstance(item, ast.TypeName):
+                yield item
+            stack.extend(getattr(item, name) for name in item)
+        elif isinstance(item, tuple):
+            stack.extend(item)

@@ -61,6 +61,7 @@ class AnalyzerCore(ABC):
         self.expansions: list[Expansion] = []
         self.output_names = OutputNames(grammar.tree, grammar.original_offset)
         self.calls = function_calls(grammar.tree, grammar.original_offset)
+        self.grammar = grammar
         self.builtins = load_builtins()
         #: The OUT/TABLE columns of record-returning calls (by id of the node): a FROM item's columns.
         self.row_columns: dict[int, tuple[tuple[str, PgType], ...]] = {}
