@@ -393,14 +393,14 @@ def render_type_table() -> str:
 
 
 def render_builtins() -> str:
-    from pydb.plugin.sql.analyze import _WINDOW_ONLY, BUILTINS
+    from pydb.plugin.sql.functions import BUILTINS, WINDOW_ONLY
 
     special = {"coalesce", "greatest", "least", "nullif", "make_interval", "sum", "avg", "count", "current_timestamp"}
     names = sorted(set(BUILTINS) | special)
     aggregates = {n for n, sig in BUILTINS.items() if sig.aggregate} | {"sum", "avg", "count"}
 
     def label(n: str) -> str:
-        return f"`{n}`" + (" (aggregate)" if n in aggregates else " (window)" if n in _WINDOW_ONLY else "")
+        return f"`{n}`" + (" (aggregate)" if n in aggregates else " (window)" if n in WINDOW_ONLY else "")
 
     return ", ".join(label(n) for n in names) + "."
 
