@@ -153,6 +153,19 @@ def create_range(state: State, node: PgNode) -> None:
     multi = multirange or (name.replace("range", "multirange", 1) if "range" in name else f"{name}_multirange")
     multi_key = multi if "." in multi else f"{schema}.{multi}"
     state.types[multi_key] = PgType(multi_key)
+    # The constructor functions PostgreSQL creates with a range type.
+    rng, many = state.types[key], state.types[multi_key]
+    multi_schema, multi_name = multi_key.split(".", 1)
+    constructors = [
+        (schema, name, (subtype, subtype), rng, False),
+        (schema, name, (subtype, subtype, PgType("text")), rng, False),
+        (multi_schema, multi_name, (), many, False),
+        (multi_schema, multi_name, (rng,), many, False),
+        (multi_schema, multi_name, (rng.array(),), many, True),
+    ]
+    for fschema, fname, args, result, variadic in constructors:
+        sig = FunctionSig(fschema, fname, args, ("",) * len(args), result, variadic=variadic, volatility="i")
+        state.routines.setdefault(f"{fschema}.{fname}", []).append(sig)
 
 
 def define(state: State, node: PgNode) -> None:
@@ -614,13 +627,22 @@ def _rename_column(state: State, node: PgNode) -> None:
         if not node.missing_ok:
             state.missing_relation(node.relation)
         return
+    for child in state.descendants(key) if node.relation.inh else ():
+        _rename_in(state, child, old, new, recursing=True)
+    _rename_in(state, key, old, new)
+
+
+def _rename_in(state: State, key: str, old: str, new: str, recursing: bool = False) -> None:
+    """RENAME COLUMN in one table (`recursing`: an inheriting table, renamed along)."""
     table = state.tables[key]
     names = [c.name for c in table.columns]
+    if recursing and old not in names:
+        return
     if old not in names:
-        state.error(f"column {old} does not exist in {table.qualified}{suggest(old, names)}", node.relation.location)
+        state.error(f"column {old} does not exist in {table.qualified}{suggest(old, names)}", word=old)
         return
     if new in names:
-        state.error(f"column {new} of relation {table.qualified} already exists", node.relation.location)
+        state.error(f"column {new} of relation {table.qualified} already exists", word=new)
         return
 
     def swap(cols: tuple[str, ...]) -> tuple[str, ...]:

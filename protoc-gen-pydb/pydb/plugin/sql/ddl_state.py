@@ -73,6 +73,8 @@ class State:
     extensions: dict[str, str] = field(default_factory=dict)
     #: Constraints by table (`schema.name`) and constraint name.
     constraints: dict[str, dict[str, ConstraintInfo]] = field(default_factory=dict)
+    #: Inheritance: child table -> [(parent, is_partition)] (INHERITS, PARTITION OF, ATTACH).
+    parents: dict[str, list[tuple[str, bool]]] = field(default_factory=dict)
     #: Extensions created that the catalog has no data for: their objects are unknown.
     unknown_extensions: list[str] = field(default_factory=list)
     #: The session's search path (SET search_path / set_config change it for what follows).
@@ -167,6 +169,19 @@ class State:
         shown = f"{rv.schemaname}.{rv.relname}" if rv.schemaname else rv.relname
         known = sorted(self.tables) if rv.schemaname else sorted({t.name for t in self.tables.values()})
         self.error(f"{what} {shown} does not exist{suggest(shown, known)}", rv.location, len(shown))
+
+    def descendants(self, key: str, partitions_only: bool = False) -> list[str]:
+        """The tables inheriting from `key`, recursively (PostgreSQL recurses ALTER TABLE to
+        them unless ONLY is written)."""
+        out: list[str] = []
+        todo = [key]
+        while todo:
+            parent = todo.pop()
+            for child, links in self.parents.items():
+                if child not in out and any(p == parent and (part or not partitions_only) for p, part in links):
+                    out.append(child)
+                    todo.append(child)
+        return out
 
     def tables_in_order(self) -> Iterator[tuple[str, Table]]:
         yield from list(self.tables.items())

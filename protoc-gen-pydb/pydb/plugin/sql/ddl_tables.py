@@ -47,6 +47,7 @@ def column_def(state: State, cd: PgNode, table_key: str) -> tuple[Column, list[C
     else:
         pgtype = PgType("unknown")
     generated = identity_always = False
+    identity: PgNode = None
     table_constraints: list[ColumnConstraint] = []
     for con in cd.constraints or ():
         kind = con.contype
@@ -59,13 +60,17 @@ def column_def(state: State, cd: PgNode, table_key: str) -> tuple[Column, list[C
         elif kind == ConstrType.CONSTR_IDENTITY:
             has_default = not_null = True
             identity_always = con.generated_when == "a"
+            identity = con
         elif kind == ConstrType.CONSTR_GENERATED:
             has_default = generated = True
         elif kind in (ConstrType.CONSTR_PRIMARY, ConstrType.CONSTR_UNIQUE, ConstrType.CONSTR_FOREIGN):
             if kind == ConstrType.CONSTR_PRIMARY:
                 not_null = True
             table_constraints.append((con, (cd.colname,)))
-    return Column(cd.colname, pgtype, not_null, has_default, generated, identity_always), table_constraints
+    column = Column(cd.colname, pgtype, not_null, has_default, generated, identity_always)
+    if identity is not None:
+        _identity_sequence(state, table_key, column, identity)
+    return column, table_constraints
 
 
 def _domain_of(state: State, names: list[str]) -> bool | None:
@@ -122,6 +127,7 @@ def create_table(state: State, node: PgNode) -> None:
         if parent_key is None:
             state.missing_relation(parent_rv)
             continue
+        state.parents.setdefault(key, []).append((parent_key, node.partbound is not None))
         parent = state.tables[parent_key]
         if node.partbound is not None:
             if parent.kind != "partitioned_table":
@@ -357,16 +363,50 @@ def alter_table(state: State, node: PgNode) -> None:
         return
     if node.objtype in (ObjectType.OBJECT_INDEX, ObjectType.OBJECT_SEQUENCE):
         return  # owners, storage, ATTACH PARTITION of an index: no change to what queries see
-    key = state.relation_key(node.relation)
+    rv = node.relation
+    key = state.relation_key(rv)
     if key is None:
+        if state.find_key(rv.schemaname, rv.relname, [*state.sequences, *state.indexes]) is not None:
+            return  # ALTER TABLE on a sequence or index (pg_dump's OWNER TO): no change to the tables
         if not node.missing_ok:
-            state.missing_relation(node.relation)
+            state.missing_relation(rv)
         return
     for cmd in node.cmds or ():
         _alter_cmd(state, key, cmd)
+        if rv.inh and cmd.subtype in _RECURSING:
+            for child in state.descendants(key):
+                _alter_cmd(state, child, cmd, recursing=True)
+        elif rv.inh and cmd.subtype == AlterTableType.AT_AddConstraint and cmd.def_.contype in _PARTITION_KEYS:
+            cols = _keys(cmd.def_)
+            primary = cmd.def_.contype == ConstrType.CONSTR_PRIMARY
+            for child in state.descendants(key, partitions_only=True):
+                part = state.tables[child]
+                state.tables[child] = replace(
+                    part,
+                    columns=tuple(replace(c, not_null=True) if primary and c.name in cols else c for c in part.columns),
+                    primary_key=cols if primary else part.primary_key,
+                    unique_keys=(*part.unique_keys, cols),
+                )
 
 
-def _alter_cmd(state: State, key: str, cmd: PgNode) -> None:
+#: ALTER TABLE actions PostgreSQL applies to inheriting tables and partitions too (without ONLY).
+_RECURSING = frozenset(
+    {
+        AlterTableType.AT_AddColumn,
+        AlterTableType.AT_DropColumn,
+        AlterTableType.AT_AlterColumnType,
+        AlterTableType.AT_SetNotNull,
+        AlterTableType.AT_DropNotNull,
+        AlterTableType.AT_ColumnDefault,
+    }
+)
+#: Keys a partitioned table's partitions get too (each holds a partition of the index).
+_PARTITION_KEYS = (ConstrType.CONSTR_PRIMARY, ConstrType.CONSTR_UNIQUE)
+
+
+def _alter_cmd(state: State, key: str, cmd: PgNode, recursing: bool = False) -> None:
+    """One ALTER TABLE action on `key`; `recursing`: on an inheriting table, where a column
+    already added or already gone is PostgreSQL's merge, not an error."""
     table = state.tables[key]
     sub = cmd.subtype
     columns = list(table.columns)
@@ -383,6 +423,8 @@ def _alter_cmd(state: State, key: str, cmd: PgNode) -> None:
         AlterTableType.AT_SetExpression,
     )
     if needs_column and idx is None:
+        if recursing:
+            return
         state.error(
             f"column {cmd.name} of relation {table.qualified} does not exist{suggest(cmd.name or '', [c.name for c in columns])}",
             word=cmd.name,
@@ -391,7 +433,7 @@ def _alter_cmd(state: State, key: str, cmd: PgNode) -> None:
     if sub == AlterTableType.AT_AddColumn:
         cd = cmd.def_
         if any(c.name == cd.colname for c in columns):
-            if not cmd.missing_ok:
+            if not cmd.missing_ok and not recursing:
                 state.error(
                     f"column {cd.colname} of relation {table.qualified} already exists", cd.location, len(cd.colname)
                 )
@@ -402,7 +444,7 @@ def _alter_cmd(state: State, key: str, cmd: PgNode) -> None:
             add_constraint(state, key, con, cols)
     elif sub == AlterTableType.AT_DropColumn:
         if idx is None:
-            if not cmd.missing_ok:
+            if not cmd.missing_ok and not recursing:
                 state.error(f"column {cmd.name} of relation {table.qualified} does not exist", word=cmd.name)
             return
         name = columns.pop(idx).name
@@ -439,18 +481,36 @@ def _alter_cmd(state: State, key: str, cmd: PgNode) -> None:
         drop_constraint(state, key, cmd.name or "", bool(cmd.missing_ok))
         return
     elif sub in (AlterTableType.AT_AttachPartition, AlterTableType.AT_DetachPartition):
-        part = cmd.def_.name
-        if state.relation_key(part) is None:
-            state.missing_relation(part)
+        _link(state, key, cmd.def_.name, sub == AlterTableType.AT_AttachPartition, partition=True)
         return
-    elif sub == AlterTableType.AT_AddInherit:
-        if state.relation_key(cmd.def_) is None:
+    elif sub in (AlterTableType.AT_AddInherit, AlterTableType.AT_DropInherit):
+        parent_key = state.relation_key(cmd.def_)
+        if parent_key is None:
             state.missing_relation(cmd.def_)
+        else:
+            _link(state, parent_key, None, sub == AlterTableType.AT_AddInherit, partition=False, child=key)
         return
     else:
         return  # owners, storage, statistics, triggers, RLS, options: no change to the shape
     if needs_column:
         state.tables[key] = replace(table, columns=tuple(columns))
+
+
+def _link(state: State, parent: str, child_rv: PgNode, attach: bool, partition: bool, child: str | None = None) -> None:
+    """ATTACH/DETACH PARTITION, INHERIT/NO INHERIT: the inheritance later ALTERs recurse along."""
+    if child is None:
+        child = state.relation_key(child_rv)
+        if child is None:
+            state.missing_relation(child_rv)
+            return
+    links = state.parents.setdefault(child, [])
+    if attach:
+        links.append((parent, partition))
+        if partition:  # the partition gets the partitioned table's keys (its index partitions)
+            table = state.tables[child]
+            state.tables[child] = replace(table, unique_keys=(*table.unique_keys, *state.tables[parent].unique_keys))
+    else:
+        state.parents[child] = [link for link in links if link[0] != parent]
 
 
 def _identity_sequence(state: State, key: str, col: Column, con: PgNode) -> None:
