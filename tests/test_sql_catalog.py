@@ -297,7 +297,7 @@ def assert_catalog_matches_postgres(catalog: Catalog, conn: psycopg.Connection) 
            FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
            WHERE n.nspname = 'app' ORDER BY 1"""
     ).fetchall()
-    ours = sorted(
+    our_functions = sorted(
         (
             f"{sig.schema}.{sig.name}",
             [str(a) for a in sig.arg_types],
@@ -312,7 +312,7 @@ def assert_catalog_matches_postgres(catalog: Catalog, conn: psycopg.Connection) 
         if key.startswith("app.")
         for sig in sigs
     )
-    assert ours == sorted(
+    assert our_functions == sorted(
         (name, [types.spell(a) for a in args], types.spell(ret), retset, vol, kind, ndefaults, variadic)
         for name, args, ret, retset, vol, kind, ndefaults, variadic in functions
     )
