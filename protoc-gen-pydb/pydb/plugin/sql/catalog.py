@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from typing import Literal, TypeVar
 
 from ..diagnostics import Problem
+from .builtins import load_builtins
 from .names import DEFAULT_SEARCH_PATH, PG_CATALOG, QualifiedName, candidates
 from .signatures import FunctionSig, OperatorSig
 from .types import PgType
@@ -168,15 +169,15 @@ class Catalog:
         """The type a value of this type name has: a built-in (pg_catalog first, as PostgreSQL
         searches it), an enum, a domain's base type, a composite or range type, or a type an
         installed extension provides."""
-        if schema in (None, PG_CATALOG) and name in BUILTIN_TYPES:
-            return PgType(name)
-        if schema == PG_CATALOG:
-            return None
+        if schema in (None, PG_CATALOG):
+            found = builtin_type(name)
+            if found is not None or schema == PG_CATALOG:
+                return found
         return self._find(schema, name, self.types)
 
     def type_name(self, schema: str | None, name: str) -> QualifiedName | None:
         """Where a type name resolves to (for messages and for ALTER/DROP TYPE)."""
-        if schema in (None, PG_CATALOG) and name in BUILTIN_TYPES:
+        if schema in (None, PG_CATALOG) and builtin_type(name) is not None:
             return QualifiedName(PG_CATALOG, name)
         return next((q for q in candidates(schema, name, self.search_path) if str(q) in self.types), None)
 
@@ -216,114 +217,11 @@ def build_catalog(sql: str) -> tuple[Catalog, list[Problem]]:
     return catalog, [p for _, p in problems]
 
 
-#: The base, pseudo and range types of pg_catalog in PostgreSQL 15 (not arrays, not relations'
-#: row types): what an unqualified type name finds before the search path.
-BUILTIN_TYPES = frozenset(
-    [
-        "aclitem",
-        "any",
-        "anyarray",
-        "anycompatible",
-        "anycompatiblearray",
-        "anycompatiblemultirange",
-        "anycompatiblenonarray",
-        "anycompatiblerange",
-        "anyelement",
-        "anyenum",
-        "anymultirange",
-        "anynonarray",
-        "anyrange",
-        "bit",
-        "bool",
-        "box",
-        "bpchar",
-        "bytea",
-        "char",
-        "cid",
-        "cidr",
-        "circle",
-        "cstring",
-        "date",
-        "datemultirange",
-        "daterange",
-        "event_trigger",
-        "fdw_handler",
-        "float4",
-        "float8",
-        "gtsvector",
-        "index_am_handler",
-        "inet",
-        "int2",
-        "int4",
-        "int4multirange",
-        "int4range",
-        "int8",
-        "int8multirange",
-        "int8range",
-        "internal",
-        "interval",
-        "json",
-        "jsonb",
-        "jsonpath",
-        "language_handler",
-        "line",
-        "lseg",
-        "macaddr",
-        "macaddr8",
-        "money",
-        "name",
-        "numeric",
-        "nummultirange",
-        "numrange",
-        "oid",
-        "path",
-        "pg_brin_bloom_summary",
-        "pg_brin_minmax_multi_summary",
-        "pg_ddl_command",
-        "pg_dependencies",
-        "pg_lsn",
-        "pg_mcv_list",
-        "pg_ndistinct",
-        "pg_node_tree",
-        "pg_snapshot",
-        "point",
-        "polygon",
-        "record",
-        "refcursor",
-        "regclass",
-        "regcollation",
-        "regconfig",
-        "regdictionary",
-        "regnamespace",
-        "regoper",
-        "regoperator",
-        "regproc",
-        "regprocedure",
-        "regrole",
-        "regtype",
-        "table_am_handler",
-        "text",
-        "tid",
-        "time",
-        "timestamp",
-        "timestamptz",
-        "timetz",
-        "trigger",
-        "tsm_handler",
-        "tsmultirange",
-        "tsquery",
-        "tsrange",
-        "tstzmultirange",
-        "tstzrange",
-        "tsvector",
-        "txid_snapshot",
-        "unknown",
-        "uuid",
-        "varbit",
-        "varchar",
-        "void",
-        "xid",
-        "xid8",
-        "xml",
-    ]
-)
+def builtin_type(name: str) -> PgType | None:
+    """The pg_catalog type of this pg_type name (`int4`, `_int4` = `int4[]`, `tstzrange`), from
+    the data extracted from PostgreSQL 15 (`builtins.py`). SQL spellings such as `integer` are
+    the parser's business: it hands us `pg_catalog.int4`."""
+    found = load_builtins().type_named(name)
+    if found is None or found.name != name.removeprefix("_") or found.is_array != name.startswith("_"):
+        return None
+    return found

@@ -11,6 +11,7 @@ from typing import Any
 from pglast import ast
 from pglast.enums import DropBehavior, FunctionParameterMode, ObjectType
 
+from .builtins import load_builtins
 from .catalog import Column, CompositeType, Domain, RangeType, Sequence, Table
 from .ddl_state import PgNode, State, qualified, strings, suggest
 from .ddl_tables import deparse
@@ -377,7 +378,7 @@ def create_extension(state: State, node: PgNode) -> None:
     state.extensions[name] = created_in
     if name == "plpgsql":
         return  # the procedural language: no types, functions or operators for statements
-    data = _extension_data(name)
+    data = load_builtins().extension(name)
     if data is None:
         state.unknown_extensions.append(name)
         state.warning(
@@ -385,23 +386,14 @@ def create_extension(state: State, node: PgNode) -> None:
             "a statement using them will say they do not exist"
         )
         return
-    for type_name in getattr(data, "types", ()):
-        tname = type_name.name if isinstance(type_name, PgType) else str(type_name)
-        state.types[f"{created_in}.{tname}"] = PgType(tname)
-    for sig in getattr(data, "functions", ()):
-        placed = replace(sig, schema=created_in)
-        state.routines.setdefault(f"{created_in}.{sig.name}", []).append(placed)
-    state.operators.extend(replace(op, schema=created_in) for op in getattr(data, "operators", ()))
-
-
-def _extension_data(name: str) -> object | None:
-    """The extension's objects as extracted from a real PostgreSQL by the builtins data."""
-    try:
-        from .builtins import load_builtins  # type: ignore[import-not-found,unused-ignore]
-    except ImportError:
-        return None
-    ext: object | None = load_builtins().extension(name)
-    return ext
+    # Extension types keep their bare name (`citext`), as built-in types do: the binder and the
+    # resolver know them by it; the schema they are installed in decides only their visibility.
+    for info in data.types:
+        if not info.type.is_array:
+            state.types[f"{created_in}.{info.type.name}"] = info.type
+    for sig in data.functions:
+        state.routines.setdefault(f"{created_in}.{sig.name}", []).append(replace(sig, schema=created_in))
+    state.operators.extend(replace(op, schema=created_in) for op in data.operators)
 
 
 # -- triggers -------------------------------------------------------------------------------

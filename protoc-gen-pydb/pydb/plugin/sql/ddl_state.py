@@ -10,13 +10,13 @@ from typing import Any
 
 from ..diagnostics import Problem, Severity, SqlSpan
 from .catalog import (
-    BUILTIN_TYPES,
     Catalog,
     CompositeType,
     Domain,
     Index,
     RangeType,
     Table,
+    builtin_type,
 )
 from .catalog import (
     Sequence as SequenceObj,
@@ -224,10 +224,10 @@ class State:
         return base
 
     def named_type(self, schema: str | None, name: str) -> PgType | None:
-        if schema in (None, PG_CATALOG) and name in BUILTIN_TYPES:
-            return PgType(name)
-        if schema in (None, PG_CATALOG) and name.startswith("_") and name[1:] in BUILTIN_TYPES:
-            return PgType(name[1:]).array()
+        if schema in (None, PG_CATALOG):
+            found = builtin_type(name)
+            if found is not None:
+                return found
         key = self.type_key(schema, name)
         if key is not None:
             return self.types[key]
@@ -347,32 +347,16 @@ _OTHER_DIALECTS = {
     "int64": "int8",
     "boolean_t": "bool",
 }
-_PSEUDO_PREFIXES = ("any", "pg_", "reg", "_")
-_PSEUDO = frozenset(
-    [
-        "cstring",
-        "internal",
-        "trigger",
-        "event_trigger",
-        "language_handler",
-        "fdw_handler",
-        "index_am_handler",
-        "table_am_handler",
-        "tsm_handler",
-        "void",
-        "record",
-        "unknown",
-        "gtsvector",
-        "aclitem",
-    ]
+#: The built-in types a misspelt name is most likely meant to be.
+_COMMON_TYPES = (
+    ["int2", "int4", "int8", "numeric", "float4", "float8", "bool", "text", "varchar", "bpchar", "bytea", "date", "time", "timetz", "timestamp", "timestamptz", "interval", "uuid", "json", "jsonb", "inet", "cidr", "macaddr", "bit", "varbit", "money", "xml", "tsvector", "tsquery", "int4range", "tstzrange"]
 )
 
 
 def _type_hint(name: str, declared: Collection[str]) -> str:
     if name in _OTHER_DIALECTS:
         return f"; PostgreSQL calls it {_OTHER_DIALECTS[name]}"
-    usable = [t for t in BUILTIN_TYPES if t not in _PSEUDO and not t.startswith(_PSEUDO_PREFIXES)]
-    return suggest(name, sorted({*usable, *(k.split(".", 1)[1] for k in declared)}))
+    return suggest(name, sorted({*_COMMON_TYPES, *(k.split(".", 1)[1] for k in declared)}))
 
 
 def suggest(name: str, candidates_: Sequence[str]) -> str:
