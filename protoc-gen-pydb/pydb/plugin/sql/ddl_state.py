@@ -348,9 +348,39 @@ _OTHER_DIALECTS = {
     "boolean_t": "bool",
 }
 #: The built-in types a misspelt name is most likely meant to be.
-_COMMON_TYPES = (
-    ["int2", "int4", "int8", "numeric", "float4", "float8", "bool", "text", "varchar", "bpchar", "bytea", "date", "time", "timetz", "timestamp", "timestamptz", "interval", "uuid", "json", "jsonb", "inet", "cidr", "macaddr", "bit", "varbit", "money", "xml", "tsvector", "tsquery", "int4range", "tstzrange"]
-)
+_COMMON_TYPES = [
+    "int2",
+    "int4",
+    "int8",
+    "numeric",
+    "float4",
+    "float8",
+    "bool",
+    "text",
+    "varchar",
+    "bpchar",
+    "bytea",
+    "date",
+    "time",
+    "timetz",
+    "timestamp",
+    "timestamptz",
+    "interval",
+    "uuid",
+    "json",
+    "jsonb",
+    "inet",
+    "cidr",
+    "macaddr",
+    "bit",
+    "varbit",
+    "money",
+    "xml",
+    "tsvector",
+    "tsquery",
+    "int4range",
+    "tstzrange",
+]
 
 
 def _type_hint(name: str, declared: Collection[str]) -> str:
