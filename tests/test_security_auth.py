@@ -266,6 +266,10 @@ async def test_mtls_and_token_together(database_url: str, pki: Pki) -> None:
             err = await refused(register(ch, "both", bearer(OTHER_TOKEN)))
             assert err.code() == Code.UNAUTHENTICATED  # a valid certificate does not stand in for the token
             assert (await register(ch, "both", bearer(TOKEN))).name == "both"
+        # The README's client: the token as call credentials composed with the TLS ones.
+        composite = grpc.composite_channel_credentials(good, grpc.access_token_call_credentials(TOKEN))
+        async with grpc.aio.secure_channel(running.address, composite) as ch:
+            assert (await register(ch, "both")).name == "both"
     finally:
         await running.close()
 

@@ -441,6 +441,12 @@ def configure_logging(level: str) -> None:
 def main(argv: Sequence[str] | None, *, register: Register, service_names: Sequence[str], prog: str) -> int:
     cfg = parse_config(argv, prog)
     configure_logging(cfg.log_level)
+    return run(cfg, register, service_names, prog)
+
+
+def run(cfg: Config, register: Register, service_names: Sequence[str], prog: str) -> int:
+    """`serve` until stopped: exit status 0, or 2 (a usage error, said on stderr) for a
+    configuration the server refuses to start with (docs/security.md)."""
     try:
         asyncio.run(serve(cfg, register, service_names))
     except auth.UnsafeConfiguration as err:
