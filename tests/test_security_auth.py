@@ -145,8 +145,13 @@ async def test_calls_without_the_right_token_are_unauthenticated(
         assert (await refused(probe(b"", timeout=5))).code() == Code.UNAUTHENTICATED
         # Reflection is behind the token too.
         reflect = reflection_pb2_grpc.ServerReflectionStub(ch)
-        stream = reflect.ServerReflectionInfo(iter([reflection_pb2.ServerReflectionRequest(list_services="")]))
-        assert (await refused(stream.read())).code() == Code.UNAUTHENTICATED
+        stream = reflect.ServerReflectionInfo(timeout=10)
+
+        async def list_services() -> object:
+            await stream.write(reflection_pb2.ServerReflectionRequest(list_services=""))  # may already fail
+            return await stream.read()
+
+        assert (await refused(list_services())).code() == Code.UNAUTHENTICATED
         # The health service stays open (--health-open, default true): load balancers have no token.
         resp = await health_pb2_grpc.HealthStub(ch).Check(health_pb2.HealthCheckRequest(), timeout=5)
         assert resp.status in (health_pb2.HealthCheckResponse.SERVING, health_pb2.HealthCheckResponse.NOT_SERVING)

@@ -138,13 +138,19 @@ async def test_constraints_match_what_postgresql_enforces(database_url: str) -> 
 
 
 async def reflect(address: str) -> tuple[list[str], descriptor_pb2.FileDescriptorProto]:
+    """The service list and the queue's file descriptor, asked over one reflection stream."""
     async with grpc.aio.insecure_channel(address) as ch:
-        stub = reflection_pb2_grpc.ServerReflectionStub(ch)
-        requests = [
+        call = reflection_pb2_grpc.ServerReflectionStub(ch).ServerReflectionInfo(timeout=20)
+        responses: list[reflection_pb2.ServerReflectionResponse] = []
+        for request in (
             reflection_pb2.ServerReflectionRequest(list_services=""),
             reflection_pb2.ServerReflectionRequest(file_containing_symbol=SERVICE),
-        ]
-        responses = [r async for r in stub.ServerReflectionInfo(iter(requests))]
+        ):
+            await call.write(request)
+            response = await call.read()
+            assert isinstance(response, reflection_pb2.ServerReflectionResponse)
+            responses.append(response)
+        await call.done_writing()
     names = [s.name for s in responses[0].list_services_response.service]
     files = [
         descriptor_pb2.FileDescriptorProto.FromString(b)

@@ -55,6 +55,11 @@ def original_behaviour(handler: grpc.RpcMethodHandler[Any, Any]) -> Behaviour:
 class DecodeGuard(grpc.aio.ServerInterceptor):  # type: ignore[type-arg]
     """Undecodable requests → INVALID_ARGUMENT with a plain message and one WARNING line."""
 
+    def __init__(self) -> None:
+        # method -> (its handler, the guarded one): a method's handler is looked up on every
+        # call but is the same object each time, so it is wrapped once.
+        self._guarded: dict[str, tuple[grpc.RpcMethodHandler[Any, Any], grpc.RpcMethodHandler[Any, Any]]] = {}
+
     async def intercept_service(
         self,
         continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler[Any, Any]]],
@@ -64,40 +69,48 @@ class DecodeGuard(grpc.aio.ServerInterceptor):  # type: ignore[type-arg]
         if handler is None or handler.request_deserializer is None:
             return handler
         method = handler_call_details.method
-        deserialize = handler.request_deserializer
+        cached = self._guarded.get(method)
+        if cached is None or cached[0] is not handler:
+            cached = (handler, _guard(handler, method))
+            self._guarded[method] = cached
+        return cached[1]
 
-        def guarded(raw: bytes) -> Any:
-            try:
-                return deserialize(raw)
-            except Exception:  # DecodeError, or whatever a custom deserializer raises
-                return _UNDECODABLE
 
-        async def refuse(context: grpc.aio.ServicerContext[Any, Any]) -> None:
-            log.warning("rpc=%s code=INVALID_ARGUMENT event=undecodable_request", method.rsplit("/", 1)[-1])
-            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, UNDECODABLE_MESSAGE)
+def _guard(handler: grpc.RpcMethodHandler[Any, Any], method: str) -> grpc.RpcMethodHandler[Any, Any]:
+    """`handler` with a deserializer that cannot fail and a behaviour that refuses what it could not decode."""
+    deserialize = handler.request_deserializer
+    assert deserialize is not None
 
-        inner = original_behaviour(handler)
-        if handler.request_streaming:
-            return rebuild_handler(handler, _guard_stream_in(inner, refuse), guarded)
-        if inspect.isasyncgenfunction(inner):
+    def guarded(raw: bytes) -> Any:
+        try:
+            return deserialize(raw)
+        except Exception:  # DecodeError, or whatever a custom deserializer raises
+            return _UNDECODABLE
 
-            async def unary_in_stream_out(
-                request: Any, context: grpc.aio.ServicerContext[Any, Any]
-            ) -> AsyncIterator[Any]:
-                if request is _UNDECODABLE:
-                    await refuse(context)
-                async for response in inner(request, context):
-                    yield response
+    async def refuse(context: grpc.aio.ServicerContext[Any, Any]) -> None:
+        log.warning("rpc=%s code=INVALID_ARGUMENT event=undecodable_request", method.rsplit("/", 1)[-1])
+        await context.abort(grpc.StatusCode.INVALID_ARGUMENT, UNDECODABLE_MESSAGE)
 
-            return rebuild_handler(handler, unary_in_stream_out, guarded)
+    inner = original_behaviour(handler)
+    if handler.request_streaming:
+        return rebuild_handler(handler, _guard_stream_in(inner, refuse), guarded)
+    if inspect.isasyncgenfunction(inner):
 
-        async def unary_in(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
+        async def unary_in_stream_out(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> AsyncIterator[Any]:
             if request is _UNDECODABLE:
                 await refuse(context)
-            result = inner(request, context)
-            return await result if inspect.isawaitable(result) else result
+            async for response in inner(request, context):
+                yield response
 
-        return rebuild_handler(handler, unary_in, guarded)
+        return rebuild_handler(handler, unary_in_stream_out, guarded)
+
+    async def unary_in(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
+        if request is _UNDECODABLE:
+            await refuse(context)
+        result = inner(request, context)
+        return await result if inspect.isawaitable(result) else result
+
+    return rebuild_handler(handler, unary_in, guarded)
 
 
 def _guard_stream_in(
