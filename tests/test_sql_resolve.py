@@ -919,6 +919,17 @@ def test_other_dialects_names_get_a_teaching_note() -> None:
     assert _error("getdate").note == "did you mean now()?"
 
 
+def test_a_misspelt_name_gets_the_closest_function() -> None:
+    b = load_builtins()
+    with pytest.raises(ResolveError) as info:
+        resolve_function("to_tsvectr", (), [PgType("text")], known_names=b.function_names)
+    assert info.value.message == "function to_tsvectr(text) does not exist"
+    assert info.value.note == "did you mean to_tsvector()?"
+    with pytest.raises(ResolveError) as info:
+        resolve_function("zzzqqq", (), [], known_names=b.function_names)
+    assert info.value.note is None
+
+
 def test_teaching_notes_name_only_functions_postgresql_lacks() -> None:
     b = load_builtins().with_extensions(load_builtins().extension_names)
     assert not [name for name in DIALECT_HINTS if b.functions(name)]

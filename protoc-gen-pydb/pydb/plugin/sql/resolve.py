@@ -9,7 +9,7 @@ or an untyped `@param`: PostgreSQL resolves an untyped parameter like an unknown
 
 Public API:
     resolve_function(name, candidates, args, *, arg_names=None, variadic_call=False, params=None,
-                     env=None) -> FunctionResolution     raises ResolveError (42883 / 42725 / 42804 / 42704)
+                     known_names=(), env=None) -> FunctionResolution     raises ResolveError (42883 / 42725 / 42804 / 42704)
     resolve_operator(symbol, candidates, left, right, *, env=None) -> OperatorResolution
                                          left=None for a prefix operator; raises ResolveError
     resolve_scalar_array_op(symbol, candidates, left, right, *, env=None) -> OperatorResolution
@@ -30,7 +30,8 @@ and casts; it defaults to the core built-ins.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import difflib
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -345,6 +346,7 @@ def resolve_function(
     arg_names: Sequence[str | None] | None = None,
     variadic_call: bool = False,
     params: Sequence[bool] | None = None,
+    known_names: Collection[str] = (),
     env: TypeEnv | None = None,
 ) -> FunctionResolution:
     """Choose among `candidates` (every function visible under `name`, built-ins first as
@@ -355,6 +357,8 @@ def resolve_function(
     substituted. `variadic_call`: the call spells `VARIADIC arr` for the last argument.
     `params[k]`: argument k is an untyped parameter rather than a literal (PostgreSQL reads
     `typename('literal')` as a cast, `typename($1)` only when the cast needs no function).
+    `known_names`: every function name visible (e.g. `Builtins.function_names`), to suggest a
+    close spelling when nothing is named `name` (`to_tsvectr` → "did you mean to_tsvector?").
     Raises ResolveError: 42883 no such function, 42725 not unique, 42804 polymorphic unknown."""
     e = type_env(env)
     nargs = len(args)
@@ -377,7 +381,11 @@ def resolve_function(
                 ambiguous.add(cand.types)
 
     def not_found() -> ResolveError:
-        note = _candidates_note(candidates, e) if candidates else DIALECT_HINTS.get(name.lower())
+        if candidates:
+            note = _candidates_note(candidates, e)
+        else:
+            close = difflib.get_close_matches(name.lower(), sorted(known_names), n=1, cutoff=0.8)
+            note = DIALECT_HINTS.get(name.lower()) or (f"did you mean {close[0]}()?" if close else None)
         return ResolveError(
             "42883", f"function {_call_text(name, args, arg_names, e)} does not exist", _NO_FUNCTION_HINT, note
         )
