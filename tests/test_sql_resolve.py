@@ -10,13 +10,16 @@ failure: SQLSTATE, message and hint (42883 no such function/operator, 42725 not 
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+import hypothesis
 import pglast
 import psycopg
 import pytest
+from hypothesis import strategies as st
 from pg import Cluster, scratch_database
 from pydb.plugin.sql.builtins import SchemaTypes, TypeInfo, load_builtins
 from pydb.plugin.sql.resolve import (
@@ -1103,3 +1106,40 @@ def test_can_coerce_agrees_with_postgresql(pg: psycopg.Connection, source: str, 
     finally:
         pg.execute(f"DROP FUNCTION pg_temp.{fn}")
         pg.execute(f"DROP TABLE {fn}")
+
+
+_POOL = [
+    "int2", "int4", "int8", "numeric", "float8", "text", "varchar", "bpchar", "bool", "date", "timestamptz",
+    "interval", "jsonb", "json", "bytea", "uuid", "inet", "int4range", "int4multirange", "tsvector",
+    "record", "anyelement", "unknown", "null", "void", "cstring", "xml", "money", "point", "oid",
+]  # fmt: skip
+_POOL_TYPES = (
+    [PgType(n) for n in _POOL] + [PgType(n, True) for n in _POOL[:12]] + [info.type for info in SCHEMA_TYPES.values()]
+)
+
+
+@hypothesis.settings(max_examples=400, deadline=None, derandomize=True)
+@hypothesis.given(
+    name=st.sampled_from(sorted(load_builtins().function_names)),
+    args=st.lists(st.sampled_from(_POOL_TYPES), max_size=4),
+    named=st.booleans(),
+    symbol=st.sampled_from(sorted({"+", "-", "=", "||", "@>", "->", "?", "~", "&&", "<->", "#", "@@"})),
+)
+def test_resolution_only_ever_raises_resolve_error(name: str, args: list[PgType], named: bool, symbol: str) -> None:
+    """Any argument types, any function or operator: a resolution or a ResolveError, never a crash."""
+    env = _env()
+    names = [f"a{k}" if named else None for k in range(len(args))]
+    for attempt in (
+        lambda: resolve_function(name, env.builtins.functions(name), args, arg_names=names, env=env),
+        lambda: resolve_operator(
+            symbol,
+            env.builtins.operators(symbol),
+            args[0] if args else None,
+            args[-1] if args else PgType("int4"),
+            env=env,
+        ),
+        lambda: common_type(args or [PgType("unknown")], "CASE", env=env),
+        lambda: resolve_in_list("=", env.builtins.operators("="), args[0] if args else PgType("int4"), args, env=env),
+    ):
+        with contextlib.suppress(ResolveError):
+            attempt()

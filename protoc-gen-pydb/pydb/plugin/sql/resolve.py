@@ -283,6 +283,8 @@ def _candidate(
             if name is None or name not in sig.arg_names[positional:]:
                 return None
             position = sig.arg_names.index(name, positional)
+            if position >= pronargs:  # a malformed signature: more names than arguments
+                return None
             if position in order:
                 return None
             order.append(position)
