@@ -1079,6 +1079,21 @@ COERCIONS = [
     ("bpchar", "varchar"),
     ("name", "text"),
     ("text", "name"),
+    ("posint", "int4"),
+    ("int4", "posint"),
+    ("posint", "int8"),
+    ("int8", "posint"),
+    ("email", "text"),
+    ("text", "email"),
+    ("email", "varchar"),
+    ("mood", "text"),
+    ("text", "mood"),
+    ("mood", "varchar"),
+    ("pair", "text"),
+    ("text", "pair"),
+    ("int4[]", "posint[]"),
+    ("mood[]", "text[]"),
+    ("text[]", "mood[]"),
 ]
 
 
@@ -1086,9 +1101,8 @@ COERCIONS = [
 def test_can_coerce_agrees_with_postgresql(pg: psycopg.Connection, source: str, target: str) -> None:
     """Implicit: a function taking `target` called with `source`; assignment: INSERT into a
     `target` column; explicit: CAST."""
-    b = load_builtins().with_extensions(EXTENSIONS)
-    s, t = b.type_named(source), b.type_named(target)
-    assert s is not None and t is not None
+    b = _env()
+    s, t = _value_sql(source, [], b)[1], _value_sql(target, [], b)[1]
     fn = f"accepts_{t.name}{'_array' if t.is_array else ''}"
     pg.execute(f"CREATE FUNCTION pg_temp.{fn}(x {b.display(t)}) RETURNS int LANGUAGE sql AS 'SELECT 1'")
     pg.execute(f"CREATE TEMP TABLE {fn} (c {b.display(t)})")
