@@ -27,6 +27,8 @@ from pydb.plugin.sql.resolve import (
     ResolveError,
     can_coerce,
     common_type,
+    require_equality,
+    require_ordering,
     resolve_function,
     resolve_in_list,
     resolve_operator,
@@ -1157,3 +1159,32 @@ def test_resolution_only_ever_raises_resolve_error(name: str, args: list[PgType]
     ):
         with contextlib.suppress(ResolveError):
             attempt()
+
+
+def _sortable_types() -> list[str]:
+    b = load_builtins().with_extensions(EXTENSIONS)
+    names = [info.type.name for info in (b.type_info(n) for n in sorted(b.type_names)) if info and info.typtype != "p"]
+    return sorted({*names, *(f"{n}[]" for n in names if (i := b.type_info(n)) and i.has_array), *SCHEMA_TYPES})
+
+
+def test_ordering_and_equality_operators_agree_with_postgresql(pg: psycopg.Connection) -> None:
+    """ORDER BY needs an ordering operator, GROUP BY an equality one: every built-in type (and
+    its array) and the schema's domains, enums and composites (and their arrays)."""
+    env = _env()
+    oracle = Oracle(pg)
+    wrong = []
+    spellings = [*_sortable_types(), "posint[]", "email[]", "mood[]", "pair[]"]
+    for spelling in spellings:
+        sql_value, t = _value_sql(spelling, [], env)
+        for clause, check in (("ORDER BY x", require_ordering), ("GROUP BY x", require_equality)):
+            expected = oracle.ask(f"SELECT x FROM (SELECT {sql_value} AS x) s {clause}")
+            try:
+                check(t, env=env)
+                got: Outcome = ("ok",)
+            except ResolveError as exc:
+                got = ("err", exc.sqlstate, exc.message, exc.hint or "")
+            # success is all that counts (the wire describes a domain as its base type)
+            if got != (expected[:1] if expected[0] == "ok" else expected):
+                wrong.append(f"{clause} {spelling}: PostgreSQL {expected}, resolver {got}")
+    assert len(spellings) > 150
+    assert not wrong, "\n".join(wrong)

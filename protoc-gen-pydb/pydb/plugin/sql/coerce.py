@@ -355,3 +355,46 @@ def common_type(types: Sequence[PgType], construct: str = "CASE", *, env: TypeEn
             where = "CASE/WHEN" if construct == "CASE" else construct  # as transformCaseExpr says it
             raise ResolveError("42846", f"{where} could not convert type {display(t, e)} to {display(common, e)}")
     return common
+
+
+def _sort_support(t: PgType, env: TypeEnv, attribute: str) -> bool:
+    """Whether PostgreSQL finds an ordering / equality operator for `t`: the data's answer for
+    built-ins; a domain as its base type; an array as its element's array; otherwise yes (schema
+    enums, composites over sortable columns)."""
+    for _ in range(32):
+        info = env.type_info(t)
+        if info is None:
+            return True
+        found = getattr(info, attribute)
+        if found is not None:
+            return bool(found)
+        if info.base is not None:
+            t = info.base
+            continue
+        if t.is_array and info.element is not None:
+            element = env.type_info(info.element)
+            if element is not None and element.base is not None:  # an array of a domain
+                t = PgType(element.base.name, True, element.base.labels)
+                continue
+        return True
+    return True
+
+
+def require_ordering(t: PgType, *, env: TypeEnv | None = None) -> None:
+    """ORDER BY (and an ordered-set aggregate's, a merge's) needs an ordering operator:
+    raises ResolveError 42883 "could not identify an ordering operator for type json"."""
+    e = type_env(env)
+    if not is_unknown(t) and not _sort_support(t, e, "orderable"):
+        raise ResolveError(
+            "42883",
+            f"could not identify an ordering operator for type {display(t, e)}",
+            "Use an explicit ordering operator or modify the query.",
+        )
+
+
+def require_equality(t: PgType, *, env: TypeEnv | None = None) -> None:
+    """GROUP BY, DISTINCT, UNION / INTERSECT / EXCEPT (without ALL) need an equality operator:
+    raises ResolveError 42883 "could not identify an equality operator for type json"."""
+    e = type_env(env)
+    if not is_unknown(t) and not _sort_support(t, e, "equality"):
+        raise ResolveError("42883", f"could not identify an equality operator for type {display(t, e)}")

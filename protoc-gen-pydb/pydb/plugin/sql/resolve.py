@@ -20,6 +20,9 @@ Public API:
     common_type(types, construct="CASE", *, env=None) -> PgType       raises ResolveError (42804 / 42846)
     signature_text(sig, env=None) -> str     "random()", "percentile_cont(double precision) WITHIN GROUP (...)"
     display(t, env=None) -> str              PostgreSQL's type name in messages: "integer"
+    require_ordering(t, *, env=None) / require_equality(t, *, env=None)   ORDER BY / GROUP BY,
+        DISTINCT, UNION need them: ResolveError 42883 "could not identify an ordering operator
+        for type json" (the data asks PostgreSQL about every built-in type and its array)
     ResolveError(sqlstate, message, hint, note)   note: ours (the candidates, "did you mean COALESCE?")
 `candidates` are every function (operator) visible under the name: `Builtins.functions(name)`
 first (pg_catalog leads the search path), then the schema's own. `env` is anything with
@@ -55,6 +58,8 @@ from .coerce import (
     is_complex,
     is_unknown,
     pathway,
+    require_equality,
+    require_ordering,
     select_common,
     substitute,
     type_env,
@@ -74,6 +79,8 @@ __all__ = [
     "can_coerce",
     "common_type",
     "display",
+    "require_equality",
+    "require_ordering",
     "resolve_function",
     "resolve_in_list",
     "resolve_operator",
