@@ -984,6 +984,8 @@ CONSTRUCTS = {
     "COALESCE": lambda vs: f"SELECT COALESCE({', '.join(vs)})",
     "ARRAY": lambda vs: f"SELECT ARRAY[{', '.join(vs)}]",
     "VALUES": lambda vs: "VALUES " + ", ".join(f"({v})" for v in vs),
+    "GREATEST": lambda vs: f"SELECT GREATEST({', '.join(vs)})",
+    "LEAST": lambda vs: f"SELECT LEAST({', '.join(vs)})",
 }
 COMMON_TYPE_CASES = [
     ("int4", "numeric"),
@@ -1188,3 +1190,22 @@ def test_ordering_and_equality_operators_agree_with_postgresql(pg: psycopg.Conne
                 wrong.append(f"{clause} {spelling}: PostgreSQL {expected}, resolver {got}")
     assert len(spellings) > 150
     assert not wrong, "\n".join(wrong)
+
+
+@pytest.mark.parametrize(
+    ("left", "right"),
+    [("int4", "numeric"), ("?", "int4"), ("int4", "?"), ("text", "varchar"), ("json", "json"), ("mood", "?")],
+)
+def test_nullif_is_equality_typed_as_its_coerced_left(pg: psycopg.Connection, left: str, right: str) -> None:
+    env = _env()
+    params: list[str] = []
+    (l_sql, l_t), (r_sql, r_t) = _value_sql(left, params, env), _value_sql(right, params, env)
+    expected = Oracle(pg).ask(f"SELECT NULLIF({l_sql}, {r_sql})")
+    try:
+        op = resolve_operator("=", env.builtins.operators("="), l_t, r_t, env=env)
+        assert op.left is not None
+        coerced = [t for t, s in ((op.left, left), (op.right, right)) if s == "?"]
+        got: Outcome = ("ok", env.display(op.left), *(env.display(t) for t in coerced if t is not None))
+    except ResolveError as exc:
+        got = ("err", exc.sqlstate, exc.message, exc.hint or "")
+    assert got == expected

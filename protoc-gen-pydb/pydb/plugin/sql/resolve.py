@@ -479,7 +479,9 @@ def resolve_operator(
     (`left=None`: prefix operator), as PostgreSQL's oper(): an exact match (an unknown operand
     assumed to have the other's type, then that type's domain base), else implicit coercion and
     func_select_candidate. Raises ResolveError 42883 "operator does not exist: integer == integer"
-    (note: "did you mean =?" for other dialects' spellings) or 42725 "operator is not unique"."""
+    (note: "did you mean =?" for other dialects' spellings) or 42725 "operator is not unique".
+    NULLIF(a, b) is `a = b` typed as what `a` is coerced to (`resolution.left`): NULLIF(1, 2.5)
+    is numeric."""
     e = type_env(env)
     if symbol == "!=":  # PostgreSQL's lexer reads != as <>
         symbol = "<>"
