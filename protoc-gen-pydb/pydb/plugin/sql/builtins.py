@@ -128,7 +128,7 @@ class _Data:
                 self.type_rows[row[0]] = (owner, row)
                 if row[5]:
                     self.array_of[row[5]] = row[0]
-        self.owners: tuple[str, ...] = tuple(sorted(set(raw["procs"]) | set(raw["types"]) | set(raw["ops"]) - {""}))
+        self.owners: tuple[str, ...] = tuple(sorted((set(raw["procs"]) | set(raw["types"]) | set(raw["ops"])) - {""}))
 
     @functools.cache  # noqa: B019 - one _Data per process
     def pgtype(self, typname: str) -> PgType:
