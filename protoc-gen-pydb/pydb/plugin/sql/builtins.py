@@ -246,12 +246,12 @@ class Builtins:
             self._functions_cache[name] = found
         return found
 
-    @property
+    @functools.cached_property
     def type_names(self) -> frozenset[str]:
         """Every type name in this view (pg_type names; array types not listed)."""
         return frozenset(self._types)
 
-    @property
+    @functools.cached_property
     def function_names(self) -> frozenset[str]:
         """Every function name in this view (for "did you mean" suggestions)."""
         return frozenset(self._procs)
