@@ -70,7 +70,7 @@ async def run_worker(
         for name, process in tools.items():
             tool = (await _register(stub, name, address)).tool
             lanes = concurrency if isinstance(concurrency, int) else concurrency.get(name, 1)
-            fleet.add_tool(tool.id, process, concurrency=lanes)
+            fleet.add_tool(tool.id, process, concurrency=lanes, lease_seconds=tool.lease_seconds)
             log.info("hosting tool %s (%s) with %d lane(s)", name, tool.id, lanes)
         if wake == "redis":
             fleet.add_background(RedisWakeSubscriber(fleet.wake).run())
