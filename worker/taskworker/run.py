@@ -5,7 +5,7 @@ Environment: DATA_PLANE_ADDR (default 127.0.0.1:50051, what `make serve` listens
 DATA_PLANE_TLS / DATA_PLANE_TLS_CA / DATA_PLANE_TLS_CERT / DATA_PLANE_TLS_KEY and
 DATA_PLANE_TOKEN / DATA_PLANE_TOKEN_FILE (connect.py, docs/security.md), WAKE (listen | redis | none; default listen), REDIS_ADDR / REDIS_URL and ENVIRONMENT (redis),
 POLL_INTERVAL_SECONDS, HEARTBEAT_INTERVAL_SECONDS, DRAIN_TIMEOUT_SECONDS,
-RECONCILE_INTERVAL_SECONDS.
+RECONCILE_INTERVAL_SECONDS, PRUNE_INTERVAL_SECONDS, RETENTION_SECONDS.
 """
 
 from __future__ import annotations
@@ -108,5 +108,7 @@ async def run_reconciler(address: str | None = None, channel_settings: ChannelSe
         reconciler = Reconciler(
             task_pb2_grpc.GenerationDataServiceStub(channel),
             interval=_env_float("RECONCILE_INTERVAL_SECONDS", 60.0),
+            prune_interval=_env_float("PRUNE_INTERVAL_SECONDS", 600.0),
+            retention_seconds=int(_env_float("RETENTION_SECONDS", 7 * 24 * 3600)),
         )
         await reconciler.run(stop)
