@@ -112,7 +112,9 @@ class LosesFirstAnswer:
         resp = await self.stub.CompleteTasks(request, **kw)
         if self.lost == 0:
             self.lost += 1
-            raise grpc.aio.AioRpcError(grpc.StatusCode.UNAVAILABLE, grpc.aio.Metadata(), grpc.aio.Metadata(), "lost")
+            raise grpc.aio.AioRpcError(
+                grpc.StatusCode.UNAVAILABLE, grpc.aio.Metadata(), grpc.aio.Metadata(), "lost", None
+            )
         return resp
 
 
