@@ -34,6 +34,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import math
 import random
 import signal
 import time
@@ -84,6 +85,17 @@ Process = Callable[[pb.Task, TaskContext], Coroutine[Any, Any, Any]]
 
 
 @dataclass
+class _Held:
+    """A claimed task while it runs and reports: what its heartbeat needs."""
+
+    task: pb.Task
+    ctx: TaskContext
+    work: asyncio.Task[Any]
+    due: float  # monotonic time of the next heartbeat
+    reporting: bool = False
+
+
+@dataclass
 class _Lane:
     tool_id: str
     process: Process
@@ -91,6 +103,7 @@ class _Lane:
     heartbeat_interval: float
     wake: asyncio.Event = field(default_factory=asyncio.Event)
     running: dict[str, asyncio.Task[None]] = field(default_factory=dict)
+    held: dict[str, _Held] = field(default_factory=dict)
 
 
 @dataclass
@@ -188,6 +201,10 @@ class WorkerFleet:
         if not self.lanes:
             raise ValueError("add_tool() at least one tool first")
         reporting = asyncio.create_task(self.reports.run(), name="reports")
+        beating = [
+            asyncio.create_task(self._heartbeats(lane), name=f"heartbeats {lane.tool_id}")
+            for lane in self.lanes.values()
+        ]
         self._loops = [
             asyncio.create_task(self._poll(lane), name=f"poll {lane.tool_id}") for lane in self.lanes.values()
         ]
@@ -201,7 +218,9 @@ class WorkerFleet:
             await asyncio.gather(*self._loops, return_exceptions=True)
             await self._finish_running()
             reporting.cancel()
-            await asyncio.gather(reporting, return_exceptions=True)
+            for beats in beating:
+                beats.cancel()
+            await asyncio.gather(reporting, *beating, return_exceptions=True)
             for bg in self._background:
                 bg.cancel()
             await asyncio.gather(*self._background, return_exceptions=True)
@@ -252,8 +271,9 @@ class WorkerFleet:
     async def _work(self, lane: _Lane, task: pb.Task) -> None:
         ctx = TaskContext(task, self)
         work = asyncio.create_task(lane.process(task, ctx), name=f"process {task.id}")
-        # The heartbeat runs until the outcome is reported, so a slow report keeps the lease.
-        beat = asyncio.create_task(self._heartbeat(lane, task, ctx, work), name=f"heartbeat {task.id}")
+        # Heartbeats go on until the outcome is reported, so a slow report keeps the lease.
+        held = _Held(task, ctx, work, time.monotonic() + lane.heartbeat_interval)
+        lane.held[task.id] = held
         try:
             try:
                 result = await work
@@ -264,41 +284,61 @@ class WorkerFleet:
                 raise  # the drain timeout: no report, the lease lapses
             except Exception as err:
                 if not ctx.lease_lost.is_set():
+                    held.reporting = True
                     await self._report_fail(task, ctx, f"{type(err).__name__}: {err}")
                 return
             if ctx.lease_lost.is_set():
                 log.warning("task %s finished after its lease was lost; not reported", task.id)
                 return
+            held.reporting = True
             await self._report_complete(task, ctx, result)
         finally:
-            beat.cancel()
             if not work.done():
                 work.cancel()
-            with contextlib.suppress(BaseException):
-                await beat
+            lane.held.pop(task.id, None)
             lane.running.pop(task.id, None)
             lane.wake.set()  # a slot is free: end a capacity back-off early
 
-    async def _heartbeat(self, lane: _Lane, task: pb.Task, ctx: TaskContext, work: asyncio.Task[Any]) -> None:
-        interval = lane.heartbeat_interval
-        while True:
-            await asyncio.sleep(interval)
-            try:
-                await self.stub.HeartbeatTask(
-                    pb.HeartbeatTaskRequest(task_id=task.id, lease_token=task.lease_token), timeout=self.rpc_timeout
-                )
-                interval = lane.heartbeat_interval
-            except grpc.aio.AioRpcError as err:
-                if err.code() in LEASE_LOST:
-                    log.warning("task %s: heartbeat rejected (%s): lease lost, cancelling", task.id, err.details())
-                    self.stats.lease_lost += 1
-                    ctx.lease_lost.set()
-                    work.cancel()
-                    return
-                # Transient (data plane unreachable): retry sooner; the lease may still hold.
-                log.warning("task %s: heartbeat failed: %s", task.id, err.code().name)
-                self.stats.heartbeat_errors += 1
-                interval = max(lane.heartbeat_interval / 4, 0.05)
+    async def _heartbeats(self, lane: _Lane) -> None:
+        """One loop per lane beats every held task when due (a task of its own per claim would cost
+        more than a no-op task's whole work). Due times are checked every quarter interval, at
+        most every second, so a beat comes at most that late: far inside the lease's other half."""
+        tick = max(min(lane.heartbeat_interval / 4, 1.0), 0.01)
+        in_flight: set[asyncio.Task[None]] = set()
+        try:
+            while True:
+                await asyncio.sleep(tick)
+                now = time.monotonic()
+                for held in [h for h in lane.held.values() if h.due <= now]:
+                    held.due = math.inf  # until this beat is answered
+                    beat = asyncio.create_task(self._beat(lane, held), name=f"heartbeat {held.task.id}")
+                    in_flight.add(beat)
+                    beat.add_done_callback(in_flight.discard)
+        finally:
+            for beat in in_flight:
+                beat.cancel()
+
+    async def _beat(self, lane: _Lane, held: _Held) -> None:
+        task, ctx = held.task, held.ctx
+        try:
+            await self.stub.HeartbeatTask(
+                pb.HeartbeatTaskRequest(task_id=task.id, lease_token=task.lease_token), timeout=self.rpc_timeout
+            )
+            held.due = time.monotonic() + lane.heartbeat_interval
+        except grpc.aio.AioRpcError as err:
+            if err.code() in LEASE_LOST:
+                log.warning("task %s: heartbeat rejected (%s): lease lost", task.id, err.details())
+                self.stats.lease_lost += 1
+                ctx.lease_lost.set()
+                # While its outcome is on the wire, the report's own answer decides (the row may
+                # have just taken it, which ends a lease too); before that, the work is moot.
+                if not held.reporting:
+                    held.work.cancel()
+                return
+            # Transient (data plane unreachable): retry sooner; the lease may still hold.
+            log.warning("task %s: heartbeat failed: %s", task.id, err.code().name)
+            self.stats.heartbeat_errors += 1
+            held.due = time.monotonic() + max(lane.heartbeat_interval / 4, 0.05)
 
     async def _report_complete(self, task: pb.Task, ctx: TaskContext, result: Any) -> None:
         if isinstance(result, TaskResult):
@@ -310,11 +350,11 @@ class WorkerFleet:
         outcome = Outcome("complete", task, ctx.lease_lost, output=output or "null", reported_usage=usage or "")
         if await self.reports.report(outcome):
             self.stats.completed += 1
-        else:
+        elif not ctx.lease_lost.is_set():  # else the heartbeat counted it
             self.stats.lease_lost += 1
 
     async def _report_fail(self, task: pb.Task, ctx: TaskContext, error: str) -> None:
         if await self.reports.report(Outcome("fail", task, ctx.lease_lost, error=error)):
             self.stats.failed += 1
-        else:
+        elif not ctx.lease_lost.is_set():
             self.stats.lease_lost += 1
