@@ -392,20 +392,7 @@ def render_type_table() -> str:
     return "\n".join(rows)
 
 
-def render_builtins() -> str:
-    from pydb.plugin.sql.functions import BUILTINS, WINDOW_ONLY
-
-    special = {"coalesce", "greatest", "least", "nullif", "make_interval", "sum", "avg", "count", "current_timestamp"}
-    names = sorted(set(BUILTINS) | special)
-    aggregates = {n for n, sig in BUILTINS.items() if sig.aggregate} | {"sum", "avg", "count"}
-
-    def label(n: str) -> str:
-        return f"`{n}`" + (" (aggregate)" if n in aggregates else " (window)" if n in WINDOW_ONLY else "")
-
-    return ", ".join(label(n) for n in names) + "."
-
-
-@pytest.mark.parametrize(("marker", "render"), [("type-table", render_type_table), ("builtins", render_builtins)])
+@pytest.mark.parametrize(("marker", "render"), [("type-table", render_type_table)])
 def test_the_docs_show_the_tables_the_code_uses(marker: str, render: object) -> None:
     assert callable(render)
     text = DOC.read_text(encoding="utf-8")
