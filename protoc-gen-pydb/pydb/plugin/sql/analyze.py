@@ -24,7 +24,7 @@ from .functions import FunctionCalls, is_volatile
 from .grammar import check_statement
 from .grouping import Grouping
 from .infer import ExpressionInference
-from .names import fold, lookup
+from .names import fold
 from .operators import Operators
 from .scope import FromItems, Scope, Typed
 from .statements import Statements
@@ -134,7 +134,7 @@ class Analyzer(Statements, Grouping, FromItems, ExpressionInference, Operators, 
             conflict_do_nothing,
             tuple(self.problems),
             expansions=tuple(sorted(self.expansions, key=lambda e: e.span.start)),
-            read_only=kind == "select" and _reads_only(stmt),
+            read_only=kind == "select" and _reads_only(stmt, self.catalog),
         )
 
     def type_names_exist(self) -> bool:
@@ -148,12 +148,8 @@ class Analyzer(Statements, Grouping, FromItems, ExpressionInference, Operators, 
             if not names or names[0] == "pg_catalog":
                 continue
             schema, name = (names[0], names[-1]) if len(names) > 1 else (None, names[0])
-            found = lookup(
-                schema,
-                name,
-                lambda q: q if str(q) in self.catalog.enums or str(q) in self.catalog.tables else None,
-            )
-            if found is None and (schema is not None or self.builtins.type_named(name) is None):
+            found = self.catalog.type(schema, name) or self.catalog.table(schema, name)  # a row type
+            if found is None:
                 where = self.grammar.original_offset(type_name.location or 0)
                 written = ".".join(names)
                 self.error(f"type {written} does not exist", span=SqlSpan(where, where + len(written) - 1))
@@ -201,13 +197,13 @@ def _result_lists(stmt: exp.Expr) -> Iterator[exp.Expr]:
         yield stmt
 
 
-def _reads_only(stmt: exp.Expr) -> bool:
+def _reads_only(stmt: exp.Expr, catalog: Catalog) -> bool:
     """No row lock (FOR UPDATE/SHARE), no data-modifying WITH, no volatile function: a
     read-only transaction (a replica) could run it."""
     for node in stmt.walk():
         if isinstance(node, (exp.Lock, exp.Insert, exp.Update, exp.Delete, exp.Merge)):
             return False
-        if isinstance(node, exp.Func) and is_volatile(node):
+        if isinstance(node, exp.Func) and is_volatile(node, catalog):
             return False
     return True
 

@@ -10,6 +10,7 @@ from sqlglot import exp
 
 from . import types as t
 from .builtins import load_builtins
+from .catalog import Catalog
 from .coercion import describe, is_untyped
 from .context import AnalyzerCore
 from .funcnames import function_name
@@ -120,7 +121,8 @@ class FunctionCalls(AnalyzerCore):
                 known = known and typed.type is not None
         if not known:
             return Typed(None, True)  # an argument's error is reported already
-        candidates = self.builtins.functions(name) if schema in (None, "pg_catalog") else ()
+        builtin = self.builtins.functions(name) if schema in (None, "pg_catalog") else ()
+        candidates = (*builtin, *self.catalog.functions(schema, name))
         try:
             resolution = resolve_function(
                 name,
@@ -357,6 +359,8 @@ def function_kinds(name: str) -> set[str]:
     return {sig.kind for sig in load_builtins().functions(name)}
 
 
-def is_volatile(node: exp.Func) -> bool:
-    """Whether the call may change data or give a different value each time it is evaluated."""
-    return function_name(node) in _VOLATILE
+def is_volatile(node: exp.Func, catalog: Catalog) -> bool:
+    """Whether the call may change data or give a different value each time it is evaluated:
+    a volatile built-in, or a function the schema declares VOLATILE (its default)."""
+    name = function_name(node)
+    return name in _VOLATILE or any(sig.volatility == "v" for sig in catalog.functions(None, name))

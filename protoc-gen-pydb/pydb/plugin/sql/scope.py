@@ -14,7 +14,7 @@ from .catalog import Catalog, Table
 from .coercion import assignable, describe, wider
 from .context import AnalyzerCore, suggest
 from .funcnames import function_name
-from .names import DEFAULT_SEARCH_PATH, lookup, quote_ident
+from .names import DEFAULT_SEARCH_PATH, quote_ident
 from .types import PgType
 
 
@@ -336,7 +336,7 @@ class FromItems(AnalyzerCore):
         """The table `node` names: a qualified name in its schema, an unqualified one along the
         search_path (names.lookup)."""
         schema = node.db or None
-        table = lookup(schema, node.name, lambda q: self.catalog.tables.get(str(q)))
+        table = self.catalog.table(schema, node.name)
         if table is None:
             written = f"{schema}.{node.name}" if schema else node.name
             if schema is not None and scope is not None and scope.cte(node.name) is not None:
