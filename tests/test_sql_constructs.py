@@ -34,6 +34,10 @@ CREATE TABLE orders (
     meta jsonb,
     placed_at timestamptz NOT NULL DEFAULT now()
 );
+CREATE FUNCTION with_tax(amount numeric) RETURNS numeric LANGUAGE sql IMMUTABLE AS $$ SELECT amount * 1.2 $$;
+CREATE FUNCTION customer_orders(customer bigint) RETURNS TABLE (order_id bigint, order_total numeric)
+    LANGUAGE sql STABLE AS $$ SELECT id, total FROM orders WHERE customer_id = customer $$;
+CREATE FUNCTION touch(order_id bigint) RETURNS void LANGUAGE sql AS $$ UPDATE orders SET note = note WHERE id = order_id $$;
 CREATE TABLE payments (
     payment_id bigserial PRIMARY KEY,
     customer_id bigint NOT NULL,
@@ -199,6 +203,8 @@ READ_ONLY = [
     ("SELECT gen_random_uuid()", "gen_random_uuid", False),
     ("SELECT pg_advisory_xact_lock(@key)", "pg_advisory_xact_lock", False),
     ("UPDATE orders SET note = 'x' WHERE id = @id", None, False),
+    ("SELECT with_tax(total) FROM orders", "with_tax", True),
+    ("SELECT touch(@id)", "touch", False),
 ]
 
 
@@ -367,6 +373,10 @@ CONSTRUCTS: list[tuple[str, list[bool]]] = [
     ("SELECT lower(note), length(name) FROM orders JOIN customers c ON c.id = orders.customer_id", [True, False]),
     ("SELECT g FROM generate_series(1, @n) AS g", [False]),
     ("SELECT concat(note, '!'), concat_ws(',', note, 'x') FROM orders", [False, False]),
+    # functions the schema declares
+    ("SELECT with_tax(total) FROM orders", [False]),
+    ("SELECT with_tax(@amount)", [False]),
+    ("SELECT o.order_id, o.order_total FROM customer_orders(@customer) AS o", [True, True]),
 ]
 
 
