@@ -373,6 +373,13 @@ CONSTRUCTS: list[tuple[str, list[bool]]] = [
     ("SELECT lower(note), length(name) FROM orders JOIN customers c ON c.id = orders.customer_id", [True, False]),
     ("SELECT g FROM generate_series(1, @n) AS g", [False]),
     ("SELECT concat(note, '!'), concat_ws(',', note, 'x') FROM orders", [False, False]),
+    (
+        "SELECT mode() WITHIN GROUP (ORDER BY note), rank(3) WITHIN GROUP (ORDER BY total), "
+        "percentile_cont(@f) WITHIN GROUP (ORDER BY total) AS p, "
+        "percentile_cont(ARRAY[0.5, 0.9]) WITHIN GROUP (ORDER BY total) AS ps FROM orders",
+        [True, False, True, True],
+    ),
+    ("SELECT id FROM orders WHERE xmax = 0 AND tableoid = @t", [False]),
     # functions the schema declares
     ("SELECT with_tax(total) FROM orders", [False]),
     ("SELECT with_tax(@amount)", [False]),
@@ -408,6 +415,7 @@ REJECTED = [
     "SELECT id::STRING FROM orders",
     "SELECT row_number() FROM orders",
     "SELECT lower(1) FROM orders",
+    "SELECT percentile_cont(@f) WITHIN GROUP (ORDER BY placed_at - placed_at) FROM orders",
 ]
 
 

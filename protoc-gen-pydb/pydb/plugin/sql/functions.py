@@ -109,6 +109,7 @@ class FunctionCalls(AnalyzerCore):
         argument's type (an untyped `@param` or literal is `unknown`), the chosen overload's
         result, and what each untyped argument is coerced to, which types the parameter."""
         types: list[PgType] = []
+        inferred: dict[int, Typed] = {}  # each typed argument inferred once: its errors once
         known = True
         for arg in args:
             if isinstance(arg, exp.Parameter) and self.param_types.get(arg.name) is not None:
@@ -116,7 +117,7 @@ class FunctionCalls(AnalyzerCore):
             elif is_untyped(arg):
                 types.append(t.UNKNOWN)
             else:
-                typed = self.infer(arg, scope)
+                typed = inferred[id(arg)] = self.infer(arg, scope)
                 types.append(typed.type or t.UNKNOWN)
                 known = known and typed.type is not None
         if not known:
@@ -138,7 +139,7 @@ class FunctionCalls(AnalyzerCore):
             return Typed(None, True)
         nullable = False
         for arg, coerced in zip(args, resolution.arg_types, strict=True):
-            typed = self.expect(arg, coerced, scope) if is_untyped(arg) else self.infer(arg, scope)
+            typed = inferred[id(arg)] if id(arg) in inferred else self.expect(arg, coerced, scope)
             nullable = nullable or typed.nullable
         in_window = over or isinstance(node.parent, exp.Window)
         if resolution.kind == "window" and not in_window:
@@ -176,38 +177,23 @@ class FunctionCalls(AnalyzerCore):
         return None
 
     def ordered_set_aggregate(self, node: exp.WithinGroup, scope: Scope) -> Typed:
-        """`percentile_cont(f) WITHIN GROUP (ORDER BY x)` and its kin: the direct arguments are
-        fractions, the ordering gives the sorted input. NULL over no rows, like any aggregate."""
+        """`percentile_cont(f) WITHIN GROUP (ORDER BY x)` and its kin: resolved as PostgreSQL
+        does, over the direct arguments followed by the sorted ones. NULL over no rows, like any
+        aggregate; a hypothetical-set one (`rank(3) WITHIN GROUP (...)`) never is."""
         order = node.expression
         keys = (
             [o.this if isinstance(o, exp.Ordered) else o for o in order.expressions]
             if isinstance(order, exp.Order)
             else []
         )
-        sorted_by = [self.infer(k, scope).type for k in keys]
         call = node.this
-        name = function_name(call) if isinstance(call, exp.Func) else ""
-        direct = (
-            [a for a in call.iter_expressions() if not isinstance(a, exp.Order)] if isinstance(call, exp.Func) else []
-        )
-        fractions = [self.expect(a, t.FLOAT8, scope).type for a in direct] if name.startswith("percentile") else []
-        for a in direct if not name.startswith("percentile") else []:
-            self.infer(a, scope)
-        many = any(f is not None and f.is_array for f in fractions)
-        key = sorted_by[0] if len(sorted_by) == 1 else None
-        result: PgType | None
-        if name == "percentile_cont":
-            result = t.INTERVAL if key == t.INTERVAL else t.FLOAT8
-        elif name in ("percentile_disc", "mode"):
-            result = key
-        elif name in ("rank", "dense_rank"):
-            return Typed(t.INT8, False)  # hypothetical-set aggregates: never NULL
-        elif name in ("percent_rank", "cume_dist"):
-            return Typed(t.FLOAT8, False)
-        else:
-            self.error(f"function {name}() is not an ordered-set aggregate (WITHIN GROUP)", node)
+        if not isinstance(call, exp.Func):
             return Typed(None, True)
-        return Typed(result.array() if many and result is not None else result, True)
+        direct = [a for a in call.iter_expressions() if not isinstance(a, exp.Order)]
+        name = self.written_name(call, function_name(call))
+        typed = self.call(node, name, None, [*direct, *keys], scope)
+        hypothetical = any(sig.hypothetical for sig in self.builtins.functions(name))
+        return Typed(typed.type, typed.type is None or not hypothetical)
 
     def common_type_call(self, node: exp.Func, args: list[exp.Expr], scope: Scope) -> Typed:
         """COALESCE, GREATEST, LEAST, NULLIF: the arguments share the first typed one's type;

@@ -43,13 +43,6 @@ COMPARISONS = (exp.EQ, exp.NEQ, exp.LT, exp.LTE, exp.GT, exp.GTE, exp.NullSafeEQ
 ARITHMETIC = (exp.Add, exp.Sub, exp.Mul, exp.Div, exp.Mod)
 
 
-#: Comparisons of system-column types PostgreSQL has beyond same-type ones: `xmax = 0`
-#: (xid = integer), and oid with the integers (an implicit cast).
-_SYSTEM_COMPARISONS = frozenset(
-    {("xid", "int4"), ("int4", "xid")} | {(i, "oid") for i in t.INTEGER} | {("oid", i) for i in t.INTEGER}
-)
-
-
 def _op(node: exp.Expr) -> str:
     return _OPERATORS.get(type(node), "?")
 
@@ -216,8 +209,12 @@ class Operators(AnalyzerCore):
     def check_comparable(self, a: PgType, b: PgType, node: exp.Expr) -> None:
         if t.UNKNOWN in (a, b) or t.NULL in (a, b):
             return
-        if not (assignable(a, b) or assignable(b, a)) and (a.name, b.name) not in _SYSTEM_COMPARISONS:
-            op = _OPERATORS.get(type(node), "compare")
+        if assignable(a, b) or assignable(b, a):
+            return
+        op = _OPERATORS.get(type(node), "=")
+        try:  # an operator of its own, such as xid = integer (`xmax = 0`)
+            resolve_operator(op, self.builtins.operators(op), a, b, env=self.builtins)
+        except ResolveError:
             self.error(f"operator does not exist: {describe(a)} {op} {describe(b)}", node)
 
     def in_(self, node: exp.In, scope: Scope) -> Typed:

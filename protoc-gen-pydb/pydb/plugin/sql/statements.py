@@ -14,7 +14,7 @@ from .context import AnalyzerCore, suggest
 from .grouping import grouping_items, sometimes_grouped
 from .infer import output_name
 from .literals import is_int
-from .scope import SYSTEM_COLUMNS, Relation, Scope, StarColumn, Typed, all_relations, local_column_names
+from .scope import Relation, Scope, StarColumn, Typed, all_relations, local_column_names, system_columns
 from .types import span_of
 
 
@@ -283,7 +283,7 @@ class Statements(AnalyzerCore):
             (alias_name,) if alias_name else (table.name, table.qualified),
             [(c.name, Typed(c.type, not c.not_null)) for c in table.columns],
             table,
-            system=list(SYSTEM_COLUMNS),
+            system=system_columns(),
         )
         conflict = node.args.get("conflict")
         do_nothing = False
