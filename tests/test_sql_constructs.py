@@ -380,7 +380,18 @@ CONSTRUCTS: list[tuple[str, list[bool]]] = [
         [True, False, True, True],
     ),
     ("SELECT id FROM orders WHERE xmax = 0 AND tableoid = @t", [False]),
+    (
+        "SELECT concat_ws(',', VARIADIC ARRAY['a', 'b']), trim(note), trim(leading 'x' from note) AS l FROM orders",
+        [False, True, True],
+    ),
+    ("SELECT array_agg(DISTINCT note), string_agg(note, ',' ORDER BY id) FROM orders", [True, True]),
+    (
+        "WITH ready AS (SELECT id FROM orders WHERE total > 1) DELETE FROM payments "
+        "WHERE customer_id IN (SELECT * FROM ready) RETURNING payment_id, amount * 2",
+        [False, False],
+    ),
     # functions the schema declares
+    ("SELECT with_tax(amount => total) AS taxed, with_tax(amount => @a) AS named FROM orders", [False, False]),
     ("SELECT with_tax(total) FROM orders", [False]),
     ("SELECT with_tax(@amount)", [False]),
     ("SELECT o.order_id, o.order_total FROM customer_orders(@customer) AS o", [True, True]),

@@ -137,13 +137,14 @@ class TargetList:
 def _target_lists(node: object) -> Iterator[TargetList]:
     """Every select list and RETURNING list in the tree, nested ones included."""
     if isinstance(node, ast.Node):
-        for attr in ("targetList", "returningList"):
-            targets = getattr(node, attr, None)
-            if isinstance(node, (ast.SelectStmt, ast.InsertStmt, ast.UpdateStmt, ast.DeleteStmt)) and targets:
-                if isinstance(node, ast.UpdateStmt) and attr == "targetList":
-                    continue  # the SET list
-                items = [t for t in targets if isinstance(t, ast.ResTarget)]
-                yield TargetList(tuple(t.location or 0 for t in items), tuple(_target_name(t) for t in items))
+        targets = None
+        if isinstance(node, ast.SelectStmt):
+            targets = node.targetList
+        elif isinstance(node, ast.ReturningClause):  # INSERT/UPDATE/DELETE ... RETURNING
+            targets = node.exprs
+        if targets:
+            items = [t for t in targets if isinstance(t, ast.ResTarget)]
+            yield TargetList(tuple(t.location or 0 for t in items), tuple(_target_name(t) for t in items))
         for attr in getattr(type(node), "__slots__", ()):
             yield from _target_lists(getattr(node, attr, None))
     elif isinstance(node, (tuple, list)):

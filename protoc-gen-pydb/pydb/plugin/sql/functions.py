@@ -24,7 +24,12 @@ class FunctionCalls(AnalyzerCore):
 
     def function(self, node: exp.Func, scope: Scope) -> Typed:
         name = function_name(node)
-        args: list[exp.Expr] = [a for a in node.iter_expressions() if not isinstance(a, (exp.Order, exp.Var))]
+        # agg(DISTINCT x): the argument is x.
+        args: list[exp.Expr] = [
+            a.expressions[0] if isinstance(a, exp.Distinct) and len(a.expressions) == 1 else a
+            for a in node.iter_expressions()
+            if not isinstance(a, (exp.Order, exp.Var))
+        ]
         if isinstance(node, exp.Count):
             for a in args:
                 if not isinstance(a, exp.Star):
@@ -67,12 +72,20 @@ class FunctionCalls(AnalyzerCore):
             if isinstance(separator, exp.Expr):
                 self.expect(separator, typed.type or t.TEXT, scope)
             return Typed(typed.type if typed.type == PgType("bytea") else t.TEXT, True)
+        if isinstance(node, exp.Trim):  # trim([BOTH|LEADING|TRAILING] [chars] FROM s): btrim/ltrim/rtrim
+            position = str(node.args.get("position") or "BOTH").upper()
+            name = {"LEADING": "ltrim", "TRAILING": "rtrim"}.get(position, "btrim")
+            chars = node.args.get("expression")
+            trim_args = [node.this, *([chars] if isinstance(chars, exp.Expr) else [])]
+            return self.call(node, name, None, trim_args, scope)
         keyword = _SQL_VALUE_FUNCTIONS.get(type(node))
         if keyword is not None:  # CURRENT_DATE, LOCALTIMESTAMP, ...: no call in PostgreSQL's tree
             return Typed(keyword, False)
         # A call sqlglot models in a way of its own: resolved by its PostgreSQL name, with the
         # operands sqlglot keeps.
-        return self.call(node, self.written_name(node, name), None, args, scope)
+        variadic = any(isinstance(a, exp.Variadic) for a in args)
+        args = [a.this if isinstance(a, exp.Variadic) else a for a in args]
+        return self.call(node, self.written_name(node, name), None, args, scope, variadic=variadic)
 
     def resolved_call(self, node: exp.Expr, call: ast.FuncCall, scope: Scope) -> Typed | None:
         """A call PostgreSQL's parse tree shows, typed by PostgreSQL's overload resolution.
@@ -163,7 +176,10 @@ class FunctionCalls(AnalyzerCore):
         current: exp.Expr = node
         for _ in range(3):
             children = [c for c in current.iter_expressions() if not isinstance(c, (exp.DataType, exp.Order))]
-            if any(isinstance(c, (exp.Var, exp.Star, exp.Kwarg)) for c in children):
+            # `name => value` and `VARIADIC arr`: the value (PostgreSQL's tree has the name, the flag).
+            children = [c.expression if isinstance(c, exp.Kwarg) else c for c in children]
+            children = [c.this if isinstance(c, exp.Variadic) else c for c in children]
+            if any(isinstance(c, (exp.Var, exp.Star)) for c in children):
                 return None
             if len(children) == count:
                 spans = [self.span(c) for c in children]

@@ -277,6 +277,8 @@ class ExpressionInference(AnalyzerCore):
         if isinstance(node, exp.Array):
             elems = [self.infer(e, scope) for e in node.expressions]
             first = next((e.type for e in elems if e.type not in (None, t.UNKNOWN, t.NULL)), None)
+            if first is None and any(isinstance(e, exp.Literal) and e.is_string for e in node.expressions):
+                first = t.TEXT  # ARRAY['a', 'b']: PostgreSQL resolves untyped literals to text
             return Typed(first.array() if first is not None else None, False)
         if isinstance(node, (exp.JSONExtract, exp.JSONBExtract, exp.JSONExtractScalar, exp.JSONBExtractScalar)):
             return self.json_extract(node, scope)
