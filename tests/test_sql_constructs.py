@@ -22,6 +22,7 @@ CREATE TABLE customers (
     id bigserial PRIMARY KEY,
     name text NOT NULL,
     email text,
+    code varchar(8),
     mood public.mood NOT NULL DEFAULT 'calm'
 );
 CREATE UNIQUE INDEX customers_name ON customers (name);
@@ -179,6 +180,7 @@ def test_whole_row_reference_is_an_embedded_column(catalog: Catalog, conn: psyco
         ("id", "int8", False),
         ("name", "text", False),
         ("email", "text", True),
+        ("code", "varchar", True),
         ("mood", "public.mood", False),
     ]
     assert row.nullable  # the far side of a LEFT JOIN may be absent
@@ -390,6 +392,7 @@ CONSTRUCTS: list[tuple[str, list[bool]]] = [
         "WHERE customer_id IN (SELECT * FROM ready) RETURNING payment_id, amount * 2",
         [False, False],
     ),
+    ("SELECT id FROM customers WHERE code = @code OR @code2 = code OR mood = @mood", [False]),
     # functions the schema declares
     ("SELECT with_tax(amount => total) AS taxed, with_tax(amount => @a) AS named FROM orders", [False, False]),
     ("SELECT with_tax(total) FROM orders", [False]),
