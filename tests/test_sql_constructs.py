@@ -393,6 +393,10 @@ CONSTRUCTS: list[tuple[str, list[bool]]] = [
         [False, False],
     ),
     ("SELECT id FROM customers WHERE code = @code OR @code2 = code OR mood = @mood", [False]),
+    ("SELECT EXISTS ( SELECT 1 FROM orders WHERE id = @id )", [False]),
+    ("SELECT NOT EXISTS (SELECT id FROM orders) AS none, (SELECT max(id) FROM orders)", [False, True]),
+    ("SELECT CASE WHEN total > 1 THEN (SELECT count(*) FROM payments) ELSE 0 END FROM orders", [False]),
+    ("SELECT id FROM orders UNION SELECT payment_id FROM payments ORDER BY 1 LIMIT @n OFFSET @o", [False]),
     # functions the schema declares
     ("SELECT with_tax(amount => total) AS taxed, with_tax(amount => @a) AS named FROM orders", [False, False]),
     ("SELECT with_tax(total) FROM orders", [False]),
