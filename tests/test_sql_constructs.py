@@ -397,6 +397,9 @@ CONSTRUCTS: list[tuple[str, list[bool]]] = [
     ("SELECT NOT EXISTS (SELECT id FROM orders) AS none, (SELECT max(id) FROM orders)", [False, True]),
     ("SELECT CASE WHEN total > 1 THEN (SELECT count(*) FROM payments) ELSE 0 END FROM orders", [False]),
     ("SELECT id FROM orders UNION SELECT payment_id FROM payments ORDER BY 1 LIMIT @n OFFSET @o", [False]),
+    ("SELECT 1 AS n UNION SELECT 2.5 UNION SELECT NULL", [True]),
+    ("SELECT 'a' AS s UNION ALL SELECT 'b'", [False]),
+    ("SELECT code AS c FROM customers UNION SELECT name FROM customers", [True]),
     # functions the schema declares
     ("SELECT with_tax(amount => total) AS taxed, with_tax(amount => @a) AS named FROM orders", [False, False]),
     ("SELECT with_tax(total) FROM orders", [False]),
@@ -433,6 +436,7 @@ REJECTED = [
     "SELECT id::STRING FROM orders",
     "SELECT row_number() FROM orders",
     "SELECT lower(1) FROM orders",
+    "SELECT name FROM customers UNION SELECT id FROM customers",
     "SELECT percentile_cont(@f) WITHIN GROUP (ORDER BY placed_at - placed_at) FROM orders",
 ]
 

@@ -8,7 +8,7 @@ from sqlglot import exp
 
 from . import types as t
 from .builtins import load_builtins
-from .resolve import can_coerce
+from .coerce import can_coerce
 from .types import PgType
 
 

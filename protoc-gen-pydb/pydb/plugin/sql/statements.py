@@ -9,13 +9,14 @@ from ..diagnostics import SqlSpan
 from . import types as t
 from .analysis import Expansion
 from .catalog import Column, Table
+from .coerce import ResolveError, common_type
 from .coercion import assignable, describe, is_untyped, wider
 from .context import AnalyzerCore, suggest
 from .grouping import grouping_items, sometimes_grouped
 from .infer import output_name
 from .literals import is_int
 from .scope import Relation, Scope, StarColumn, Typed, all_relations, local_column_names, system_columns
-from .types import span_of
+from .types import PgType, span_of
 
 
 class Statements(AnalyzerCore):
@@ -47,20 +48,9 @@ class Statements(AnalyzerCore):
             for i, (name, typed, span) in enumerate(left):
                 other = right[i][1] if i < len(right) else typed
                 a, b = typed.type, other.type
-                if (
-                    a is not None
-                    and b is not None
-                    and t.UNKNOWN not in (a, b)
-                    and t.NULL not in (a, b)
-                    and not (assignable(a, b) or assignable(b, a))
-                ):
-                    kind = type(node).__name__.upper()
-                    self.error(f"{kind} types {describe(a)} and {describe(b)} cannot be matched", span=span)
-                known = a if a not in (None, t.UNKNOWN, t.NULL) else b
-                if known in (None, t.UNKNOWN) and t.UNKNOWN in (a, b):
-                    known = t.TEXT  # Postgres resolves a column of untyped literals to text
-                elif a is not None and b is not None and {a.name, b.name} <= t.NUMERIC and not a.is_array:
-                    known = wider(a, b)  # int4 UNION numeric is numeric
+                known = (
+                    a if b is None else b if a is None else self.common_type([a, b], type(node).__name__.upper(), span)
+                )
                 merged.append((name, Typed(known, typed.nullable or other.nullable), span))
             self.limit_offset(node, scope)  # (SELECT ...) UNION (SELECT ...) LIMIT @n OFFSET @m
             return merged
@@ -121,6 +111,15 @@ class Statements(AnalyzerCore):
         self.limit_offset(node, local)
         self.check_grouping(node, local)
         return outputs
+
+    def common_type(self, types: list[PgType], construct: str, span: SqlSpan | None) -> PgType | None:
+        """The type PostgreSQL resolves a UNION column, VALUES column, CASE or COALESCE to
+        (untyped literals alone: text); an error when the types cannot be matched."""
+        try:
+            return common_type(types, construct, env=self.builtins)
+        except ResolveError as err:
+            self.error(err.message, span=span)
+            return None
 
     def limit_offset(self, node: exp.Expr, scope: Scope) -> None:
         """LIMIT and OFFSET take a bigint."""
