@@ -400,6 +400,8 @@ CONSTRUCTS: list[tuple[str, list[bool]]] = [
     ("SELECT 1 AS n UNION SELECT 2.5 UNION SELECT NULL", [True]),
     ("SELECT 'a' AS s UNION ALL SELECT 'b'", [False]),
     ("SELECT code AS c FROM customers UNION SELECT name FROM customers", [True]),
+    ("SELECT coalesce(customer_id, 1.5), greatest(total, 2), least(@a, 2, 3.5) FROM orders", [False, False, False]),
+    ("SELECT coalesce(note, @fallback), nullif(note, 'x') FROM orders", [False, True]),
     # functions the schema declares
     ("SELECT with_tax(amount => total) AS taxed, with_tax(amount => @a) AS named FROM orders", [False, False]),
     ("SELECT with_tax(total) FROM orders", [False]),
@@ -437,6 +439,7 @@ REJECTED = [
     "SELECT row_number() FROM orders",
     "SELECT lower(1) FROM orders",
     "SELECT name FROM customers UNION SELECT id FROM customers",
+    "SELECT coalesce(name, 1) FROM customers",
     "SELECT percentile_cont(@f) WITHIN GROUP (ORDER BY placed_at - placed_at) FROM orders",
 ]
 

@@ -11,6 +11,7 @@ from sqlglot import exp
 from . import types as t
 from .builtins import load_builtins
 from .catalog import Catalog
+from .coerce import common_type
 from .coercion import describe, is_untyped
 from .context import AnalyzerCore
 from .funcnames import function_name
@@ -212,18 +213,29 @@ class FunctionCalls(AnalyzerCore):
         return Typed(typed.type, typed.type is None or not hypothetical)
 
     def common_type_call(self, node: exp.Func, args: list[exp.Expr], scope: Scope) -> Typed:
-        """COALESCE, GREATEST, LEAST, NULLIF: the arguments share the first typed one's type;
-        parameters and string literals take it. COALESCE is NULL only if every argument is."""
+        """COALESCE, GREATEST, LEAST, NULLIF: the arguments' common type, as PostgreSQL resolves
+        it; parameters and string literals take it. COALESCE is NULL only if every argument is."""
         typed_args = [None if is_untyped(a) else self.infer(a, scope) for a in args]
-        common = next((a.type for a in typed_args if a is not None and a.type not in (None, t.UNKNOWN, t.NULL)), None)
-        if common is None and any(isinstance(a, exp.Literal) and a.is_string for a in args):
-            common = t.TEXT  # Postgres resolves all-unknown arguments to text
+        common: PgType | None = None
+        if all(a is None or a.type is not None for a in typed_args):
+            # PostgreSQL's select_common_type; parameters count as unknown unless typed already.
+            types = [
+                (a.type or t.UNKNOWN)
+                if a is not None
+                else self.param_types.get(arg.name) or t.UNKNOWN
+                if isinstance(arg, exp.Parameter)
+                else t.UNKNOWN
+                for arg, a in zip(args, typed_args, strict=True)
+            ]
+            construct = type(node).__name__.upper()
+            try:
+                common = common_type(types, construct, env=self.builtins)
+            except ResolveError as err:
+                self.error(err.message, node)
         nullable_args: list[bool] = []
         for a, typed in zip(args, typed_args, strict=True):
             if typed is None:
                 typed = self.expect(a, common, scope) if common is not None else self.infer(a, scope)
-            elif common is not None and typed.type is not None:
-                self.check_comparable(typed.type, common, a)
             nullable_args.append(typed.nullable)
         if isinstance(node, exp.Coalesce):
             return Typed(common, all(nullable_args))
