@@ -402,6 +402,11 @@ CONSTRUCTS: list[tuple[str, list[bool]]] = [
     ("SELECT code AS c FROM customers UNION SELECT name FROM customers", [True]),
     ("SELECT coalesce(customer_id, 1.5), greatest(total, 2), least(@a, 2, 3.5) FROM orders", [False, False, False]),
     ("SELECT coalesce(note, @fallback), nullif(note, 'x') FROM orders", [False, True]),
+    (
+        "SELECT CASE WHEN total > 5 THEN total ELSE 0 END AS a, CASE WHEN true THEN 1 ELSE 2.5 END AS b FROM orders",
+        [False, False],
+    ),
+    ("SELECT CASE WHEN total > 5 THEN @big ELSE note END AS c FROM orders", [True]),
     # functions the schema declares
     ("SELECT with_tax(amount => total) AS taxed, with_tax(amount => @a) AS named FROM orders", [False, False]),
     ("SELECT with_tax(total) FROM orders", [False]),
@@ -440,6 +445,7 @@ REJECTED = [
     "SELECT lower(1) FROM orders",
     "SELECT name FROM customers UNION SELECT id FROM customers",
     "SELECT coalesce(name, 1) FROM customers",
+    "SELECT CASE WHEN true THEN name ELSE 1 END FROM customers",
     "SELECT percentile_cont(@f) WITHIN GROUP (ORDER BY placed_at - placed_at) FROM orders",
 ]
 
