@@ -453,8 +453,16 @@ def configure_logging(level: str) -> None:
     logging.getLogger("grpc").setLevel(logging.WARNING)
 
 
-def main(argv: Sequence[str] | None, *, register: Register, service_names: Sequence[str], prog: str) -> int:
-    cfg = parse_config(argv, prog)
+def main(
+    argv: Sequence[str] | None,
+    *,
+    register: Register,
+    service_names: Sequence[str],
+    prog: str,
+    config: Config | None = None,
+) -> int:
+    """Serve until SIGTERM/SIGINT; `config`, when given, is already parsed (`pydb.serve` parses its modules too)."""
+    cfg = config if config is not None else parse_config(argv, prog)
     configure_logging(cfg.log_level)
     return run(cfg, register, service_names, prog)
 
