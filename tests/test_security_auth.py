@@ -218,7 +218,15 @@ async def test_a_reachable_address_needs_authentication_or_an_explicit_flag(data
         await running.close()
 
 
-def test_the_server_process_refuses_to_start_exposed_and_says_why(database_url: str) -> None:
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["-m", "generation.task.v1.task_pydb_server"],
+        ["-m", "pydb.serve", "generation.task.v1.task_pydb_server"],
+    ],
+    ids=["generated server", "pydb.serve"],
+)
+def test_the_server_process_refuses_to_start_exposed_and_says_why(database_url: str, command: list[str]) -> None:
     env = {
         **os.environ,
         "PYTHONPATH": os.pathsep.join([str(ROOT / "generated"), str(ROOT / "protoc-gen-pydb")]),
@@ -227,7 +235,7 @@ def test_the_server_process_refuses_to_start_exposed_and_says_why(database_url: 
     }
     env.pop("AUTH_TOKENS", None)
     done = subprocess.run(
-        [sys.executable, "-m", "generation.task.v1.task_pydb_server"],
+        [sys.executable, *command],
         env=env,
         capture_output=True,
         text=True,
