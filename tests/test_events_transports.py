@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -18,6 +18,7 @@ from taskworker import (
     EventEmitter,
     PostgresEventSource,
     PostgresEventTransport,
+    Process,
     RedisEventSource,
     RedisEventTransport,
     TaskContext,
@@ -32,8 +33,6 @@ if TYPE_CHECKING:
     Stub = task_pb2_grpc.GenerationDataServiceAsyncStub
 
 __all__ = ["redis_server"]  # the fixture, re-exported for pytest
-
-Process = Callable[[pb.Task, TaskContext], Awaitable[Any]]
 
 
 @dataclass
@@ -107,7 +106,7 @@ async def queue(stub: Stub, tool: pb.Tool, **kw: Any) -> pb.Task:
     return (await stub.QueueTask(pb.QueueTaskRequest(tool_id=tool.id, **kw))).task
 
 
-async def status(stub: Stub, task_id: str) -> pb.TaskStatus:
+async def status(stub: Stub, task_id: str) -> pb.TaskStatus.ValueType:
     return (await stub.GetTask(pb.GetTaskRequest(task_id=task_id))).task.status
 
 

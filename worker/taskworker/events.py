@@ -28,7 +28,7 @@ import json
 import logging
 import random
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -486,7 +486,7 @@ async def watch_task_events(
     *,
     source: EventSource | None = None,
     idle_timeout: float | None = None,
-) -> AsyncIterator[TaskEvent]:
+) -> AsyncGenerator[TaskEvent, None]:
     """The task's events with seq >= `from_seq`, in order, ending after the terminal event.
 
     To resume after a disconnect, call again with `from_seq=last.seq + 1`. A finished task
