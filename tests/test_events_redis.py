@@ -16,7 +16,7 @@ import redis.asyncio as aioredis
 from generation.task.v1 import task_pb2 as pb
 from generation.task.v1 import task_pb2_grpc
 from taskworker import EventEmitter, RedisEventSource, RedisEventTransport, TaskContext, WorkerFleet, config
-from taskworker.events import events_key
+from taskworker.events import _stream_entries, events_key
 from test_events_transports import collect, delete_env_keys, queue, status
 from worker_support import RedisServer, redis_server, requires_redis, wait_until
 
@@ -222,3 +222,21 @@ async def test_redis_url_alias_db_index_and_environment(
     finally:
         await db3.aclose()
         await db0.aclose()
+
+
+@pytest.mark.parametrize("protocol", [2, 3])
+async def test_xread_replies_of_either_protocol_are_read_alike(
+    redis_server: RedisServer, env_name: str, protocol: int
+) -> None:
+    key = events_key(str(uuid.uuid4()), env_name)
+    client = aioredis.Redis.from_url(redis_server.url, protocol=protocol)
+    try:
+        await client.xadd(key, {"kind": "progress", "data": "1", "ts": "1.5"}, id="0-1")
+        await client.xadd(key, {"kind": "terminal", "data": "{}", "ts": "2.5"}, id="0-2")
+        entries = _stream_entries(await client.xread({key: "0-0"}, count=10))
+    finally:
+        await client.aclose()
+    assert entries == [
+        (b"0-1", {b"kind": b"progress", b"data": b"1", b"ts": b"1.5"}),
+        (b"0-2", {b"kind": b"terminal", b"data": b"{}", b"ts": b"2.5"}),
+    ]

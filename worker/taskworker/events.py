@@ -361,9 +361,11 @@ class RedisEventSource:
         block: float = 1.0,
         count: int = 1000,
         reconnect_max: float = 2.0,
+        connect_timeout: float = 5.0,
     ) -> None:
         self.url = url or config.redis_url()
         self.environment = environment if environment is not None else config.environment()
+        self.connect_timeout = connect_timeout
         self.block_ms = max(1, round(block * 1000))
         self.count = count
         self.reconnect_max = reconnect_max
@@ -374,23 +376,21 @@ class RedisEventSource:
         deadline = None if idle_timeout is None else time.monotonic() + idle_timeout
         delay = 0.05
         while True:
-            client = aioredis.Redis.from_url(self.url, socket_connect_timeout=1.0)
+            client = aioredis.Redis.from_url(self.url, socket_connect_timeout=self.connect_timeout)
             try:
                 while True:
                     if deadline is not None and time.monotonic() > deadline:
                         raise TimeoutError(f"no event for task {task_id} after seq {after} in {idle_timeout}s")
-                    # RESP2 reply: [[stream, [(entry id, {field: value}), ...]]]
-                    reply: Any = await client.xread({key: f"0-{after}"}, count=self.count, block=self.block_ms)
+                    reply = await client.xread({key: f"0-{after}"}, count=self.count, block=self.block_ms)
                     delay = 0.05
-                    for _stream, entries in reply or []:
-                        for entry_id, fields in entries:
-                            event = _redis_event(task_id, entry_id, fields)
-                            after = event.seq
-                            if idle_timeout is not None:
-                                deadline = time.monotonic() + idle_timeout
-                            yield event
-                            if event.terminal:
-                                return
+                    for entry_id, fields in _stream_entries(reply):
+                        event = _redis_event(task_id, entry_id, fields)
+                        after = event.seq
+                        if idle_timeout is not None:
+                            deadline = time.monotonic() + idle_timeout
+                        yield event
+                        if event.terminal:
+                            return
             except (RedisError, OSError) as err:
                 log.warning("event reader for task %s lost Redis (%s); resuming after seq %d", task_id, err, after)
             finally:
@@ -398,6 +398,23 @@ class RedisEventSource:
                     await client.aclose()
             await asyncio.sleep(delay * random.uniform(0.5, 1.0))
             delay = min(delay * 2, self.reconnect_max)
+
+
+def _stream_entries(reply: Any) -> list[tuple[bytes, dict[bytes, bytes]]]:
+    """The (entry id, fields) pairs of an XREAD reply on one stream, in whichever shape this
+    redis-py and protocol give it: `[[stream, entries]]` (RESP2, and RESP3 in redis-py's legacy
+    form) or `{stream: entries}`, where RESP3 may wrap the entries in one more list."""
+    if not reply:
+        return []
+    groups = reply.values() if isinstance(reply, dict) else [entries for _stream, entries in reply]
+    out: list[tuple[bytes, dict[bytes, bytes]]] = []
+    for entries in groups:
+        for entry in entries:
+            if entry and isinstance(entry[0], (list, tuple)):
+                out.extend(entry)
+            else:
+                out.append(entry)
+    return out
 
 
 def _redis_event(task_id: str, entry_id: bytes, fields: dict[bytes, bytes]) -> TaskEvent:
