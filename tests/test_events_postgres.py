@@ -11,7 +11,14 @@ from typing import TYPE_CHECKING, Any
 import grpc
 from generation.task.v1 import task_pb2 as pb
 from generation.task.v1 import task_pb2_grpc
-from taskworker import EventEmitter, PostgresEventSource, PostgresEventTransport, TaskContext, WorkerFleet
+from taskworker import (
+    EventEmitter,
+    EventPurger,
+    PostgresEventSource,
+    PostgresEventTransport,
+    TaskContext,
+    WorkerFleet,
+)
 from test_events_transports import collect, queue, status
 from worker_support import free_port, sql, wait_until
 
@@ -126,3 +133,25 @@ async def test_reader_replays_a_finished_task_page_by_page(stub: Stub, tool: pb.
     assert [e.seq for e in events] == list(range(1, 27)) and events[-1].terminal
     # Resuming mid-way replays from that seq on.
     assert [e.seq for e in await collect(t.id, PostgresEventSource(stub, page=10), from_seq=20)] == list(range(20, 27))
+
+
+async def test_event_purger_applies_the_retention_window_until_stopped(
+    stub: Stub, tool: pb.Tool, database_url: str
+) -> None:
+    finished, running = await queue(stub, tool), await queue(stub, tool)
+    await append(stub, finished.id, "output", "terminal")
+    await append(stub, running.id, "output")
+    purger = EventPurger(stub, retention=1, idle=3600, interval=0.1)
+    stop = asyncio.Event()
+    job = asyncio.create_task(purger.run(stop))
+    try:
+
+        async def purged() -> bool:
+            return await stored_seqs(database_url, finished.id) == []
+
+        await wait_until(purged, timeout=10, what="retention applied")
+        assert await stored_seqs(database_url, running.id) == [1]
+    finally:
+        stop.set()
+        await asyncio.wait_for(job, 5)
+    assert purger.purges >= 1

@@ -10,6 +10,7 @@ from .config import environment, redis_url, wake_channel
 from .connect import ChannelSettings, ConnectionSetupError, open_channel
 from .events import (
     EventEmitter,
+    EventPurger,
     PostgresEventSource,
     PostgresEventTransport,
     RedisEventSource,
@@ -26,6 +27,7 @@ __all__ = [
     "ChannelSettings",
     "ConnectionSetupError",
     "EventEmitter",
+    "EventPurger",
     "FleetStats",
     "ListenWakeSubscriber",
     "PostgresEventSource",

@@ -343,6 +343,46 @@ class PostgresEventTransport:
         return None
 
 
+class EventPurger:
+    """PostgreSQL retention (Redis expires keys by itself): `PurgeTaskEvents` every `interval`
+    seconds (jittered ±10 %), deleting a task's events `retention` seconds after its terminal
+    event, or `idle` seconds after its newest event when it has none (a crashed worker).
+    `run_reconciler` runs it when EVENTS=postgres; one replica is enough, several are harmless."""
+
+    def __init__(
+        self,
+        stub: Stub,
+        *,
+        retention: float = DEFAULT_RETENTION,
+        idle: float = DEFAULT_IDLE_TTL,
+        interval: float = 60.0,
+        rpc_timeout: float = 60.0,
+    ) -> None:
+        self.stub = stub
+        self.retention = max(1, round(retention))
+        self.idle = max(1, round(idle))
+        self.interval = interval
+        self.rpc_timeout = rpc_timeout
+        self.purges = 0
+
+    async def purge(self) -> None:
+        await self.stub.PurgeTaskEvents(
+            pb.PurgeTaskEventsRequest(retention_seconds=self.retention, idle_seconds=self.idle),
+            timeout=self.rpc_timeout,
+        )
+        self.purges += 1
+
+    async def run(self, stop: asyncio.Event) -> None:
+        while not stop.is_set():
+            try:
+                await self.purge()
+            except grpc.aio.AioRpcError as err:
+                log.warning("event purge failed: %s %s", err.code().name, err.details())
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(self.interval * random.uniform(0.9, 1.1)):
+                    await stop.wait()
+
+
 # -- Reader side -----------------------------------------------------------------------------
 
 
