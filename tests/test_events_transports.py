@@ -221,3 +221,35 @@ async def test_reader_of_a_task_without_events_times_out(stub: Stub, tool: pb.To
     with pytest.raises(TimeoutError):
         await collect(t.id, backend.source, timeout=0.6)
     assert time.monotonic() - started < 5
+
+
+async def test_terminal_event_when_the_report_is_refused_or_the_drain_abandons_the_task(
+    stub: Stub, tool: pb.Tool, backend: Backend, database_url: str
+) -> None:
+    release = asyncio.Event()
+    started: dict[str, asyncio.Event] = {}
+
+    async def process(task: pb.Task, ctx: TaskContext) -> Any:
+        started[task.input].set()
+        if "hang" in task.input:
+            await asyncio.Event().wait()  # ignores the drain: cancelled at drain_timeout
+        await release.wait()
+        return None
+
+    refused = await queue(stub, tool, input='{"do": "refused"}')
+    hung = await queue(stub, tool, input='{"do": "hang"}')
+    started.update({refused.input: asyncio.Event(), hung.input: asyncio.Event()})
+    # Heartbeats far apart: the lost lease is found out only when CompleteTask is refused.
+    fleet = RunningFleet(stub, tool, process, backend.emitter, heartbeat_interval=60, drain_timeout=0.2)
+    await asyncio.wait_for(asyncio.gather(*(e.wait() for e in started.values())), 30)
+    await sql(database_url, "UPDATE generation.tasks SET lease_token = gen_random_uuid() WHERE id = %s", refused.id)
+    release.set()
+    refused_end = (await collect(refused.id, backend.source))[-1]
+    assert refused_end.data == {"outcome": "lease_lost", "retrying": True}
+    # Drain: the hung task is cancelled when drain_timeout passes, left for its lease to lapse;
+    # run() flushes the emitter before it returns, so the terminal event is already stored.
+    await fleet.stop()
+    assert fleet.fleet.stats.abandoned == 1
+    hung_end = (await collect(hung.id, backend.source, timeout=5))[-1]
+    assert hung_end.data == {"outcome": "abandoned", "retrying": True}
+    assert backend.emitter.stats.written == backend.emitter.stats.emitted
