@@ -200,6 +200,9 @@ class GenerationDataServiceServicer:
         """Live task events without Redis: stores a batch of events, numbering each task's events
         after its newest stored one (two concurrent appends to one task: one fails on the primary
         key and is dropped by the best-effort emitter, never a gap or a duplicate number).
+        `newest` is MATERIALIZED so each task's max(seq) is looked up once, before the first row
+        is inserted: looked up per row, every lookup would step over the rows this statement had
+        already inserted (invisible to it), quadratic in the batch size (49 ms -> 8 ms for 500).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

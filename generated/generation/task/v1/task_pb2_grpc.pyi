@@ -72,6 +72,9 @@ class GenerationDataServiceStub:
     """Live task events without Redis: stores a batch of events, numbering each task's events
     after its newest stored one (two concurrent appends to one task: one fails on the primary
     key and is dropped by the best-effort emitter, never a gap or a duplicate number).
+    `newest` is MATERIALIZED so each task's max(seq) is looked up once, before the first row
+    is inserted: looked up per row, every lookup would step over the rows this statement had
+    already inserted (invisible to it), quadratic in the batch size (49 ms -> 8 ms for 500).
     """
     ListTaskEvents: _grpc.UnaryUnaryMultiCallable[_task_pb2.ListTaskEventsRequest, _task_pb2.ListTaskEventsResponse]
     """A task's events after after_seq, in seq order."""
@@ -120,6 +123,9 @@ class GenerationDataServiceAsyncStub(GenerationDataServiceStub):
     """Live task events without Redis: stores a batch of events, numbering each task's events
     after its newest stored one (two concurrent appends to one task: one fails on the primary
     key and is dropped by the best-effort emitter, never a gap or a duplicate number).
+    `newest` is MATERIALIZED so each task's max(seq) is looked up once, before the first row
+    is inserted: looked up per row, every lookup would step over the rows this statement had
+    already inserted (invisible to it), quadratic in the batch size (49 ms -> 8 ms for 500).
     """
     ListTaskEvents: _aio.UnaryUnaryMultiCallable[_task_pb2.ListTaskEventsRequest, _task_pb2.ListTaskEventsResponse]  # type: ignore[assignment]
     """A task's events after after_seq, in seq order."""
@@ -237,6 +243,9 @@ class GenerationDataServiceServicer(metaclass=_abc_1.ABCMeta):
         """Live task events without Redis: stores a batch of events, numbering each task's events
         after its newest stored one (two concurrent appends to one task: one fails on the primary
         key and is dropped by the best-effort emitter, never a gap or a duplicate number).
+        `newest` is MATERIALIZED so each task's max(seq) is looked up once, before the first row
+        is inserted: looked up per row, every lookup would step over the rows this statement had
+        already inserted (invisible to it), quadratic in the batch size (49 ms -> 8 ms for 500).
         """
 
     @_abc_1.abstractmethod

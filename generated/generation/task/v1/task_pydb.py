@@ -436,20 +436,25 @@ async def get_task(
 
 
 APPEND_TASK_EVENTS_SQL = """\
+WITH batch AS (
+  SELECT * FROM unnest(%(task_ids)s::uuid[], %(kinds)s::text[], %(data)s::jsonb[], %(emitted_at_unix)s::float8[])
+    WITH ORDINALITY AS e (task_id, kind, data, emitted_at_unix, ord)
+), newest AS MATERIALIZED (
+  SELECT t.task_id,
+         COALESCE((SELECT max(s.seq) FROM generation.task_events AS s WHERE s.task_id = t.task_id), 0) AS seq
+  FROM (SELECT DISTINCT task_id FROM batch) AS t
+)
 INSERT INTO generation.task_events (task_id, seq, kind, data, emitted_at)
-SELECT e.task_id,
-       COALESCE((SELECT max(s.seq) FROM generation.task_events AS s WHERE s.task_id = e.task_id), 0)
-         + row_number() OVER (PARTITION BY e.task_id ORDER BY e.ord),
-       e.kind, e.data, to_timestamp(e.emitted_at_unix)
-FROM unnest(%(task_ids)s::uuid[], %(kinds)s::text[], %(data)s::jsonb[], %(emitted_at_unix)s::float8[])
-  WITH ORDINALITY AS e (task_id, kind, data, emitted_at_unix, ord)
+SELECT b.task_id, n.seq + row_number() OVER (PARTITION BY b.task_id ORDER BY b.ord),
+       b.kind, b.data, to_timestamp(b.emitted_at_unix)
+FROM batch AS b JOIN newest AS n ON n.task_id = b.task_id
 """
 
 
 async def append_task_events(
     conn: AsyncConnection[Any], request: task_pb2.AppendTaskEventsRequest
 ) -> task_pb2.AppendTaskEventsResponse:
-    """AppendTaskEvents: Live task events without Redis: stores a batch of events, numbering each task's events after its newest stored one (two concurrent appends to one task: one fails on the primary key and is dropped by the best-effort emitter, never a gap or a duplicate number).
+    """AppendTaskEvents: Live task events without Redis: stores a batch of events, numbering each task's events after its newest stored one (two concurrent appends to one task: one fails on the primary key and is dropped by the best-effort emitter, never a gap or a duplicate number). `newest` is MATERIALIZED so each task's max(seq) is looked up once, before the first row is inserted: looked up per row, every lookup would step over the rows this statement had already inserted (invisible to it), quadratic in the batch size (49 ms -> 8 ms for 500).
 
     Returns no rows.
     """
