@@ -240,3 +240,17 @@ async def test_xread_replies_of_either_protocol_are_read_alike(
         (b"0-1", {b"kind": b"progress", b"data": b"1", b"ts": b"1.5"}),
         (b"0-2", {b"kind": b"terminal", b"data": b"{}", b"ts": b"2.5"}),
     ]
+
+
+async def test_data_that_is_not_json_is_dropped_counted_and_reported(redis_server: RedisServer, env_name: str) -> None:
+    emitter = EventEmitter(RedisEventTransport(redis_server.url, environment=env_name))
+    task_id = str(uuid.uuid4())
+    assert emitter.emit(task_id, "output", {"chunk": "ok"})
+    assert not emitter.emit(task_id, "output", {"chunk": object()})  # never raises into the task
+    assert emitter.emit(task_id, "terminal", {"outcome": "completed", "retrying": False})
+    assert await emitter.flush(5)
+    await emitter.aclose()
+    assert emitter.stats.dropped_invalid == 1 and emitter.stats.written == 2
+    events = await collect(task_id, RedisEventSource(redis_server.url, environment=env_name))
+    assert [e.seq for e in events] == [1, 2]
+    assert events[-1].data == {"outcome": "completed", "retrying": False, "dropped": 1}

@@ -99,6 +99,7 @@ class EmitterStats:
     emitted: int = 0  # accepted into the buffer
     written: int = 0  # stored by the transport
     dropped_full: int = 0  # refused: the buffer was full
+    dropped_invalid: int = 0  # refused: the data is not JSON-serialisable
     dropped_failed: int = 0  # lost with a batch the transport could not store
     batches_failed: int = 0
 
@@ -134,6 +135,7 @@ class EventEmitter:
         try:
             text = json.dumps(data)
         except (TypeError, ValueError) as err:
+            self.stats.dropped_invalid += 1
             self._drop(task_id, f"event data is not JSON ({err})")
             return False
         if kind != TERMINAL and len(self._buffer) >= self.buffer_size:
@@ -151,10 +153,6 @@ class EventEmitter:
         self._ready.set()
         self._ensure_flusher()
         return True
-
-    def dropped(self, task_id: str) -> int:
-        """Events of a running task dropped so far (reported in its terminal event)."""
-        return self._dropped_by_task.get(task_id, 0)
 
     def _drop(self, task_id: str, why: str) -> None:
         self._dropped_by_task[task_id] = self._dropped_by_task.get(task_id, 0) + 1
