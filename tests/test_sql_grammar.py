@@ -360,6 +360,21 @@ def test_analyze_reports_the_grammar_and_stops() -> None:
     assert [(p.message, p.span) for p in found] == [('syntax error at or near "FROM"', SqlSpan(10, 13))]
 
 
+def test_what_postgres_accepts_but_sqlglot_cannot_read_is_a_limit_of_pydb_not_a_syntax_error() -> None:
+    catalog, problems = build_catalog("CREATE TABLE t (a int);")
+    assert not problems
+    sql = "SELECT COLLATION FOR (a) FROM t"
+    assert not check_statement(sql).problems
+    analysis, found = analyze(sql, catalog)
+    assert analysis is None
+    assert [(p.message, p.span) for p in found] == [
+        (
+            'pydb cannot analyse this statement at or near "FOR" (PostgreSQL accepts it; please report it)',
+            SqlSpan(17, 19),
+        )
+    ]
+
+
 # -- schema files ---------------------------------------------------------------------------
 
 
