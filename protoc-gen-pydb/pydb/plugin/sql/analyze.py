@@ -147,7 +147,7 @@ def analyze(
     sql: str, catalog: Catalog, nullable_params: frozenset[str] = frozenset()
 ) -> tuple[Analysis | None, list[Problem]]:
     # PostgreSQL's grammar first: sqlglot never sees text PostgreSQL rejects.
-    grammar = check_statement(sql)
+    grammar = check_statement(sql, frozenset(op.name for op in catalog.operators))
     if grammar.problems:
         return None, list(grammar.problems)
     analyzer = Analyzer(sql, catalog, grammar, nullable_params)
