@@ -13,7 +13,7 @@ from google.protobuf import descriptor_pb2, wrappers_pb2
 from plugin_harness import run_plugin
 from pydb.plugin.bind import compiler
 from pydb.plugin.bind import typemap as t
-from pydb.plugin.diagnostics import Diagnostic, SqlSpan, unterminated_at
+from pydb.plugin.diagnostics import Diagnostic, SqlSpan
 from pydb.plugin.sql.analyze import analyze
 from pydb.plugin.sql.catalog import build_catalog
 from pydb.plugin.sql.types import PgType
@@ -266,12 +266,6 @@ def test_the_catalog_reads_the_supported_ddl() -> None:
     assert catalog.indexes["s.t_live"].partial
     u = catalog.table("s.u")
     assert u is not None and ("t_id", "id") in u.unique_keys
-
-
-def test_unterminated_strings_and_comments_are_located() -> None:
-    assert unterminated_at("SELECT 'ok', $$x$$, 'open") == SqlSpan(20, 20)
-    assert unterminated_at("SELECT 1 /* never closed") == SqlSpan(9, 10)
-    assert unterminated_at("SELECT 'it''s', \"q\"") is None
 
 
 # -- the analyzer's typing ---------------------------------------------------------------------
