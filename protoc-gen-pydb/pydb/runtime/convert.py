@@ -1,5 +1,6 @@
-"""Request field -> SQL parameter conversions, each failing with INVALID_ARGUMENT that names
-the field, and the result-side loader set-up."""
+"""The Python side of each `Conversion` (pydb/plugin/bind/ir.py): request field -> SQL parameter
+(each failing with INVALID_ARGUMENT that names the field) and result value -> proto value, with
+the loaders that make every value PostgreSQL can store readable (docs/adding-a-type.md)."""
 
 from __future__ import annotations
 
@@ -9,11 +10,15 @@ import uuid
 from collections.abc import Iterable, Mapping
 from typing import Any, TypeVar
 
-from google.protobuf import timestamp_pb2
-from psycopg import AsyncCursor
+import grpc
+from google.protobuf import duration_pb2, timestamp_pb2
+from psycopg import AsyncCursor, abc, adapters, postgres
+from psycopg.abc import AdaptContext, Buffer
+from psycopg.adapt import Loader
+from psycopg.pq import Format
 from psycopg.types.string import TextLoader
 
-from .errors import InvalidArgument
+from .errors import InvalidArgument, RpcError
 
 E = TypeVar("E", bound=int)
 
@@ -59,12 +64,30 @@ def enum_label(labels: Mapping[E, str], value: E, field: str) -> str:
     return label
 
 
-def timestamp_param(ts: timestamp_pb2.Timestamp) -> datetime.datetime:
-    return ts.ToDatetime(tzinfo=datetime.UTC)
+class OutOfRange(RpcError):
+    """A stored value the response's proto type cannot represent."""
+
+    code = grpc.StatusCode.OUT_OF_RANGE
 
 
+# Timestamp's range is 0001-01-01T00:00:00Z .. 9999-12-31T23:59:59.999999999Z; PostgreSQL's
+# `infinity` and `-infinity` are read as (and written from) its ends.
+_MAX_SECONDS = 253402300799
+_MIN_SECONDS = -62135596800
 _EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
 _NAIVE_EPOCH = datetime.datetime(1970, 1, 1)
+
+
+def timestamp_param(ts: timestamp_pb2.Timestamp, field: str) -> datetime.datetime | str:
+    """A Timestamp as a timestamp(tz) parameter: Timestamp's max and min are `infinity` and
+    `-infinity` (the values they read back from)."""
+    if ts.seconds >= _MAX_SECONDS and ts.nanos >= 999_999_000:
+        return "infinity"
+    if ts.seconds == _MIN_SECONDS and ts.nanos == 0:
+        return "-infinity"
+    if not _MIN_SECONDS <= ts.seconds <= _MAX_SECONDS:
+        raise InvalidArgument(f"{field} is outside google.protobuf.Timestamp's range (years 1 to 9999)")
+    return ts.ToDatetime(tzinfo=datetime.UTC)
 
 
 def timestamp_value(dt: datetime.datetime) -> timestamp_pb2.Timestamp:
@@ -76,12 +99,59 @@ def timestamp_value(dt: datetime.datetime) -> timestamp_pb2.Timestamp:
     return timestamp_pb2.Timestamp(seconds=d.days * 86400 + d.seconds, nanos=d.microseconds * 1000)
 
 
-# Result columns whose Python value should be the text Postgres sends: UUIDs and JSON
-# reach proto `string` fields as-is, with no parse-and-reformat round trip.
-_TEXT_TYPES = ("uuid", "json", "jsonb")
+#: google.protobuf.Duration's range: +-10000 years.
+_MAX_DURATION_SECONDS = 315_576_000_000
 
 
-def text_results(cur: AsyncCursor[Any]) -> None:
-    """Make `cur` load uuid, json and jsonb columns as str."""
-    for name in _TEXT_TYPES:
+def duration_value(td: datetime.timedelta) -> duration_pb2.Duration:
+    """A loaded interval as a Duration (a month counts 30 days); beyond Duration's range, OUT_OF_RANGE."""
+    seconds = td.days * 86400 + td.seconds
+    if not -_MAX_DURATION_SECONDS <= seconds <= _MAX_DURATION_SECONDS:
+        raise OutOfRange(f"an interval of {td.days} days is outside google.protobuf.Duration's range (10000 years)")
+    return duration_pb2.Duration(seconds=seconds, nanos=td.microseconds * 1000)
+
+
+def load_as_text(cur: AsyncCursor[Any], *types: str) -> None:
+    """Make `cur` load values of `types` (uuid, json, date, ...) as the text PostgreSQL sends:
+    what the proto `string` field gets, for every value the type can hold."""
+    for name in types:
         cur.adapters.register_loader(name, TextLoader)
+
+
+def _infinite(name: str, high: datetime.datetime, low: datetime.datetime) -> type[Loader]:
+    """psycopg's own text loader for timestamp type `name`, with `infinity` / `-infinity` read
+    as `high` / `low` (psycopg refuses them: Python's datetime has no infinity)."""
+    oid = postgres.types[name].oid
+    found = adapters.get_loader(oid, Format.TEXT)
+    assert found is not None
+    base: type[abc.Loader] = found
+
+    class InfinityLoader(Loader):
+        def __init__(self, oid: int, context: AdaptContext | None = None) -> None:
+            super().__init__(oid, context)
+            self._base = base(oid, context)
+
+        def load(self, data: Buffer) -> datetime.datetime:
+            if len(data) in (8, 9) and bytes(data) in (b"infinity", b"-infinity"):
+                return high if bytes(data) == b"infinity" else low
+            value: datetime.datetime = self._base.load(data)
+            return value
+
+    InfinityLoader.__name__ = InfinityLoader.__qualname__ = f"Infinity{base.__name__}"
+    return InfinityLoader
+
+
+_TIMESTAMP_LOADERS = {
+    "timestamptz": _infinite(
+        "timestamptz",
+        datetime.datetime.max.replace(tzinfo=datetime.UTC),
+        datetime.datetime.min.replace(tzinfo=datetime.UTC),
+    ),
+    "timestamp": _infinite("timestamp", datetime.datetime.max, datetime.datetime.min),
+}
+
+
+def load_timestamps(cur: AsyncCursor[Any]) -> None:
+    """Make `cur` load timestamp(tz) `infinity` / `-infinity` as Timestamp's max / min."""
+    for name, loader in _TIMESTAMP_LOADERS.items():
+        cur.adapters.register_loader(name, loader)

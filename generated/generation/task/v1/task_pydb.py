@@ -78,17 +78,19 @@ async def register_tool(
     """RegisterTool: Registers a tool by name, or returns the existing one.
 
     Exactly one row, into `tool`. No row: NOT_FOUND.
+    The rows are converted before the statement commits: one that cannot be answered is not written.
     """
     params = {
         "name": request.name,
     }
-    async with conn.cursor(row_factory=tuple_row) as cur:
-        rt.text_results(cur)
+    async with conn.transaction(), conn.cursor(row_factory=tuple_row) as cur:
+        rt.load_as_text(cur, "uuid")
+        rt.load_timestamps(cur)
         await cur.execute(REGISTER_TOOL_SQL, params, prepare=True)
         row = await cur.fetchone()
         if row is None:
             raise rt.NotFound("RegisterTool: no matching row")
-    return task_pb2.RegisterToolResponse(tool=_tool_from_row(row))
+        return task_pb2.RegisterToolResponse(tool=_tool_from_row(row))
 
 
 QUEUE_TASK_SQL = """\
@@ -111,6 +113,7 @@ async def queue_task(
     """QueueTask: Enqueues a task. Idempotent on billing_idempotency_key.
 
     Exactly one row, into `task`. No row: NOT_FOUND.
+    The rows are converted before the statement commits: one that cannot be answered is not written.
     """
     params = {
         "tool_id": rt.parse_uuid(request.tool_id, "tool_id"),
@@ -121,13 +124,14 @@ async def queue_task(
         "billing_idempotency_key": request.billing_idempotency_key if request.HasField("billing_idempotency_key") else None,
         "w3c_traceparent": request.w3c_traceparent if request.HasField("w3c_traceparent") else None,
     }
-    async with conn.cursor(row_factory=tuple_row) as cur:
-        rt.text_results(cur)
+    async with conn.transaction(), conn.cursor(row_factory=tuple_row) as cur:
+        rt.load_as_text(cur, "jsonb", "uuid")
+        rt.load_timestamps(cur)
         await cur.execute(QUEUE_TASK_SQL, params, prepare=True)
         row = await cur.fetchone()
         if row is None:
             raise rt.NotFound("QueueTask: no matching row")
-    return task_pb2.QueueTaskResponse(task=_task_from_row(row))
+        return task_pb2.QueueTaskResponse(task=_task_from_row(row))
 
 
 CLAIM_NEXT_TASK_SQL = """\
@@ -156,17 +160,19 @@ async def claim_next_task(
     """ClaimNextTask: Claims the tool's next task: a reclaimable zombie first, then by priority, then FIFO. Reclaiming a zombie (lease lapsed while processing) burns one retry.
 
     Zero or one row, into `task` (left unset when there is none).
+    The rows are converted before the statement commits: one that cannot be answered is not written.
     """
     params = {
         "tool_id": rt.parse_uuid(request.tool_id, "tool_id"),
     }
-    async with conn.cursor(row_factory=tuple_row) as cur:
-        rt.text_results(cur)
+    async with conn.transaction(), conn.cursor(row_factory=tuple_row) as cur:
+        rt.load_as_text(cur, "jsonb", "uuid")
+        rt.load_timestamps(cur)
         await cur.execute(CLAIM_NEXT_TASK_SQL, params, prepare=True)
         row = await cur.fetchone()
-    if row is None:
-        return task_pb2.ClaimNextTaskResponse()
-    return task_pb2.ClaimNextTaskResponse(task=_task_from_row(row))
+        if row is None:
+            return task_pb2.ClaimNextTaskResponse()
+        return task_pb2.ClaimNextTaskResponse(task=_task_from_row(row))
 
 
 CLAIM_TASKS_SQL = """\
@@ -197,16 +203,18 @@ async def claim_tasks(
     """ClaimTasks: The same claim for up to `limit` tasks at once.
 
     Any number of rows, into `tasks`.
+    The rows are converted before the statement commits: one that cannot be answered is not written.
     """
     params = {
         "tool_id": rt.parse_uuid(request.tool_id, "tool_id"),
         "limit": request.limit,
     }
-    async with conn.cursor(row_factory=tuple_row) as cur:
-        rt.text_results(cur)
+    async with conn.transaction(), conn.cursor(row_factory=tuple_row) as cur:
+        rt.load_as_text(cur, "jsonb", "uuid")
+        rt.load_timestamps(cur)
         await cur.execute(CLAIM_TASKS_SQL, params, prepare=True)
         rows = await cur.fetchall()
-    return task_pb2.ClaimTasksResponse(tasks=[_task_from_row(row) for row in rows])
+        return task_pb2.ClaimTasksResponse(tasks=[_task_from_row(row) for row in rows])
 
 
 HEARTBEAT_TASK_SQL = """\
@@ -224,13 +232,15 @@ async def heartbeat_task(
     """HeartbeatTask: Extends the lease of a task still held under lease_token.
 
     Exactly one row, into `task`. No row: NOT_FOUND when the generation.tasks row does not exist, else FAILED_PRECONDITION.
+    The rows are converted before the statement commits: one that cannot be answered is not written.
     """
     params = {
         "task_id": rt.parse_uuid(request.task_id, "task_id"),
         "lease_token": rt.parse_uuid(request.lease_token, "lease_token"),
     }
-    async with conn.cursor(row_factory=tuple_row) as cur:
-        rt.text_results(cur)
+    async with conn.transaction(), conn.cursor(row_factory=tuple_row) as cur:
+        rt.load_as_text(cur, "jsonb", "uuid")
+        rt.load_timestamps(cur)
         await cur.execute(HEARTBEAT_TASK_SQL, params, prepare=True)
         row = await cur.fetchone()
         if row is None:
@@ -241,7 +251,7 @@ async def heartbeat_task(
             raise rt.FailedPrecondition(
                 f"HeartbeatTask does not apply to generation.tasks {params['task_id']} in its current state"
             )
-    return task_pb2.HeartbeatTaskResponse(task=_task_from_row(row))
+        return task_pb2.HeartbeatTaskResponse(task=_task_from_row(row))
 
 
 COMPLETE_TASK_SQL = """\
@@ -263,6 +273,7 @@ async def complete_task(
     """CompleteTask: Marks a task held under lease_token completed.
 
     Exactly one row, into `task`. No row: NOT_FOUND when the generation.tasks row does not exist, else FAILED_PRECONDITION.
+    The rows are converted before the statement commits: one that cannot be answered is not written.
     """
     params = {
         "output": request.output if request.HasField("output") else None,
@@ -270,8 +281,9 @@ async def complete_task(
         "task_id": rt.parse_uuid(request.task_id, "task_id"),
         "lease_token": rt.parse_uuid(request.lease_token, "lease_token"),
     }
-    async with conn.cursor(row_factory=tuple_row) as cur:
-        rt.text_results(cur)
+    async with conn.transaction(), conn.cursor(row_factory=tuple_row) as cur:
+        rt.load_as_text(cur, "jsonb", "uuid")
+        rt.load_timestamps(cur)
         await cur.execute(COMPLETE_TASK_SQL, params, prepare=True)
         row = await cur.fetchone()
         if row is None:
@@ -282,7 +294,7 @@ async def complete_task(
             raise rt.FailedPrecondition(
                 f"CompleteTask does not apply to generation.tasks {params['task_id']} in its current state"
             )
-    return task_pb2.CompleteTaskResponse(task=_task_from_row(row))
+        return task_pb2.CompleteTaskResponse(task=_task_from_row(row))
 
 
 COMPLETE_TASKS_SQL = """\
@@ -305,6 +317,7 @@ async def complete_tasks(
     """CompleteTasks: Completes many tasks in one statement; entries whose lease was lost are skipped.
 
     Any number of rows, into `tasks`.
+    The rows are converted before the statement commits: one that cannot be answered is not written.
     """
     params = {
         "task_ids": rt.parse_uuids(request.task_ids, "task_ids"),
@@ -312,11 +325,12 @@ async def complete_tasks(
         "outputs": list(request.outputs),
         "reported_usages": list(request.reported_usages),
     }
-    async with conn.cursor(row_factory=tuple_row) as cur:
-        rt.text_results(cur)
+    async with conn.transaction(), conn.cursor(row_factory=tuple_row) as cur:
+        rt.load_as_text(cur, "jsonb", "uuid")
+        rt.load_timestamps(cur)
         await cur.execute(COMPLETE_TASKS_SQL, params, prepare=True)
         rows = await cur.fetchall()
-    return task_pb2.CompleteTasksResponse(tasks=[_task_from_row(row) for row in rows])
+        return task_pb2.CompleteTasksResponse(tasks=[_task_from_row(row) for row in rows])
 
 
 FAIL_TASK_SQL = """\
@@ -347,6 +361,7 @@ async def fail_task(
     """FailTask: Fails a task. With increment_retry it is re-queued while retries remain. Without lease_token (the reaper) it only applies to rows no live lease protects.
 
     Exactly one row, into `task`. No row: NOT_FOUND when the generation.tasks row does not exist, else FAILED_PRECONDITION.
+    The rows are converted before the statement commits: one that cannot be answered is not written.
     """
     params = {
         "increment_retry": request.increment_retry,
@@ -354,8 +369,9 @@ async def fail_task(
         "task_id": rt.parse_uuid(request.task_id, "task_id"),
         "lease_token": rt.parse_uuid(request.lease_token, "lease_token") if request.HasField("lease_token") else None,
     }
-    async with conn.cursor(row_factory=tuple_row) as cur:
-        rt.text_results(cur)
+    async with conn.transaction(), conn.cursor(row_factory=tuple_row) as cur:
+        rt.load_as_text(cur, "jsonb", "uuid")
+        rt.load_timestamps(cur)
         await cur.execute(FAIL_TASK_SQL, params, prepare=True)
         row = await cur.fetchone()
         if row is None:
@@ -366,7 +382,7 @@ async def fail_task(
             raise rt.FailedPrecondition(
                 f"FailTask does not apply to generation.tasks {params['task_id']} in its current state"
             )
-    return task_pb2.FailTaskResponse(task=_task_from_row(row))
+        return task_pb2.FailTaskResponse(task=_task_from_row(row))
 
 
 LIST_STALE_TASKS_SQL = """\
@@ -387,17 +403,19 @@ async def list_stale_tasks(
     """ListStaleTasks: The rows no claim will recover: dead zombies past the grace window, unclaimable rows (retry_count >= max_retries) and abandoned queued rows. The reaper fails each.
 
     Any number of rows, into `tasks`.
+    The rows are converted before the statement commits: one that cannot be answered is not written.
     """
     params = {
         "processing_grace_seconds": request.processing_grace_seconds,
         "queued_max_age_seconds": request.queued_max_age_seconds,
         "limit": request.limit,
     }
-    async with conn.cursor(row_factory=tuple_row) as cur:
-        rt.text_results(cur)
+    async with conn.transaction(), conn.cursor(row_factory=tuple_row) as cur:
+        rt.load_as_text(cur, "jsonb", "uuid")
+        rt.load_timestamps(cur)
         await cur.execute(LIST_STALE_TASKS_SQL, params, prepare=True)
         rows = await cur.fetchall()
-    return task_pb2.ListStaleTasksResponse(tasks=[_task_from_row(row) for row in rows])
+        return task_pb2.ListStaleTasksResponse(tasks=[_task_from_row(row) for row in rows])
 
 
 GET_TASK_SQL = """\
@@ -411,17 +429,19 @@ async def get_task(
     """GetTask
 
     Exactly one row, into `task`. No row: NOT_FOUND.
+    The rows are converted before the statement commits: one that cannot be answered is not written.
     """
     params = {
         "task_id": rt.parse_uuid(request.task_id, "task_id"),
     }
-    async with conn.cursor(row_factory=tuple_row) as cur:
-        rt.text_results(cur)
+    async with conn.transaction(), conn.cursor(row_factory=tuple_row) as cur:
+        rt.load_as_text(cur, "jsonb", "uuid")
+        rt.load_timestamps(cur)
         await cur.execute(GET_TASK_SQL, params, prepare=True)
         row = await cur.fetchone()
         if row is None:
             raise rt.NotFound("GetTask: no matching row")
-    return task_pb2.GetTaskResponse(task=_task_from_row(row))
+        return task_pb2.GetTaskResponse(task=_task_from_row(row))
 
 
 class GenerationDataServiceHandlers(task_pb2_grpc.GenerationDataServiceServicer):
