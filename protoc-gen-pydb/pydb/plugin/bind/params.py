@@ -104,8 +104,12 @@ def _optional_into_not_null(
     """(param, column, table, span) for each `optional` request field the statement writes,
     as the whole value, into a NOT NULL column (INSERT ... VALUES, UPDATE ... SET)."""
     table = analysis.target
+    # Scalars declared `optional` (message fields, wrappers included, always have presence:
+    # their "unset" is a choice the proto already made).
     optional = {
-        p.name: p for p in analysis.params if (f := request.field(p.name)) and f.has_presence and not f.repeated
+        p.name: p
+        for p in analysis.params
+        if (f := request.field(p.name)) and f.has_presence and not f.repeated and "." not in f.type
     }
     if table is None or not optional or analysis.kind not in ("insert", "update"):
         return
