@@ -22,7 +22,7 @@ from ..sql.analysis import Analysis
 from ..sql.analyze import analyze
 from ..sql.catalog import Catalog, build_catalog
 from ..sql.names import QualifiedName
-from . import ir
+from . import ir, syntax
 from .params import bind_params, field_ref
 from .report import Reporter, method_path
 from .results import bind_row, row_target
@@ -244,7 +244,9 @@ class FileCompiler:
         target = row_target(self.report, si, mi, method.name, analysis, response, cardinality, opt.result_field)
         row = None
         if target is not None and analysis.columns is not None and self.report.error_count() == errors_before:
-            row = bind_row(self.report, si, mi, method.name, sql, analysis.columns, target)
+            parsed = syntax.parse(sql, analysis)
+            nulls = parsed.null_columns() if parsed is not None else frozenset()
+            row = bind_row(self.report, si, mi, method.name, sql, analysis.columns, target, nulls)
         if self.report.error_count() > errors_before:
             return None
         return ir.Rpc(

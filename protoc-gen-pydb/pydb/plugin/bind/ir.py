@@ -112,9 +112,8 @@ class Param:
 
 @dataclass(frozen=True)
 class Column:
-    """A result column (at `position` in the row) filling a field of the row's message.
-
-    A NULL column (`NULL AS note`) fills nothing: the field is left unset on purpose."""
+    """A result column (at `position` in the row) filling a field of the row's message. (A NULL
+    literal column, `NULL::text AS note`, has none: its field is left unset on purpose.)"""
 
     name: str
     position: int

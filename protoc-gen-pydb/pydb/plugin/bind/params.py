@@ -11,10 +11,10 @@ from pglast import ast
 
 from ..diagnostics import SqlSpan
 from ..protos import Field, Message, ProtoIndex
-from ..sql import pgparse
 from ..sql.analysis import Analysis
 from ..sql.types import PgType
 from . import ir
+from . import syntax
 from . import typemap as t
 from .enums import enum_mapping
 from .report import Reporter
@@ -111,23 +111,10 @@ def _optional_into_not_null(
         for p in analysis.params
         if (f := request.field(p.name)) and f.has_presence and not f.repeated and "." not in f.type
     }
-    if table is None or not optional or analysis.kind not in ("insert", "update"):
+    parsed = syntax.parse(sql, analysis) if table is not None and optional else None
+    if parsed is None or table is None:
         return
-    # PostgreSQL's grammar reads `@name` as a prefix operator; `$n` is a parameter.
-    numbered: list[str] = []
-    pieces, pos = [], 0
-    for start, end, name in sorted((s.start, s.end, p.name) for p in analysis.params for s in p.spans):
-        numbered.append(name)
-        pieces += [sql[pos:start], f"${len(numbered)}"]
-        pos = end + 1
-    pieces.append(sql[pos:])
-    try:
-        statements = pgparse.parse("".join(pieces))
-    except pgparse.PgSyntaxError:
-        return
-    if len(statements) != 1:
-        return
-    node = statements[0].node
+    node = parsed.node
     pairs: list[tuple[str | None, ast.Node | None]] = []
     if isinstance(node, ast.InsertStmt) and node.selectStmt is not None:
         names = [c.name for c in node.cols or ()] or [c.name for c in table.columns]
@@ -138,13 +125,10 @@ def _optional_into_not_null(
     elif isinstance(node, ast.UpdateStmt):
         pairs += [(r.name, r.val) for r in node.targetList or () if isinstance(r, ast.ResTarget)]
     for column_name, value in pairs:
-        while isinstance(value, ast.TypeCast):
-            value = value.arg
-        if not isinstance(value, ast.ParamRef) or not isinstance(value.number, int):
+        name = parsed.param(value)
+        if name is None:
             continue
-        if not 0 < value.number <= len(numbered):
-            continue
-        param = optional.get(numbered[value.number - 1])
+        param = optional.get(name)
         column = table.column(column_name) if column_name else None
         if param is None or column is None or not column.not_null:
             continue

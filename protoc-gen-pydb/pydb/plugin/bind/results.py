@@ -94,27 +94,37 @@ def row_target(
 
 
 def bind_row(
-    rep: Reporter, si: int, mi: int, rpc: str, sql: str, columns: tuple[ResultColumn, ...], target: Message
+    rep: Reporter,
+    si: int,
+    mi: int,
+    rpc: str,
+    sql: str,
+    columns: tuple[ResultColumn, ...],
+    target: Message,
+    nulls: frozenset[str],
 ) -> ir.Row:
     """The row as a `target` message; every problem reported (the caller checks the count).
     Fields no column fills are reported (once, at the field) only when the RPC has no other
-    error: after a wrong column name they are a follow-on."""
+    error: after a wrong column name they are a follow-on. A column in `nulls` (a NULL literal,
+    `NULL::int AS age`) leaves its field unset on purpose."""
     errors_before = rep.error_count()
     where = _Rpc(rep, si, mi, rpc, sql)
-    row = _row(where, columns, target, 0)
+    row = _row(where, columns, target, 0, nulls)
     if rep.error_count() == errors_before:
         for message, name in where.unfilled:
             rep.at_field(
                 message,
                 name,
                 f"no result column fills it; select a column named {name}, or leave the field unset on purpose "
-                f"with `NULL AS {name}` (see docs/diagnostics.md)",
+                f"with a typed NULL, `NULL::<type> AS {name}` (see docs/diagnostics.md)",
                 rpc,
             )
     return row
 
 
-def _row(where: _Rpc, columns: tuple[ResultColumn, ...], target: Message, start: int) -> ir.Row:
+def _row(
+    where: _Rpc, columns: tuple[ResultColumn, ...], target: Message, start: int, nulls: frozenset[str] = frozenset()
+) -> ir.Row:
     out: list[ir.Column | ir.Embedded] = []
     filled: set[str] = set()
     position = start
@@ -127,6 +137,9 @@ def _row(where: _Rpc, columns: tuple[ResultColumn, ...], target: Message, start:
             where.error(f"result column {col.name} has no field in {target.full_name}{hint}", col)
         else:
             filled.add(f.name)
+            if col.name in nulls:
+                position += width
+                continue  # NULL AS field: left unset on purpose
             bound = (
                 _embedded(where, col, target, position)
                 if col.embedded is not None
