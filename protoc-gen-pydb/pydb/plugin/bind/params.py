@@ -13,8 +13,7 @@ from ..diagnostics import SqlSpan
 from ..protos import Field, Message, ProtoIndex
 from ..sql.analysis import Analysis
 from ..sql.types import PgType
-from . import ir
-from . import syntax
+from . import ir, syntax
 from . import typemap as t
 from .enums import enum_mapping
 from .report import Reporter
