@@ -215,7 +215,7 @@ def _statements(descriptors: descriptor_pb2.FileDescriptorSet, proto: str) -> li
 
 def _prepare(conn: psycopg.Connection[tuple[object, ...]], sql: str) -> None:
     """PREPARE and plan `sql` with each `@name` as a numbered parameter, rolled back."""
-    from pydb.plugin.sql.analyze import parameter_spans
+    from pydb.plugin.sql.grammar import parameter_spans
 
     spans = parameter_spans(sql)
     number = {name: i + 1 for i, name in enumerate(spans)}

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 import psycopg
 from google.protobuf import descriptor_pb2
-from pydb.plugin.sql.analyze import parameter_spans
+from pydb.plugin.sql.grammar import parameter_spans
 from pydb.v1 import options_pb2
 
 from .runner import Corpus, proto_name

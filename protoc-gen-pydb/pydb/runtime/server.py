@@ -137,9 +137,14 @@ def parser(prog: str) -> argparse.ArgumentParser:
 
 def parse_config(argv: Sequence[str] | None, prog: str, env: Mapping[str, str] | None = None) -> Config:
     """Flags over environment over defaults; a bad value, from either, exits with a usage error."""
-    env = os.environ if env is None else env
     p = parser(prog)
-    a = p.parse_args(argv)
+    return config_from_args(p, p.parse_args(argv), env)
+
+
+def config_from_args(p: argparse.ArgumentParser, a: argparse.Namespace, env: Mapping[str, str] | None = None) -> Config:
+    """The Config of flags already parsed by `p` (a `parser(...)`, possibly with arguments of its
+    own, as `pydb.serve` adds its modules) over the environment; a bad value exits via `p.error`."""
+    env = os.environ if env is None else env
     values: dict[str, Any] = {}
     for s in SETTINGS:
         dest = s.flag[2:].replace("-", "_")

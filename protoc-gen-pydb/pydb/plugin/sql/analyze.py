@@ -24,6 +24,7 @@ from ..diagnostics import Problem, SqlSpan, stray_comma, syntax_problem, untermi
 from . import types as t
 from .analysis import Analysis, Param, ResultColumn, StatementKind
 from .catalog import Catalog, Column, Table
+from .grammar import check_statement
 from .types import PgType, UnknownType, span_of
 
 
@@ -2173,6 +2174,11 @@ def _key_param(where: exp.Expr | None, table: Table | None, rel: Relation | None
 def analyze(
     sql: str, catalog: Catalog, nullable_params: frozenset[str] = frozenset()
 ) -> tuple[Analysis | None, list[Problem]]:
+    # PostgreSQL's grammar first: sqlglot never sees text PostgreSQL rejects.
+    grammar = check_statement(sql)
+    if grammar.problems:
+        return None, list(grammar.problems)
     analyzer = Analyzer(sql, catalog, nullable_params)
+    analyzer.param_spans = grammar.parameter_spans  # found by PostgreSQL's lexer
     result = analyzer.analyze()
     return result, analyzer.problems
