@@ -342,3 +342,37 @@ async def test_a_row_that_cannot_be_answered_is_not_written(events: tuple[Module
         ok = await handlers.stretch_event(conn, m.StretchEventRequest(id=1, factor=2.0))
         assert ok.span == duration_pb2.Duration(seconds=2 * 86400)
         assert await stored(conn, "span") == "2 days"
+
+
+# -- enum arrays -------------------------------------------------------------------------------
+
+GOLDENS = Path(__file__).resolve().parent / "goldens"
+
+
+async def test_enum_arrays_both_ways(pg_server: tuple[str, Cluster | None], tmp_path: Path) -> None:
+    """A repeated proto enum binds to a pg enum array; pg enum arrays (which psycopg receives as
+    text) read into repeated enum fields; a NULL array reads as an empty repeated field."""
+    golden = GOLDENS / "enum_arrays"
+    outcome = generate(golden, "goldens_enum_arrays.proto", tmp_path / "out")
+    assert outcome.error == "", outcome.error
+    with (
+        importable(tmp_path / "out", "goldens_enum_arrays_pydb") as handlers,
+        scratch_database(pg_server[0], schema=golden / "schema.sql") as url,
+    ):
+        m = handlers.__dict__["goldens_enum_arrays_pb2"]
+        async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
+            await conn.execute(
+                "INSERT INTO app.people VALUES (1, 'happy', '{sad,meh}', '{happy}'), (2, 'sad', '{}', NULL), "
+                "(3, 'meh', '{happy}', '{}')"
+            )
+            found = await handlers.find(conn, m.FindRequest(moods=[m.MOOD_HAPPY, m.MOOD_SAD]))
+            assert [(p.id, p.mood, list(p.past), list(p.wished)) for p in found.people] == [
+                (1, m.MOOD_HAPPY, [m.MOOD_SAD, m.MOOD_MEH], ["happy"]),
+                (2, m.MOOD_SAD, [], []),
+            ]
+            remembered = await handlers.remember(conn, m.RememberRequest(id=3, past=[m.MOOD_MEH, m.MOOD_HAPPY]))
+            assert list(remembered.past) == [m.MOOD_MEH, m.MOOD_HAPPY]
+            cur = await conn.execute("SELECT past::text FROM app.people WHERE id = 3")
+            assert await cur.fetchone() == ("{meh,happy}",)
+            with pytest.raises(rt.InvalidArgument, match="moods must be set to a known value"):
+                await handlers.find(conn, m.FindRequest(moods=[m.MOOD_UNSPECIFIED]))

@@ -16,6 +16,7 @@ from .convert import (
     parse_ints,
     parse_uuid,
     parse_uuids,
+    text_array,
     timestamp_param,
     timestamp_value,
 )
@@ -50,6 +51,7 @@ __all__ = [
     "parse_uuid",
     "parse_uuids",
     "status_for_db_error",
+    "text_array",
     "timestamp_param",
     "timestamp_value",
     "traceparent",

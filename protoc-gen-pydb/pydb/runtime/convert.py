@@ -111,6 +111,38 @@ def duration_value(td: datetime.timedelta) -> duration_pb2.Duration:
     return duration_pb2.Duration(seconds=seconds, nanos=td.microseconds * 1000)
 
 
+def text_array(value: str | list[str] | None) -> list[str]:
+    """A one-dimensional array of a type psycopg does not know (a PostgreSQL enum's), which
+    arrives as PostgreSQL's text form (`{a,"b c"}`), as its elements. A NULL array is [] (an
+    empty repeated field); a NULL element cannot be represented: OUT_OF_RANGE."""
+    if value is None:
+        return []
+    if isinstance(value, list):
+        return value
+    out: list[str] = []
+    i, end = 1, len(value) - 1  # inside the braces
+    while i < end:
+        if value[i] == '"':
+            chars = []
+            i += 1
+            while value[i] != '"':
+                if value[i] == "\\":
+                    i += 1
+                chars.append(value[i])
+                i += 1
+            out.append("".join(chars))
+            i += 1
+        else:
+            stop = value.find(",", i)
+            stop = end if stop == -1 else stop
+            if value[i:stop] == "NULL":
+                raise OutOfRange("an array holds a NULL element, which a repeated field cannot")
+            out.append(value[i:stop])
+            i = stop
+        i += 1  # the comma
+    return out
+
+
 def load_as_text(cur: AsyncCursor[Any], *types: str) -> None:
     """Make `cur` load values of `types` (uuid, json, date, ...) as the text PostgreSQL sends:
     what the proto `string` field gets, for every value the type can hold."""

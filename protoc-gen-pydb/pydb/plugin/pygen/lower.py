@@ -4,6 +4,7 @@ validity: everything here was checked by bind."""
 
 from __future__ import annotations
 
+import json
 import keyword
 from dataclasses import dataclass, field
 
@@ -123,10 +124,13 @@ class _Module:
         if c.field.wrapper is not None:
             convert = f"{self.type(c.field.wrapper)}(value={convert})"
         if c.field.repeated:
-            if convert == "{}":
+            if c.pg_type.is_enum:  # psycopg does not know the enum's array type: it sends text
+                source = f"rt.text_array({v})"
+            elif convert == "{}":
                 return v  # a NULL array reads as an empty repeated field
-            source = f"{v} or ()" if c.nullable else v
-            return f"[{convert.format('x')} for x in {source}]"
+            else:
+                source = f"{v} or ()" if c.nullable else v
+            return source if convert == "{}" else f"[{convert.format('x')} for x in {source}]"
         if convert == "{}":
             return v
         if c.nullable:
@@ -174,8 +178,15 @@ def _columns(row: ir.Row) -> list[ir.Column]:
     return out
 
 
-def _fstring(text: str) -> str:
+def _braces(text: str) -> str:
+    """`text` as the literal part of an f-string."""
     return text.replace("{", "{{").replace("}", "}}")
+
+
+def _fstring(body: str) -> str:
+    """An f-string literal around `body`: double-quoted, so the expressions in it may use single
+    quotes (before Python 3.12 they may not hold a backslash)."""
+    return "f" + json.dumps(body, ensure_ascii=False)
 
 
 def _probe(rpc: ir.Rpc, const: str) -> model.Probe | None:
@@ -190,8 +201,8 @@ def _probe(rpc: ir.Rpc, const: str) -> model.Probe | None:
         sql=sql,
         param=p.param,
         table=table,
-        missing="f" + py_str(f"{_fstring(table)} {key} does not exist"),
-        wrong_state="f" + py_str(f"{rpc.name} does not apply to {_fstring(table)} {key} in its current state"),
+        missing=_fstring(f"{_braces(table)} {key} does not exist"),
+        wrong_state=_fstring(f"{rpc.name} does not apply to {_braces(table)} {key} in its current state"),
     )
 
 
