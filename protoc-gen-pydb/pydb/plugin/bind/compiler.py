@@ -244,9 +244,12 @@ class FileCompiler:
         target = row_target(self.report, si, mi, method.name, analysis, response, cardinality, opt.result_field)
         row = None
         if target is not None and analysis.columns is not None and self.report.error_count() == errors_before:
-            parsed = syntax.parse(sql, analysis)
-            nulls = parsed.null_columns() if parsed is not None else frozenset()
-            row = bind_row(self.report, si, mi, method.name, sql, analysis.columns, target, nulls)
+
+            def null_literals() -> frozenset[str]:
+                parsed = syntax.parse(sql, analysis)
+                return parsed.null_columns() if parsed is not None else frozenset()
+
+            row = bind_row(self.report, si, mi, method.name, sql, analysis.columns, target, null_literals)
         if self.report.error_count() > errors_before:
             return None
         return ir.Rpc(

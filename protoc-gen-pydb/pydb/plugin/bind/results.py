@@ -5,8 +5,10 @@ that every field of the row's message is filled."""
 from __future__ import annotations
 
 import difflib
+import functools
+from collections.abc import Callable
 
-from ..protos import Message
+from ..protos import Field, Message
 from ..sql.analysis import Analysis, ResultColumn
 from ..sql.types import NULL
 from . import ir
@@ -19,10 +21,19 @@ from .report import Reporter
 class _Rpc:
     """The RPC being bound, for placing its diagnostics."""
 
-    def __init__(self, rep: Reporter, si: int, mi: int, name: str, sql: str) -> None:
+    def __init__(
+        self, rep: Reporter, si: int, mi: int, name: str, sql: str, null_literals: Callable[[], frozenset[str]]
+    ) -> None:
         self.rep, self.si, self.mi, self.name, self.sql = rep, si, mi, name, sql
+        self._null_literals = null_literals
         #: (message, field) pairs no column fills.
         self.unfilled: list[tuple[str, str]] = []
+
+    @functools.cached_property
+    def null_literals(self) -> frozenset[str]:
+        """The top-level output columns that are a NULL literal (parsing the statement only when
+        a column would not fit otherwise: most RPCs never need it)."""
+        return self._null_literals()
 
     def error(self, message: str, col: ResultColumn | None = None) -> None:
         self.rep.at_method(self.si, self.mi, f"{self.name}: {message}", self.sql, col.span if col else None)
@@ -40,7 +51,7 @@ def row_target(
 ) -> Message | None:
     """The message a row becomes (the response, or the message of `result_field`); None after
     reporting why the cardinality and the response do not fit together. For EXEC, always None."""
-    where = _Rpc(rep, si, mi, rpc, "")
+    where = _Rpc(rep, si, mi, rpc, "", frozenset)
     if cardinality is ir.Cardinality.EXEC:
         if analysis.columns is not None:
             where.error(
@@ -101,15 +112,15 @@ def bind_row(
     sql: str,
     columns: tuple[ResultColumn, ...],
     target: Message,
-    nulls: frozenset[str],
+    null_literals: Callable[[], frozenset[str]],
 ) -> ir.Row:
     """The row as a `target` message; every problem reported (the caller checks the count).
     Fields no column fills are reported (once, at the field) only when the RPC has no other
-    error: after a wrong column name they are a follow-on. A column in `nulls` (a NULL literal,
-    `NULL::int AS age`) leaves its field unset on purpose."""
+    error: after a wrong column name they are a follow-on. A column among `null_literals()` (a
+    NULL literal, `NULL::int AS age`) leaves its field unset on purpose."""
     errors_before = rep.error_count()
-    where = _Rpc(rep, si, mi, rpc, sql)
-    row = _row(where, columns, target, 0, nulls)
+    where = _Rpc(rep, si, mi, rpc, sql, null_literals)
+    row = _row(where, columns, target, 0, top=True)
     if rep.error_count() == errors_before:
         for message, name in where.unfilled:
             rep.at_field(
@@ -122,9 +133,7 @@ def bind_row(
     return row
 
 
-def _row(
-    where: _Rpc, columns: tuple[ResultColumn, ...], target: Message, start: int, nulls: frozenset[str] = frozenset()
-) -> ir.Row:
+def _row(where: _Rpc, columns: tuple[ResultColumn, ...], target: Message, start: int, top: bool = False) -> ir.Row:
     out: list[ir.Column | ir.Embedded] = []
     filled: set[str] = set()
     position = start
@@ -137,9 +146,10 @@ def _row(
             where.error(f"result column {col.name} has no field in {target.full_name}{hint}", col)
         else:
             filled.add(f.name)
-            if col.name in nulls:
+            literal = top and col.nullable and col.embedded is None and _misfits(where, col, f)
+            if literal and col.name in where.null_literals:
                 position += width
-                continue  # NULL AS field: left unset on purpose
+                continue  # NULL::type AS field: left unset on purpose
             bound = (
                 _embedded(where, col, target, position)
                 if col.embedded is not None
@@ -150,6 +160,17 @@ def _row(
         position += width
     where.unfilled += [(target.full_name, f.name) for f in target.fields if f.name not in filled]
     return ir.Row(ir.TypeRef(target.full_name, target.file, target.python_path), tuple(out))
+
+
+def _misfits(where: _Rpc, col: ResultColumn, f: Field) -> bool:
+    """Whether binding `col` to `f` reports a problem (a cheap check before parsing)."""
+    pg = col.type
+    if pg is None or pg == NULL:
+        return False
+    m = t.mapping(pg.element, f.type)
+    if pg.is_array != f.repeated or m is None or not m.reads or (not f.has_presence and not f.repeated):
+        return True
+    return m.conversion is ir.Conversion.ENUM and bool(enum_mapping(pg.element, where.rep.index.enums[f.type_name])[1])
 
 
 def _column(where: _Rpc, col: ResultColumn, target: Message, position: int) -> ir.Column | None:
