@@ -14,6 +14,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+import grpc
 import psycopg
 import pytest
 from goldens.harness import generate, importable, write_tree
@@ -220,7 +221,8 @@ CREATE TABLE app.events (
     at timestamptz NOT NULL,
     amount numeric NOT NULL,
     ratio numeric NOT NULL,
-    span interval NOT NULL
+    span interval NOT NULL,
+    tags text[] NOT NULL DEFAULT '{}'
 );
 """
 EVENT_COLUMNS = "id, day, at, amount, ratio, span"
@@ -238,6 +240,8 @@ message AddEventRequest {
 message GetEventRequest { int64 id = 1; }
 message ShiftEventRequest { int64 id = 1; google.protobuf.Duration by = 2; }
 message StretchEventRequest { int64 id = 1; double factor = 2; }
+message TagEventRequest { int64 id = 1; optional string tag = 2; }
+message Tags { int64 id = 1; repeated string tags = 2; }
 service Events {
 """
     + rpc(
@@ -263,10 +267,18 @@ service Events {
         f"UPDATE app.events SET span = span * @factor WHERE id = @id RETURNING {EVENT_COLUMNS}",
         "ONE",
     )
+    + rpc(
+        "TagEvent",
+        "TagEventRequest",
+        "Tags",
+        "UPDATE app.events SET tags = array_append(tags, @tag::text) WHERE id = @id RETURNING id, tags",
+        "ONE",
+    )
     + "}\n"
 )
 TS_MAX = timestamp_pb2.Timestamp(seconds=253402300799, nanos=999999000)  # what `infinity` reads as
 TS_MIN = timestamp_pb2.Timestamp(seconds=-62135596800)
+DURATION_MAX = duration_pb2.Duration(seconds=315_576_000_000)  # 10000 years
 
 
 @pytest.fixture
@@ -278,25 +290,37 @@ def events(pg_server: tuple[str, Cluster | None], tmp_path: Path) -> Iterator[tu
         yield handlers, url
 
 
-async def test_infinite_and_out_of_python_range_values_read(events: tuple[ModuleType, str]) -> None:
-    """Every value PostgreSQL stores reads: dates as PostgreSQL prints them (infinity, BC,
-    years past 9999), timestamps' ±infinity as Timestamp's max/min, numeric NaN and Infinity."""
+async def test_every_stored_value_reads(events: tuple[ModuleType, str]) -> None:
+    """Every value PostgreSQL stores reads (dates used to fail every read): dates as PostgreSQL
+    prints them (infinity, BC, years past 9999); timestamps' ±infinity, and years a Timestamp
+    cannot hold, as Timestamp's max/min; intervals past 10000 years as Duration's max/min;
+    numeric NaN and ±Infinity."""
     handlers, url = events
     m = pb2(handlers)
     async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
         await conn.execute(
             "INSERT INTO app.events VALUES "
             "(1, 'infinity', 'infinity', 'NaN', 'Infinity', '1 day'), "
-            "(2, '-infinity', '-infinity', 'Infinity', '-Infinity', '1 day'), "
-            "(3, '0044-03-15 BC', '2024-05-06 07:08:09.123456+00', '-Infinity', 'NaN', '1 day'), "
-            "(4, '12345-01-01', '2024-05-06 07:08:09+00', '1.5', 1.5, '1 day')"
+            "(2, '-infinity', '-infinity', 'Infinity', '-Infinity', '-20000 years'), "
+            "(3, '0044-03-15 BC', '2024-05-06 07:08:09.123456+00', '-Infinity', 'NaN', '1 day 00:00:01.5'), "
+            "(4, '12345-01-01', '12345-01-01 00:00+00', '1.5', 1.5, '178000000 years'), "
+            "(5, '2024-02-29', '0044-03-15 10:00+00 BC', '0', 0, '1 month')"
         )
-        read = {i: await handlers.get_event(conn, m.GetEventRequest(id=i)) for i in (1, 2, 3, 4)}
-        assert [read[i].day for i in (1, 2, 3, 4)] == ["infinity", "-infinity", "0044-03-15 BC", "12345-01-01"]
-        assert (read[1].at, read[2].at) == (TS_MAX, TS_MIN)
+        read = {i: await handlers.get_event(conn, m.GetEventRequest(id=i)) for i in (1, 2, 3, 4, 5)}
+        assert [read[i].day for i in (1, 2, 3, 4, 5)] == [
+            "infinity",
+            "-infinity",
+            "0044-03-15 BC",
+            "12345-01-01",
+            "2024-02-29",
+        ]
+        assert [read[i].at for i in (1, 2, 4, 5)] == [TS_MAX, TS_MIN, TS_MAX, TS_MIN]
         assert read[3].at == timestamp_pb2.Timestamp(seconds=1714979289, nanos=123456000)
         assert [read[i].amount for i in (1, 2, 3, 4)] == ["NaN", "Infinity", "-Infinity", "1.5"]
         assert read[1].ratio == math.inf and read[2].ratio == -math.inf and math.isnan(read[3].ratio)
+        assert read[2].span == duration_pb2.Duration(seconds=-315_576_000_000) and read[4].span == DURATION_MAX
+        assert read[3].span == duration_pb2.Duration(seconds=86401, nanos=500_000_000)
+        assert read[5].span == duration_pb2.Duration(seconds=30 * 86400)  # a month counts 30 days
 
 
 async def test_timestamp_max_and_min_write_infinity(events: tuple[ModuleType, str]) -> None:
@@ -322,26 +346,28 @@ async def stored(conn: Conn, column: str) -> Any:
 
 
 async def test_a_row_that_cannot_be_answered_is_not_written(events: tuple[ModuleType, str]) -> None:
-    """A write whose returned row does not convert is refused and rolled back: the caller gets
-    the error and the table is as before (the row used to be committed, and every later read
-    of it failed)."""
+    """A write whose returned row does not convert (an array with a NULL element, which a
+    repeated field cannot hold) is refused and rolled back: the caller gets OUT_OF_RANGE and the
+    table is as before (the row used to be committed, and every later read of it failed)."""
     handlers, url = events
     m = pb2(handlers)
     async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
-        await conn.execute("INSERT INTO app.events VALUES (1, '2024-01-01', '2024-01-01 00:00+00', 1, 1, '1 day')")
-        # Past Timestamp's (and Python's) year 9999: the loaded row cannot be answered.
+        await conn.execute(
+            "INSERT INTO app.events VALUES (1, '2024-01-01', '2024-01-01 00:00+00', 1, 1, '1 day', '{a}')"
+        )
+        with pytest.raises(Exception) as refused:  # which one is checked below, after the table
+            await handlers.tag_event(conn, m.TagEventRequest(id=1))  # tag unset: array_append(tags, NULL)
+        assert await stored(conn, "tags") == "{a}"
+        assert isinstance(refused.value, rt.RpcError) and refused.value.code == grpc.StatusCode.OUT_OF_RANGE
+        assert "NULL element" in refused.value.message
+        tagged = await handlers.tag_event(conn, m.TagEventRequest(id=1, tag="b"))
+        assert list(tagged.tags) == ["a", "b"] and await stored(conn, "tags") == "{a,b}"
+        # Values past a proto type's range are written, and read as its ends (documented).
         nine_thousand_years = duration_pb2.Duration(seconds=9000 * 366 * 86400)
-        with pytest.raises(psycopg.DataError):
-            await handlers.shift_event(conn, m.ShiftEventRequest(id=1, by=nine_thousand_years))
-        assert await stored(conn, "at") == "2024-01-01 00:00:00+00"
-        # Beyond Duration's 10000 years.
-        with pytest.raises(rt.OutOfRange):
-            await handlers.stretch_event(conn, m.StretchEventRequest(id=1, factor=5_000_000.0))
-        assert await stored(conn, "span") == "1 day"
-        # Both still read, and a write that converts goes through.
-        ok = await handlers.stretch_event(conn, m.StretchEventRequest(id=1, factor=2.0))
-        assert ok.span == duration_pb2.Duration(seconds=2 * 86400)
-        assert await stored(conn, "span") == "2 days"
+        shifted = await handlers.shift_event(conn, m.ShiftEventRequest(id=1, by=nine_thousand_years))
+        assert shifted.at == TS_MAX and (await stored(conn, "at")).startswith("11042-")
+        stretched = await handlers.stretch_event(conn, m.StretchEventRequest(id=1, factor=5_000_000.0))
+        assert stretched.span == DURATION_MAX
 
 
 # -- enum arrays -------------------------------------------------------------------------------

@@ -10,6 +10,7 @@ from __future__ import annotations
 from .convert import (
     OutOfRange,
     duration_value,
+    elements,
     enum_label,
     load_as_text,
     load_timestamps,
@@ -43,6 +44,7 @@ __all__ = [
     "RpcError",
     "Unavailable",
     "duration_value",
+    "elements",
     "enum_label",
     "listen",
     "load_as_text",

@@ -12,7 +12,7 @@ from typing import Any, TypeVar
 
 import grpc
 from google.protobuf import duration_pb2, timestamp_pb2
-from psycopg import AsyncCursor, abc, adapters, postgres
+from psycopg import AsyncCursor, DataError, abc, adapters, postgres
 from psycopg.abc import AdaptContext, Buffer
 from psycopg.adapt import Loader
 from psycopg.pq import Format
@@ -104,11 +104,24 @@ _MAX_DURATION_SECONDS = 315_576_000_000
 
 
 def duration_value(td: datetime.timedelta) -> duration_pb2.Duration:
-    """A loaded interval as a Duration (a month counts 30 days); beyond Duration's range, OUT_OF_RANGE."""
+    """A loaded interval as a Duration (a month counts 30 days); beyond Duration's +-10000
+    years (PostgreSQL's intervals reach 178 million), its max / min."""
     seconds = td.days * 86400 + td.seconds
-    if not -_MAX_DURATION_SECONDS <= seconds <= _MAX_DURATION_SECONDS:
-        raise OutOfRange(f"an interval of {td.days} days is outside google.protobuf.Duration's range (10000 years)")
+    if seconds > _MAX_DURATION_SECONDS:
+        return duration_pb2.Duration(seconds=_MAX_DURATION_SECONDS)
+    if seconds < -_MAX_DURATION_SECONDS:
+        return duration_pb2.Duration(seconds=-_MAX_DURATION_SECONDS)
     return duration_pb2.Duration(seconds=seconds, nanos=td.microseconds * 1000)
+
+
+def elements(value: list[Any] | None) -> list[Any]:
+    """An array for a repeated field: NULL is [] (no elements); a NULL element cannot be
+    represented: OUT_OF_RANGE (refused before commit when the statement writes)."""
+    if value is None:
+        return []
+    if None in value:
+        raise OutOfRange("an array holds a NULL element, which a repeated field cannot")
+    return value
 
 
 def text_array(value: str | list[str] | None) -> list[str]:
@@ -150,15 +163,16 @@ def load_as_text(cur: AsyncCursor[Any], *types: str) -> None:
         cur.adapters.register_loader(name, TextLoader)
 
 
-def _infinite(name: str, high: datetime.datetime, low: datetime.datetime) -> type[Loader]:
-    """psycopg's own text loader for timestamp type `name`, with `infinity` / `-infinity` read
-    as `high` / `low` (psycopg refuses them: Python's datetime has no infinity)."""
+def _clamping(name: str, high: datetime.datetime, low: datetime.datetime) -> type[Loader]:
+    """psycopg's own text loader for timestamp type `name`, reading what Python's datetime (and
+    Timestamp) cannot hold as its ends: `infinity` and years after 9999 as `high`, `-infinity`
+    and BC years as `low` (psycopg refuses them all)."""
     oid = postgres.types[name].oid
     found = adapters.get_loader(oid, Format.TEXT)
     assert found is not None
     base: type[abc.Loader] = found
 
-    class InfinityLoader(Loader):
+    class ClampingLoader(Loader):
         def __init__(self, oid: int, context: AdaptContext | None = None) -> None:
             super().__init__(oid, context)
             self._base = base(oid, context)
@@ -166,24 +180,28 @@ def _infinite(name: str, high: datetime.datetime, low: datetime.datetime) -> typ
         def load(self, data: Buffer) -> datetime.datetime:
             if len(data) in (8, 9) and bytes(data) in (b"infinity", b"-infinity"):
                 return high if bytes(data) == b"infinity" else low
-            value: datetime.datetime = self._base.load(data)
+            try:
+                value: datetime.datetime = self._base.load(data)
+            except DataError:  # "timestamp too large (after year 10K)" / "too small (before year 1)"
+                return low if bytes(data).endswith(b" BC") else high
             return value
 
-    InfinityLoader.__name__ = InfinityLoader.__qualname__ = f"Infinity{base.__name__}"
-    return InfinityLoader
+    ClampingLoader.__name__ = ClampingLoader.__qualname__ = f"Clamping{base.__name__}"
+    return ClampingLoader
 
 
 _TIMESTAMP_LOADERS = {
-    "timestamptz": _infinite(
+    "timestamptz": _clamping(
         "timestamptz",
         datetime.datetime.max.replace(tzinfo=datetime.UTC),
         datetime.datetime.min.replace(tzinfo=datetime.UTC),
     ),
-    "timestamp": _infinite("timestamp", datetime.datetime.max, datetime.datetime.min),
+    "timestamp": _clamping("timestamp", datetime.datetime.max, datetime.datetime.min),
 }
 
 
 def load_timestamps(cur: AsyncCursor[Any]) -> None:
-    """Make `cur` load timestamp(tz) `infinity` / `-infinity` as Timestamp's max / min."""
+    """Make `cur` load every timestamp(tz): `infinity` (and years after 9999) as Timestamp's max,
+    `-infinity` (and BC years) as its min."""
     for name, loader in _TIMESTAMP_LOADERS.items():
         cur.adapters.register_loader(name, loader)

@@ -46,7 +46,7 @@ def _task_from_row(row: tuple[Any, ...]) -> task_pb2.Task:
     return task_pb2.Task(
         id=row[0],  # id uuid
         tool_id=row[1],  # tool_id uuid
-        status=_TASK_STATUS_FROM_PG[row[2]],  # status generation.task_status
+        status=_TASK_STATUS_FROM_PG.get(row[2], task_pb2.TASK_STATUS_UNSPECIFIED),  # status generation.task_status
         priority=row[3],  # priority int4
         retry_count=row[4],  # retry_count int4
         max_retries=row[5],  # max_retries int4
@@ -78,12 +78,11 @@ async def register_tool(
     """RegisterTool: Registers a tool by name, or returns the existing one.
 
     Exactly one row, into `tool`. No row: NOT_FOUND.
-    The rows are converted before the statement commits: one that cannot be answered is not written.
     """
     params = {
         "name": request.name,
     }
-    async with conn.transaction(), conn.cursor(row_factory=tuple_row) as cur:
+    async with conn.cursor(row_factory=tuple_row) as cur:
         rt.load_as_text(cur, "uuid")
         rt.load_timestamps(cur)
         await cur.execute(REGISTER_TOOL_SQL, params, prepare=True)
@@ -113,7 +112,6 @@ async def queue_task(
     """QueueTask: Enqueues a task. Idempotent on billing_idempotency_key.
 
     Exactly one row, into `task`. No row: NOT_FOUND.
-    The rows are converted before the statement commits: one that cannot be answered is not written.
     """
     params = {
         "tool_id": rt.parse_uuid(request.tool_id, "tool_id"),
@@ -124,7 +122,7 @@ async def queue_task(
         "billing_idempotency_key": request.billing_idempotency_key if request.HasField("billing_idempotency_key") else None,
         "w3c_traceparent": request.w3c_traceparent if request.HasField("w3c_traceparent") else None,
     }
-    async with conn.transaction(), conn.cursor(row_factory=tuple_row) as cur:
+    async with conn.cursor(row_factory=tuple_row) as cur:
         rt.load_as_text(cur, "jsonb", "uuid")
         rt.load_timestamps(cur)
         await cur.execute(QUEUE_TASK_SQL, params, prepare=True)
@@ -160,12 +158,11 @@ async def claim_next_task(
     """ClaimNextTask: Claims the tool's next task: a reclaimable zombie first, then by priority, then FIFO. Reclaiming a zombie (lease lapsed while processing) burns one retry.
 
     Zero or one row, into `task` (left unset when there is none).
-    The rows are converted before the statement commits: one that cannot be answered is not written.
     """
     params = {
         "tool_id": rt.parse_uuid(request.tool_id, "tool_id"),
     }
-    async with conn.transaction(), conn.cursor(row_factory=tuple_row) as cur:
+    async with conn.cursor(row_factory=tuple_row) as cur:
         rt.load_as_text(cur, "jsonb", "uuid")
         rt.load_timestamps(cur)
         await cur.execute(CLAIM_NEXT_TASK_SQL, params, prepare=True)
@@ -203,13 +200,12 @@ async def claim_tasks(
     """ClaimTasks: The same claim for up to `limit` tasks at once.
 
     Any number of rows, into `tasks`.
-    The rows are converted before the statement commits: one that cannot be answered is not written.
     """
     params = {
         "tool_id": rt.parse_uuid(request.tool_id, "tool_id"),
         "limit": request.limit,
     }
-    async with conn.transaction(), conn.cursor(row_factory=tuple_row) as cur:
+    async with conn.cursor(row_factory=tuple_row) as cur:
         rt.load_as_text(cur, "jsonb", "uuid")
         rt.load_timestamps(cur)
         await cur.execute(CLAIM_TASKS_SQL, params, prepare=True)
@@ -232,13 +228,12 @@ async def heartbeat_task(
     """HeartbeatTask: Extends the lease of a task still held under lease_token.
 
     Exactly one row, into `task`. No row: NOT_FOUND when the generation.tasks row does not exist, else FAILED_PRECONDITION.
-    The rows are converted before the statement commits: one that cannot be answered is not written.
     """
     params = {
         "task_id": rt.parse_uuid(request.task_id, "task_id"),
         "lease_token": rt.parse_uuid(request.lease_token, "lease_token"),
     }
-    async with conn.transaction(), conn.cursor(row_factory=tuple_row) as cur:
+    async with conn.cursor(row_factory=tuple_row) as cur:
         rt.load_as_text(cur, "jsonb", "uuid")
         rt.load_timestamps(cur)
         await cur.execute(HEARTBEAT_TASK_SQL, params, prepare=True)
@@ -273,7 +268,6 @@ async def complete_task(
     """CompleteTask: Marks a task held under lease_token completed.
 
     Exactly one row, into `task`. No row: NOT_FOUND when the generation.tasks row does not exist, else FAILED_PRECONDITION.
-    The rows are converted before the statement commits: one that cannot be answered is not written.
     """
     params = {
         "output": request.output if request.HasField("output") else None,
@@ -281,7 +275,7 @@ async def complete_task(
         "task_id": rt.parse_uuid(request.task_id, "task_id"),
         "lease_token": rt.parse_uuid(request.lease_token, "lease_token"),
     }
-    async with conn.transaction(), conn.cursor(row_factory=tuple_row) as cur:
+    async with conn.cursor(row_factory=tuple_row) as cur:
         rt.load_as_text(cur, "jsonb", "uuid")
         rt.load_timestamps(cur)
         await cur.execute(COMPLETE_TASK_SQL, params, prepare=True)
@@ -317,7 +311,6 @@ async def complete_tasks(
     """CompleteTasks: Completes many tasks in one statement; entries whose lease was lost are skipped.
 
     Any number of rows, into `tasks`.
-    The rows are converted before the statement commits: one that cannot be answered is not written.
     """
     params = {
         "task_ids": rt.parse_uuids(request.task_ids, "task_ids"),
@@ -325,7 +318,7 @@ async def complete_tasks(
         "outputs": list(request.outputs),
         "reported_usages": list(request.reported_usages),
     }
-    async with conn.transaction(), conn.cursor(row_factory=tuple_row) as cur:
+    async with conn.cursor(row_factory=tuple_row) as cur:
         rt.load_as_text(cur, "jsonb", "uuid")
         rt.load_timestamps(cur)
         await cur.execute(COMPLETE_TASKS_SQL, params, prepare=True)
@@ -361,7 +354,6 @@ async def fail_task(
     """FailTask: Fails a task. With increment_retry it is re-queued while retries remain. Without lease_token (the reaper) it only applies to rows no live lease protects.
 
     Exactly one row, into `task`. No row: NOT_FOUND when the generation.tasks row does not exist, else FAILED_PRECONDITION.
-    The rows are converted before the statement commits: one that cannot be answered is not written.
     """
     params = {
         "increment_retry": request.increment_retry,
@@ -369,7 +361,7 @@ async def fail_task(
         "task_id": rt.parse_uuid(request.task_id, "task_id"),
         "lease_token": rt.parse_uuid(request.lease_token, "lease_token") if request.HasField("lease_token") else None,
     }
-    async with conn.transaction(), conn.cursor(row_factory=tuple_row) as cur:
+    async with conn.cursor(row_factory=tuple_row) as cur:
         rt.load_as_text(cur, "jsonb", "uuid")
         rt.load_timestamps(cur)
         await cur.execute(FAIL_TASK_SQL, params, prepare=True)
@@ -403,14 +395,13 @@ async def list_stale_tasks(
     """ListStaleTasks: The rows no claim will recover: dead zombies past the grace window, unclaimable rows (retry_count >= max_retries) and abandoned queued rows. The reaper fails each.
 
     Any number of rows, into `tasks`.
-    The rows are converted before the statement commits: one that cannot be answered is not written.
     """
     params = {
         "processing_grace_seconds": request.processing_grace_seconds,
         "queued_max_age_seconds": request.queued_max_age_seconds,
         "limit": request.limit,
     }
-    async with conn.transaction(), conn.cursor(row_factory=tuple_row) as cur:
+    async with conn.cursor(row_factory=tuple_row) as cur:
         rt.load_as_text(cur, "jsonb", "uuid")
         rt.load_timestamps(cur)
         await cur.execute(LIST_STALE_TASKS_SQL, params, prepare=True)
@@ -429,12 +420,11 @@ async def get_task(
     """GetTask
 
     Exactly one row, into `task`. No row: NOT_FOUND.
-    The rows are converted before the statement commits: one that cannot be answered is not written.
     """
     params = {
         "task_id": rt.parse_uuid(request.task_id, "task_id"),
     }
-    async with conn.transaction(), conn.cursor(row_factory=tuple_row) as cur:
+    async with conn.cursor(row_factory=tuple_row) as cur:
         rt.load_as_text(cur, "jsonb", "uuid")
         rt.load_timestamps(cur)
         await cur.execute(GET_TASK_SQL, params, prepare=True)

@@ -33,4 +33,4 @@ def enum_mapping(pg: PgType, enum: Enum) -> tuple[ir.EnumMapping, list[str]]:
     for name, _ in enum.values:
         if name not in expected:
             problems.append(f"{enum.full_name}.{name} has no label in {pg.name} ({', '.join(labels)})")
-    return ir.EnumMapping(pg.name, type_ref(enum), tuple(pairs)), problems
+    return ir.EnumMapping(pg.name, type_ref(enum), tuple(pairs), zero[0] if zero else prefix + "UNSPECIFIED"), problems

@@ -39,11 +39,14 @@ class Conversion(enum.Enum):
     #: `numeric` as a double (NaN and ±Infinity included; precision beyond a double is lost).
     NUMERIC_DOUBLE = "numeric_double"
     #: `timestamp(tz)` <-> google.protobuf.Timestamp; `infinity` / `-infinity` are Timestamp's
-    #: max / min (9999-12-31T23:59:59.999999Z, 0001-01-01T00:00:00Z) both ways.
+    #: max / min (9999-12-31T23:59:59.999999Z, 0001-01-01T00:00:00Z) both ways, and years it
+    #: cannot hold (after 9999, BC) read as max / min.
     TIMESTAMP = "timestamp"
-    #: `interval` <-> google.protobuf.Duration (a month counts 30 days, as PostgreSQL's epoch does).
+    #: `interval` <-> google.protobuf.Duration (a month counts 30 days, as PostgreSQL's epoch
+    #: does); past Duration's +-10000 years, its max / min.
     DURATION = "duration"
-    #: A PostgreSQL enum <-> a proto enum, label by label (see `EnumMapping`).
+    #: A PostgreSQL enum <-> a proto enum, label by label (see `EnumMapping`); a label the proto
+    #: does not know reads as its zero value.
     ENUM = "enum"
 
 
@@ -65,6 +68,9 @@ class EnumMapping:
     proto: TypeRef
     #: (pg label, proto value name), in the PostgreSQL type's label order.
     pairs: tuple[tuple[str, str], ...]
+    #: The proto enum's zero value (`<ENUM>_UNSPECIFIED`): what a label the proto does not know
+    #: (added to the type after the code was generated) reads as.
+    zero: str
 
 
 @dataclass(frozen=True)
@@ -79,8 +85,6 @@ class FieldRef:
     presence: bool
     #: For a wrapper type (google.protobuf.StringValue, ...): the wrapper; the value is its `.value`.
     wrapper: TypeRef | None = None
-    #: For a message field filled from a joined row (nested binding): the message.
-    message: TypeRef | None = None
 
 
 @dataclass(frozen=True)
@@ -144,9 +148,6 @@ class Row:
     message: TypeRef
     columns: tuple[Column | Embedded, ...]
 
-    def width(self) -> int:
-        return sum(c.row.width() if isinstance(c, Embedded) else 1 for c in self.columns)
-
 
 @dataclass(frozen=True)
 class Probe:
@@ -175,8 +176,8 @@ class Rpc:
     probe: Probe | None
     #: INSERT ... ON CONFLICT DO NOTHING: no row back means the row already existed.
     conflict_do_nothing: bool
-    #: Whether the statement may write: its rows are then converted before it commits, so a row
-    #: that cannot be answered is not written either.
+    #: Whether the statement may write: rows that can fail to convert (a NULL array element) are
+    #: then converted before it commits, so a row that cannot be answered is not written either.
     writes: bool
     #: When the request has a string `w3c_traceparent` field the statement binds: the field
     #: (the server fills it from the call's `traceparent` metadata when the caller left it unset).

@@ -21,14 +21,12 @@ from .report import Reporter
 
 def field_ref(f: Field, index: ProtoIndex) -> ir.FieldRef:
     wrapper = index.messages.get(f.type) if f.type in t.WRAPPERS else None
-    message = index.messages.get(f.type) if wrapper is None else None
     return ir.FieldRef(
         f.name,
         f.type,
         f.repeated,
         f.has_presence,
         wrapper=ir.TypeRef(wrapper.full_name, wrapper.file, wrapper.python_path) if wrapper else None,
-        message=ir.TypeRef(message.full_name, message.file, message.python_path) if message else None,
     )
 
 

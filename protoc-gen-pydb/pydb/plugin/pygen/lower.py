@@ -20,9 +20,6 @@ _C = ir.Conversion
 
 #: Conversions whose Python value is the text PostgreSQL sends (a text loader for the type).
 _TEXT_LOADED = frozenset({_C.TEXT, _C.UUID})
-#: Conversions that cannot fail on any value PostgreSQL sends (the rest run inside the
-#: transaction of a writing statement).
-_TOTAL = frozenset({_C.IDENTITY, _C.TEXT, _C.UUID, _C.NUMERIC_TEXT, _C.NUMERIC_DOUBLE})
 _LISTEN_PARSERS = {
     ir.ListenFilter.TEXT: None,
     ir.ListenFilter.UUID: "rt.parse_uuids",
@@ -110,7 +107,8 @@ class _Module:
         v = f"row[{c.position}]"
         if c.conversion is _C.ENUM:
             assert c.enum is not None
-            convert = self.enum_map(c.enum, to_pg=False).from_pg_name + "[{}]"
+            zero = f"{self.type(c.enum.proto).rsplit('.', 1)[0]}.{c.enum.zero}"
+            convert = self.enum_map(c.enum, to_pg=False).from_pg_name + f".get({{}}, {zero})"
         elif c.conversion is _C.NUMERIC_TEXT:
             convert = "str({})"
         elif c.conversion is _C.NUMERIC_DOUBLE:
@@ -124,12 +122,9 @@ class _Module:
         if c.field.wrapper is not None:
             convert = f"{self.type(c.field.wrapper)}(value={convert})"
         if c.field.repeated:
-            if c.pg_type.is_enum:  # psycopg does not know the enum's array type: it sends text
-                source = f"rt.text_array({v})"
-            elif convert == "{}":
-                return v  # a NULL array reads as an empty repeated field
-            else:
-                source = f"{v} or ()" if c.nullable else v
+            # NULL reads as no elements; a NULL element is refused. psycopg does not know an
+            # enum's array type: it sends the array as text.
+            source = f"rt.text_array({v})" if c.pg_type.is_enum else f"rt.elements({v})"
             return source if convert == "{}" else f"[{convert.format('x')} for x in {source}]"
         if convert == "{}":
             return v
@@ -224,8 +219,8 @@ def _rpc(m: _Module, rpc: ir.Rpc) -> model.Rpc:
         columns = _columns(rpc.row)
         text_types = tuple(sorted({c.pg_type.name for c in columns if c.conversion in _TEXT_LOADED}))
         loads_timestamps = any(c.conversion is _C.TIMESTAMP for c in columns)
-        # Element NULLs of arrays and values outside a proto type's range can fail to convert.
-        can_fail = any(c.conversion not in _TOTAL or c.field.repeated for c in columns)
+        # Every value converts (docs/diagnostics.md) but a NULL element of an array.
+        can_fail = any(c.field.repeated for c in columns)
     traceparent = None
     if rpc.traceparent is not None:
         name = rpc.traceparent.name
@@ -283,7 +278,6 @@ def lower(file: ir.File) -> model.File:
     grpc_module = pb2 + "_grpc"
     return model.File(
         proto=file.proto,
-        package=file.package,
         pb2_module=pb2,
         pb2_alias=m.imports[pb2],
         grpc_module=grpc_module,

@@ -115,7 +115,6 @@ class Service:
 @dataclass(frozen=True)
 class File:
     proto: str  # generation/task/v1/task.proto
-    package: str
     pb2_module: str  # generation.task.v1.task_pb2
     pb2_alias: str  # task_pb2
     grpc_module: str
