@@ -1,14 +1,10 @@
 """Nested messages: a joined table's whole row (`SELECT o.*, customer FROM app.orders o LEFT JOIN
 app.customers customer ...`) fills the message field named like it; after an outer join that
-finds nothing the field is absent. Run on a real PostgreSQL.
-
-The analyzer's side of the contract (ResultColumn.embedded and the expansion of the whole-row
-reference into its columns) is hand-built here from the catalog, as sql/analysis.py specifies,
-for as long as the analyzer does not fill it itself."""
+finds nothing the field is absent. Run on a real PostgreSQL, with live tables whose columns are
+in another order than schema.sql's."""
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -17,10 +13,6 @@ import psycopg
 import pytest
 from goldens.harness import generate, write_tree
 from pg import Cluster
-from pydb.plugin.diagnostics import Problem, SqlSpan
-from pydb.plugin.sql.analysis import Analysis, Expansion, ResultColumn
-from pydb.plugin.sql.analyze import analyze as analyze_sql
-from pydb.plugin.sql.catalog import Catalog
 from test_bind_runtime import HEADER, built, database, pb2, rpc
 
 SCHEMA = """
@@ -51,47 +43,8 @@ service Orders {
 )
 
 
-def embed(sql: str, catalog: Catalog, analysis: Analysis, name: str, table: str) -> Analysis:
-    """`analysis` with the whole-row reference `name` (a FROM alias of `table`) as the contract
-    has it: an embedded result column (absent-able after the LEFT JOIN) and its expansion; `*`
-    of the other FROM item expanded too."""
-    found = catalog.table(table)
-    assert found is not None
-    at = sql.index(f", {name} ") + 2
-    span = SqlSpan(at, at + len(name) - 1)
-    inner = tuple(ResultColumn(c.name, c.type, not c.not_null, None) for c in found.columns)
-    assert analysis.columns is not None
-    columns = tuple(c for c in analysis.columns if c.name != name)
-    embedded = ResultColumn(name, None, True, span, embedded=inner)
-    star = sql.index("o.*")
-    flat = ", ".join(f"o.{c.name}" for c in columns)
-    expansions = (
-        Expansion(SqlSpan(star, star + 2), flat),
-        Expansion(span, ", ".join(f"{name}.{c.name}" for c in found.columns)),
-    )
-    return dataclasses.replace(analysis, columns=(*columns, embedded), expansions=expansions)
-
-
 @pytest.fixture
-def embedded_rows(monkeypatch: pytest.MonkeyPatch) -> None:
-    def analyze(sql: str, catalog: Catalog, nullable: frozenset[str] = frozenset()) -> tuple[Analysis | None, Any]:
-        analysis, problems = analyze_sql(sql, catalog, nullable)
-        if analysis is None or analysis.columns is None or any(c.embedded for c in analysis.columns):
-            return analysis, problems
-        record = next((c for c in analysis.columns if c.type is not None and c.type.name == "record"), None)
-        if record is None:
-            return analysis, problems
-        return embed(sql, catalog, analysis, record.name, "app.customers"), [
-            p for p in problems if not isinstance(p, Problem) or "record" not in p.message
-        ]
-
-    from pydb.plugin.bind import compiler
-
-    monkeypatch.setattr(compiler, "analyze", analyze)
-
-
-@pytest.fixture
-def orders(embedded_rows: None, pg_server: tuple[str, Cluster | None], tmp_path: Path) -> Iterator[tuple[Any, str]]:
+def orders(pg_server: tuple[str, Cluster | None], tmp_path: Path) -> Iterator[tuple[Any, str]]:
     with built(tmp_path, "bind_nested.v1", PROTO, SCHEMA) as handlers, database(pg_server, tmp_path, LIVE) as url:
         yield handlers, url
 
@@ -118,7 +71,6 @@ def compile_error(tmp_path: Path, proto: str) -> str:
     return generate(tmp_path, "bind_nested_bad/v1/svc.proto").error
 
 
-@pytest.mark.usefixtures("embedded_rows")
 def test_a_joined_row_needs_a_singular_message_field(tmp_path: Path) -> None:
     proto = PROTO.replace("bind_nested.v1", "bind_nested_bad.v1").replace(
         "Customer customer = 4;", "string customer = 4;"
@@ -128,10 +80,21 @@ def test_a_joined_row_needs_a_singular_message_field(tmp_path: Path) -> None:
     assert "bind_nested_bad.v1.OrderView.customer is string" in error
 
 
-@pytest.mark.usefixtures("embedded_rows")
 def test_the_nested_message_is_checked_like_a_row(tmp_path: Path) -> None:
     proto = PROTO.replace("bind_nested.v1", "bind_nested_bad.v1").replace(
         "optional string note = 3;", "string note = 3;"
     )
     error = compile_error(tmp_path, proto)
     assert "result column note may be NULL, but bind_nested_bad.v1.Customer.note (string) cannot tell NULL" in error
+
+
+def test_an_aliased_whole_row_reference_is_refused_with_the_form_that_works(tmp_path: Path) -> None:
+    """`c AS customer` stays a record in the SQL (it is not written out as columns): reading it
+    column by column would be wrong, so the binder names the form that works."""
+    proto = PROTO.replace("bind_nested.v1", "bind_nested_bad.v1").replace(
+        SQL,
+        "SELECT o.*, c AS customer FROM app.orders o LEFT JOIN app.customers c ON c.id = o.customer_id WHERE o.id = @id",
+    )
+    error = compile_error(tmp_path, proto)
+    assert "the whole-row reference customer is not written out as its columns" in error
+    assert "name the FROM item after the field instead: `JOIN ... customer ON ...` and select `customer`" in error

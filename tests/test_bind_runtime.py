@@ -5,7 +5,6 @@ cannot hold (converted, or refused before anything is written)."""
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import json
 import math
 import re
@@ -21,11 +20,6 @@ from goldens.harness import generate, importable, write_tree
 from google.protobuf import duration_pb2, timestamp_pb2
 from pg import Cluster, scratch_database
 from pydb import runtime as rt
-from pydb.plugin.bind import compiler
-from pydb.plugin.diagnostics import SqlSpan
-from pydb.plugin.sql.analysis import Analysis, Expansion
-from pydb.plugin.sql.analyze import analyze as analyze_sql
-from pydb.plugin.sql.catalog import Catalog
 
 Conn = psycopg.AsyncConnection[Any]
 HEADER = 'syntax = "proto3";\npackage {package};\nimport "pydb/v1/options.proto";\n'
@@ -167,23 +161,6 @@ service Books {
 )
 
 
-@pytest.fixture
-def expanded_stars(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Until the analyzer fills `Analysis.expansions`, hand-built ones: each top-level `*` of
-    these test statements becomes its columns, as the contract (sql/analysis.py) says."""
-
-    def analyze(sql: str, catalog: Catalog, nullable: frozenset[str] = frozenset()) -> tuple[Analysis | None, Any]:
-        analysis, problems = analyze_sql(sql, catalog, nullable)
-        if analysis is None or analysis.expansions or analysis.columns is None or "*" not in sql:
-            return analysis, problems
-        star = sql.rindex("*")
-        text = ", ".join(c.name for c in analysis.columns)
-        return dataclasses.replace(analysis, expansions=(Expansion(SqlSpan(star, star), text),)), problems
-
-    monkeypatch.setattr(compiler, "analyze", analyze)
-
-
-@pytest.mark.usefixtures("expanded_stars")
 async def test_rows_map_by_name_whatever_the_live_column_order(
     pg_server: tuple[str, Cluster | None], tmp_path: Path
 ) -> None:

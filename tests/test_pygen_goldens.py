@@ -32,6 +32,7 @@ def test_the_goldens_cover_the_features() -> None:
         "exec",
         "keywords",
         "listen",
+        "nested",
         "quoted_identifiers",
         "wrappers",
     }

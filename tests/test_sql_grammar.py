@@ -125,6 +125,9 @@ def test_syntax_errors_are_postgres_own_at_its_position(
         assert problem.span == SqlSpan(len(sql.rstrip()), len(sql.rstrip()))
     else:
         assert problem.span.start == check.original_offset(position - 1)
+        near = 'at or near "'
+        if near in message:  # independent of the offset mapping: what PostgreSQL quotes is there
+            assert sql.startswith(message.rpartition(near)[2][:-1], problem.span.start)
         at_param = [p for p in check.parameters if p.span.start == problem.span.start]
         if at_param:  # PostgreSQL points at a parameter: the whole `@name` is marked
             assert problem.span == at_param[0].span
@@ -221,6 +224,8 @@ def test_the_positional_text_prepares_on_postgres(server: psycopg.Connection[tup
     [
         ("SELECT x FROM t WHERE id = ?", "?", "use @name, named after the request field"),
         ("SELECT x FROM t WHERE id=? AND y = 1", "?", "use @name, named after the request field"),
+        ("SELECT x FROM t WHERE id = ? + 1", "?", "use @name, named after the request field"),
+        ("SELECT x || ? || 'x' FROM t", "?", "use @name, named after the request field"),
         ("SELECT x FROM t WHERE id = :id", ":id", "use @id"),
         ("SELECT x FROM t WHERE id = :id::int", ":id", "use @id"),
         ("SELECT x FROM t WHERE id = %(id)s", "%(id)s", "use @id"),
@@ -233,6 +238,32 @@ def test_other_dialects_placeholders_teach_at_name(sql: str, written: str, advic
     assert problem.message == f'"{written}" is not a pydb parameter; {advice}'
     assert problem.span is not None
     assert sql[problem.span.start : problem.span.end + 1] == written
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "SELECT 1 WHERE 1 = ?",
+        "SELECT 1 WHERE 1 = ? + 1",
+        "SELECT :x",
+        "SELECT %(x)s",
+        "SELECT 1 WHERE 1 = %s",
+        "SELECT 1 LIMIT 0, 10",
+        "SELECT 1 == 1",
+    ],
+)
+def test_postgres_rejects_what_the_teaching_errors_name(
+    server: psycopg.Connection[tuple[object, ...]], sql: str
+) -> None:
+    """Each teaching error replaces a real PostgreSQL error (syntax, or no such operator) and
+    stands where PostgreSQL's error is, or before it."""
+    (problem,) = check_statement(sql).problems
+    assert problem.span is not None
+    with pytest.raises(psycopg.Error) as raised:
+        server.execute(sql.encode(), prepare=False)
+    assert raised.value.sqlstate in ("42601", "42883")
+    position = raised.value.diag.statement_position
+    assert position is not None and problem.span.start <= int(position) - 1
 
 
 def test_every_placeholder_is_named_and_a_real_error_still_reported() -> None:

@@ -4,7 +4,8 @@ Every case is a function call or an operator expression over typed values (`NULL
 untyped parameters (`$1`, which PostgreSQL resolves like an unknown literal). PostgreSQL
 prepares the statement and describes it (result and parameter types) or rejects it (SQLSTATE);
 the resolver must agree on the result type, on the type each parameter is coerced to, and on
-failure (42883 no such function/operator, 42725 not unique, 42804 / 42P18 undeterminable type).
+failure: SQLSTATE, message and hint (42883 no such function/operator, 42725 not unique, 42804 /
+42P18 undeterminable type).
 """
 
 from __future__ import annotations
@@ -17,14 +18,16 @@ import pglast
 import psycopg
 import pytest
 from pg import Cluster, scratch_database
-from pydb.plugin.sql.builtins import Builtins, load_builtins
+from pydb.plugin.sql.builtins import SchemaTypes, TypeInfo, load_builtins
 from pydb.plugin.sql.resolve import (
+    DIALECT_HINTS,
     ResolveError,
     can_coerce,
     common_type,
     resolve_function,
     resolve_operator,
 )
+from pydb.plugin.sql.signatures import FunctionSig
 from pydb.plugin.sql.types import PgType
 
 EXTENSIONS = ("citext", "hstore", "ltree", "pg_trgm", "pgcrypto", "uuid-ossp", "fuzzystrmatch", "intarray")
@@ -50,10 +53,29 @@ class Op:
 
 
 Case = Call | Op
-Outcome = tuple[str, ...]  # ("ok", result, param types...) or ("err", sqlstate)
+Outcome = tuple[str, ...]  # ("ok", result, param types...) or ("err", sqlstate, message, hint)
 
 
-def _value_sql(spelling: str, params: list[str], b: Builtins) -> tuple[str, PgType]:
+# Schema-declared types (created in the scratch database) as the catalog would describe them.
+SCHEMA_DDL = """
+CREATE DOMAIN posint AS int4 CHECK (VALUE > 0);
+CREATE DOMAIN email AS text;
+CREATE TYPE mood AS ENUM ('sad', 'ok', 'happy');
+CREATE TYPE pair AS (x int4, y text);
+"""
+SCHEMA_TYPES = {
+    "posint": TypeInfo(PgType("posint"), "posint", "N", False, "d", has_array=True, base=PgType("int4")),
+    "email": TypeInfo(PgType("email"), "email", "S", False, "d", has_array=True, base=PgType("text")),
+    "mood": TypeInfo(PgType("mood", labels=("sad", "ok", "happy")), "mood", "E", False, "e", has_array=True),
+    "pair": TypeInfo(PgType("pair"), "pair", "C", False, "c", has_array=True),
+}
+
+
+def _env() -> SchemaTypes:
+    return SchemaTypes(load_builtins().with_extensions(EXTENSIONS), SCHEMA_TYPES.values())
+
+
+def _value_sql(spelling: str, params: list[str], b: SchemaTypes) -> tuple[str, PgType]:
     if spelling == "?":
         params.append(spelling)
         return f"${len(params)}", PgType("unknown")
@@ -61,12 +83,14 @@ def _value_sql(spelling: str, params: list[str], b: Builtins) -> tuple[str, PgTy
         return spelling, PgType("unknown")
     if spelling == "null":
         return "NULL", PgType("unknown")
-    t = b.type_named(spelling)
+    name, array = spelling.removesuffix("[]"), spelling.endswith("[]")
+    t = SCHEMA_TYPES[name].type if name in SCHEMA_TYPES else b.builtins.type_named(name)
     assert t is not None, spelling
+    t = t.array() if array else t
     return f"NULL::{b.display(t)}", t
 
 
-def _sql(case: Case, b: Builtins) -> tuple[str, list[PgType]]:
+def _sql(case: Case, b: SchemaTypes) -> tuple[str, list[PgType]]:
     params: list[str] = []
     values = []
     types = []
@@ -97,7 +121,7 @@ def _sql(case: Case, b: Builtins) -> tuple[str, list[PgType]]:
     return f"SELECT {text}", types
 
 
-def _predict(case: Case, b: Builtins) -> Outcome:
+def _predict(case: Case, b: SchemaTypes) -> Outcome:
     _, types = _sql(case, b)
     param_slots = [
         i
@@ -107,13 +131,13 @@ def _predict(case: Case, b: Builtins) -> Outcome:
     try:
         if isinstance(case, Op):
             left = types[0] if case.left is not None else None
-            op = resolve_operator(case.symbol, b.operators(case.symbol), left, types[-1], env=b)
+            op = resolve_operator(case.symbol, b.builtins.operators(case.symbol), left, types[-1], env=b)
             coerced = [op.left, op.right] if left is not None else [op.right]
             result = op.result
         else:
             fn = resolve_function(
                 case.name,
-                b.functions(case.name),
+                b.builtins.functions(case.name),
                 types,
                 arg_names=case.arg_names,
                 variadic_call=case.variadic_call,
@@ -123,13 +147,13 @@ def _predict(case: Case, b: Builtins) -> Outcome:
             coerced = list(fn.arg_types)
             result = fn.result
     except ResolveError as exc:
-        return ("err", exc.sqlstate)
+        return ("err", exc.sqlstate, exc.message, exc.hint or "")
     params = []
-    for i in param_slots:
+    for n, i in enumerate(param_slots, 1):
         t = coerced[i]
         assert t is not None
         if t.name == "unknown":  # an untyped parameter passed to "any": PostgreSQL cannot type it
-            return ("err", "42P18")
+            return ("err", "42P18", f"could not determine data type of parameter ${n}", "")
         params.append(b.display(t))
     return ("ok", b.display(result), *params)
 
@@ -140,6 +164,7 @@ def pg(pg_server: tuple[str, Cluster | None]) -> Iterator[psycopg.Connection]:
         for ext in EXTENSIONS:
             conn.execute(f'CREATE EXTENSION IF NOT EXISTS "{ext}"')
         conn.execute("CREATE SEQUENCE s")
+        conn.execute(SCHEMA_DDL)
         yield conn
 
 
@@ -154,8 +179,10 @@ class Oracle:
         pgconn = self.conn.pgconn
         res = pgconn.prepare(b"", sql.encode())
         if res.status != psycopg.pq.ExecStatus.COMMAND_OK:
+            fields = (psycopg.pq.DiagnosticField.MESSAGE_PRIMARY, psycopg.pq.DiagnosticField.MESSAGE_HINT)
             state = res.error_field(psycopg.pq.DiagnosticField.SQLSTATE)
-            return ("err", state.decode() if state else "?")
+            message, hint = (bytes(res.error_field(f) or b"").decode() for f in fields)
+            return ("err", state.decode() if state else "?", message, hint)
         desc = pgconn.describe_prepared(b"")
         result = self.names[desc.ftype(0)] if desc.nfields else ""
         return ("ok", result, *(self.names[desc.param_type(i)] for i in range(desc.nparams)))
@@ -362,6 +389,49 @@ CURATED: list[Case] = [
     Call("xmlelement_nope", ("int4",)),
 ]
 
+SCHEMA_CASES: list[Case] = [
+    Call("abs", ("posint",)),
+    Call("sum", ("posint",)),
+    Call("array_agg", ("posint",)),
+    Call("array_append", ("posint[]", "int4")),
+    Call("array_append", ("posint[]", "?")),
+    Call("lower", ("email",)),
+    Call("length", ("email",)),
+    Call("string_agg", ("email", "','")),
+    Call("enum_first", ("mood",)),
+    Call("enum_range", ("mood",)),
+    Call("enum_range", ("mood", "?")),
+    Call("array_agg", ("mood",)),
+    Call("length", ("mood",)),
+    Call("max", ("mood",)),
+    Call("to_json", ("pair",)),
+    Call("row_to_json", ("pair",)),
+    Call("format", ("'%s'", "pair")),
+    Call("array_agg", ("pair",)),
+    Call("abs", ("pair",)),
+    Call("text", ("mood",)),
+    Call("text", ("posint",)),
+    Call("int4", ("posint",)),
+    Call("mood", ("'ok'",)),
+    Op("+", "posint", "int4"),
+    Op("+", "posint", "posint"),
+    Op("+", "posint", "?"),
+    Op("=", "posint", "?"),
+    Op("=", "posint", "int8"),
+    Op("||", "email", "'x'"),
+    Op("||", "email", "int4"),
+    Op("~~", "email", "?"),
+    Op("=", "email", "text"),
+    Op("=", "mood", "?"),
+    Op("<", "mood", "'ok'"),
+    Op("=", "mood", "text"),
+    Op("||", "mood", "text"),
+    Op("=", "pair", "pair"),
+    Op("=", "pair", "?"),
+    Op("@>", "posint[]", "int4[]"),
+    Op("=", "mood[]", "?"),
+]
+
 OPERATORS_CURATED: list[Case] = [
     Op("@@", "tsvector", "tsquery"),
     Op("@@", "text", "tsquery"),
@@ -467,6 +537,13 @@ def _generated() -> list[Case]:
     cases += [Call(f, (t,)) for f in unary_functions for t in one]
     cases += [Call(f, (a, c)) for f in binary_functions for a, c in itertools.product(two, two)]
     cases += [Op(s, a, c) for s in symbols for a, c in itertools.product(two, two)]
+    three = ["int4", "numeric", "float8", "text", "?", "timestamptz", "interval", "int4[]", "jsonb", "text[]"]
+    ternary_functions = [
+        "substr", "regexp_replace", "split_part", "lpad", "jsonb_set", "make_date", "generate_series",
+        "replace", "translate", "array_fill", "jsonb_insert", "date_bin", "array_position", "concat_ws",
+        "json_build_object", "regexp_matches", "to_char", "range_merge", "numrange", "set_config",
+    ]  # fmt: skip
+    cases += [Call(f, args) for f in ternary_functions for args in itertools.product(three, three, three)]
     cases += [Op(s, None, t) for s in prefix for t in one]
     return cases
 
@@ -492,7 +569,7 @@ def _every_signature() -> list[Case]:
     """Each built-in function (core + the test's extensions) called with its own declared
     argument types (polymorphic ones as concrete stand-ins) and with every argument untyped."""
     b = load_builtins().with_extensions(EXTENSIONS)
-    names = sorted({row[0] for owner in ("", *EXTENSIONS) for row in b._data.raw["procs"].get(owner, ())})
+    names = sorted(b.function_names)
     cases: list[Case] = []
     for name in names:
         for sig in b.functions(name):
@@ -518,7 +595,8 @@ def _every_signature() -> list[Case]:
                 cases.append(Call(name, ("?",) * len(types), within_group=within, over=over))
     # Names the grammar reserves (`numeric(x)`, `extract(a, b)`, `position(a, b)`) are syntax
     # errors as plain calls: PostgreSQL's parser decides which calls are expressible.
-    return sorted((c for c in set(cases) if _parses(_sql(c, b)[0])), key=repr)
+    env = _env()
+    return sorted((c for c in set(cases) if _parses(_sql(c, env)[0])), key=repr)
 
 
 def _parses(sql: str) -> bool:
@@ -529,8 +607,19 @@ def _parses(sql: str) -> bool:
     return True
 
 
-def _disagreements(cases: list[Case], pg: psycopg.Connection) -> tuple[int, list[str]]:
+def _extension_operators() -> list[Case]:
+    """Every operator symbol the test's extensions add, over their types and the core's."""
     b = load_builtins().with_extensions(EXTENSIONS)
+    symbols = sorted({op.name for ext in EXTENSIONS if (e := b.extension(ext)) for op in e.operators})
+    types = ["citext", "hstore", "ltree", "lquery", "ltree[]", "int4[]", "text", "text[]", "int4", "?"]
+    cases = [Op(s, a, c) for s in symbols for a, c in itertools.product(types, types)]
+    cases += [Op(s, None, t) for s in symbols for t in types]
+    env = _env()  # `% x`, `< x` are syntax errors: the grammar decides which prefix uses exist
+    return [c for c in cases if c.left is not None or _parses(_sql(c, env)[0])]
+
+
+def _disagreements(cases: list[Case], pg: psycopg.Connection) -> tuple[int, list[str]]:
+    b = _env()
     oracle = Oracle(pg)
     wrong = []
     for case in cases:
@@ -543,7 +632,7 @@ def _disagreements(cases: list[Case], pg: psycopg.Connection) -> tuple[int, list
 
 
 def test_curated_calls_and_operators_agree_with_postgresql(pg: psycopg.Connection) -> None:
-    total, wrong = _disagreements(CURATED + OPERATORS_CURATED, pg)
+    total, wrong = _disagreements(CURATED + OPERATORS_CURATED + SCHEMA_CASES, pg)
     assert total >= 250
     assert not wrong, f"{len(wrong)}/{total} disagree:\n" + "\n".join(wrong)
 
@@ -556,10 +645,171 @@ def test_generated_cross_products_agree_with_postgresql(pg: psycopg.Connection) 
 
 
 @pytest.mark.slow
+def test_extension_operators_agree_with_postgresql(pg: psycopg.Connection) -> None:
+    total, wrong = _disagreements(_extension_operators(), pg)
+    print(f"resolver agrees with PostgreSQL on {total - len(wrong)}/{total} extension operator expressions")
+    assert not wrong, f"{len(wrong)}/{total} disagree:\n" + "\n".join(wrong)
+
+
+@pytest.mark.slow
 def test_every_builtin_signature_agrees_with_postgresql(pg: psycopg.Connection) -> None:
     total, wrong = _disagreements(_every_signature(), pg)
     print(f"resolver agrees with PostgreSQL on {total - len(wrong)}/{total} calls of built-in signatures")
     assert not wrong, f"{len(wrong)}/{total} disagree:\n" + "\n".join(wrong)
+
+
+def _columns_predicted(case: Call, env: SchemaTypes) -> list[tuple[str, str]] | str:
+    _, types = _sql(case, env)
+    try:
+        fn = resolve_function(case.name, env.builtins.functions(case.name), types, env=env)
+    except ResolveError as exc:
+        return exc.sqlstate
+    if fn.out_columns:
+        return [(n, env.display(t)) for n, t in fn.out_columns]
+    if fn.result == PgType("record"):
+        return "42601"  # a column definition list is required
+    return [(case.name, env.display(fn.result))]
+
+
+@pytest.mark.slow
+def test_table_functions_yield_postgresqls_columns(pg: psycopg.Connection) -> None:
+    """`SELECT * FROM f(...)` for every set-returning or OUT-parameter built-in: the columns'
+    names and types are the resolution's out_columns (or one column named after f)."""
+    env = _env()
+    names = Oracle(pg).names
+    pgconn = pg.pgconn
+    checked = 0
+    wrong = []
+    for case in _every_signature():
+        if not isinstance(case, Call) or case.over or case.within_group:
+            continue
+        sigs = env.builtins.functions(case.name)
+        if not any(s.returns_set or s.out_columns for s in sigs) or any(s.kind != "f" for s in sigs):
+            continue
+        select, _ = _sql(case, env)
+        sql = "SELECT * FROM " + select.removeprefix("SELECT ")
+        res = pgconn.prepare(b"", sql.encode())
+        if res.status == psycopg.pq.ExecStatus.COMMAND_OK:
+            desc = pgconn.describe_prepared(b"")
+            fields = [(bytes(desc.fname(i) or b"").decode(), names[desc.ftype(i)]) for i in range(desc.nfields)]
+            expected: list[tuple[str, str]] | str = fields
+        else:
+            state = res.error_field(psycopg.pq.DiagnosticField.SQLSTATE)
+            expected = state.decode() if state else "?"
+        checked += 1
+        got = _columns_predicted(case, env)
+        if got != expected:
+            wrong.append(f"{sql}: PostgreSQL {expected}, resolver {got}")
+    print(f"table functions: {checked - len(wrong)}/{checked} agree on their columns")
+    assert checked > 150
+    assert not wrong, "\n".join(wrong)
+
+
+# Schema-declared functions, as the catalog would describe them: defaults, VARIADIC, named
+# arguments, polymorphism, OUT/TABLE columns, and overloads beside the built-ins.
+FUNCTIONS_DDL = """
+CREATE FUNCTION f_def(a int, b int DEFAULT 1) RETURNS int LANGUAGE sql AS 'SELECT 1';
+CREATE FUNCTION f_def(a int) RETURNS text LANGUAGE sql AS 'SELECT 1';
+CREATE FUNCTION f_var(VARIADIC nums numeric[]) RETURNS numeric LANGUAGE sql AS 'SELECT 1';
+CREATE FUNCTION f_var(n numeric) RETURNS text LANGUAGE sql AS 'SELECT 1';
+CREATE FUNCTION f_named(a int, b text) RETURNS int LANGUAGE sql AS 'SELECT 1';
+CREATE FUNCTION f_named(b text, a int) RETURNS text LANGUAGE sql AS 'SELECT 1';
+CREATE FUNCTION f_opt(a int, b text DEFAULT 'x', c bool DEFAULT true) RETURNS int LANGUAGE sql AS 'SELECT 1';
+CREATE FUNCTION f_poly(x anyelement, xs anyarray) RETURNS anyarray LANGUAGE sql AS 'SELECT xs';
+CREATE FUNCTION f_out(x int, OUT y text, OUT z int) LANGUAGE sql AS 'SELECT 1::text, 1';
+CREATE FUNCTION f_tab(n int) RETURNS TABLE (k int, v text) LANGUAGE sql AS 'SELECT 1, 1::text';
+CREATE FUNCTION lower(x text) RETURNS int LANGUAGE sql AS 'SELECT 1';
+CREATE FUNCTION lower(m mood) RETURNS mood LANGUAGE sql AS 'SELECT m';
+"""
+
+
+def _schema_functions() -> list[FunctionSig]:
+    i4, num, text, mood = PgType("int4"), PgType("numeric"), PgType("text"), SCHEMA_TYPES["mood"].type
+    return [
+        FunctionSig("public", "f_def", (i4, i4), ("a", "b"), i4, n_defaults=1),
+        FunctionSig("public", "f_def", (i4,), ("a",), text),
+        FunctionSig("public", "f_var", (num.array(),), ("nums",), num, variadic=True),
+        FunctionSig("public", "f_var", (num,), ("n",), text),
+        FunctionSig("public", "f_named", (i4, text), ("a", "b"), i4),
+        FunctionSig("public", "f_named", (text, i4), ("b", "a"), text),
+        FunctionSig("public", "f_opt", (i4, text, PgType("bool")), ("a", "b", "c"), i4, n_defaults=2),
+        FunctionSig("public", "f_poly", (PgType("anyelement"), PgType("anyarray")), ("x", "xs"), PgType("anyarray")),
+        FunctionSig("public", "f_out", (i4,), ("x",), PgType("record"), out_columns=(("y", text), ("z", i4))),
+        FunctionSig(
+            "public", "f_tab", (i4,), ("n",), PgType("record"), returns_set=True, out_columns=(("k", i4), ("v", text))
+        ),
+        FunctionSig("public", "lower", (text,), ("x",), i4),
+        FunctionSig("public", "lower", (mood,), ("m",), mood),
+    ]
+
+
+SCHEMA_FUNCTION_CASES = [
+    Call("f_def", ("int4",)),
+    Call("f_def", ("int4", "int4")),
+    Call("f_def", ("?",)),
+    Call("f_var", ("int4",)),
+    Call("f_var", ("numeric",)),
+    Call("f_var", ("int4", "numeric")),
+    Call("f_var", ("numeric[]",), variadic_call=True),
+    Call("f_var", ()),
+    Call("f_named", ("int4", "text")),
+    Call("f_named", ("text", "int4")),
+    Call("f_named", ("int4", "text"), arg_names=("a", "b")),
+    Call("f_named", ("int4", "?"), arg_names=(None, "b")),
+    Call("f_named", ("?", "int4"), arg_names=("b", "a")),
+    Call("f_opt", ("int4",)),
+    Call("f_opt", ("int4", "bool"), arg_names=(None, "c")),
+    Call("f_opt", ("int4", "?", "?")),
+    Call("f_opt", ("bool",), arg_names=("c",)),
+    Call("f_poly", ("int4", "int4[]")),
+    Call("f_poly", ("?", "text[]")),
+    Call("f_poly", ("int8", "int4[]")),
+    Call("f_poly", ("?", "?")),
+    Call("f_out", ("int4",)),
+    Call("f_tab", ("?",)),
+    Call("lower", ("text",)),
+    Call("lower", ("?",)),
+    Call("lower", ("varchar",)),
+    Call("lower", ("mood",)),
+    Call("lower", ("int4range",)),
+    Call("f_nope", ("int4",)),
+]
+
+
+def test_schema_functions_resolve_like_postgresql(pg: psycopg.Connection) -> None:
+    pg.execute(FUNCTIONS_DDL)
+    env = _env()
+    declared = _schema_functions()
+    oracle = Oracle(pg)
+    wrong = []
+    try:
+        for case in SCHEMA_FUNCTION_CASES:
+            sql, types = _sql(case, env)
+            expected = oracle.ask(sql)
+            candidates = [*env.builtins.functions(case.name), *(f for f in declared if f.name == case.name)]
+            try:
+                fn = resolve_function(
+                    case.name,
+                    candidates,
+                    types,
+                    arg_names=case.arg_names,
+                    variadic_call=case.variadic_call,
+                    params=[s == "?" for s in case.args],
+                    env=env,
+                )
+                slots = [i for i, s in enumerate(case.args) if s == "?"]
+                if any(fn.arg_types[i].name == "unknown" for i in slots):
+                    got: Outcome = ("err", "42P18")
+                else:
+                    got = ("ok", env.display(fn.result), *(env.display(fn.arg_types[i]) for i in slots))
+            except ResolveError as exc:
+                got = ("err", exc.sqlstate)
+            if got != expected[: len(got)] or (got[0] == "ok" and got != expected):
+                wrong.append(f"{sql}: PostgreSQL {expected}, resolver {got}")
+    finally:
+        for f in declared:
+            pg.execute(f"DROP FUNCTION {f.schema}.{f.name}({', '.join(env.display(t) for t in f.arg_types)})")
+    assert not wrong, "\n".join(wrong)
 
 
 # ------------------------------------------------------------------------------------------
@@ -588,6 +838,11 @@ def test_other_dialects_names_get_a_teaching_note() -> None:
     assert _error("nvl", PgType("text"), PgType("text")).note == "did you mean COALESCE?"
     assert _error("len", PgType("text")).note == "did you mean length()?"
     assert _error("getdate").note == "did you mean now()?"
+
+
+def test_teaching_notes_name_only_functions_postgresql_lacks() -> None:
+    b = load_builtins().with_extensions(load_builtins().extension_names)
+    assert not [name for name in DIALECT_HINTS if b.functions(name)]
 
 
 def test_ambiguous_call_is_not_unique() -> None:
@@ -628,43 +883,64 @@ def test_enum_arguments_bind_anyenum() -> None:
     assert can_coerce(PgType("text"), status, "e", env=b) and not can_coerce(PgType("text"), status, "a", env=b)
 
 
-def _common(pg: psycopg.Connection, construct: str, sql: str) -> str:
+CONSTRUCTS = {
+    "UNION": lambda vs: " UNION ".join(f"SELECT {v}" for v in vs),
+    "CASE": lambda vs: "SELECT CASE " + " ".join(f"WHEN random() < 0.5 THEN {v}" for v in vs) + " END",
+    "COALESCE": lambda vs: f"SELECT COALESCE({', '.join(vs)})",
+    "ARRAY": lambda vs: f"SELECT ARRAY[{', '.join(vs)}]",
+    "VALUES": lambda vs: "VALUES " + ", ".join(f"({v})" for v in vs),
+}
+COMMON_TYPE_CASES = [
+    ("int4", "numeric"),
+    ("int4", "int8", "int2"),
+    ("null", "null"),
+    ("null", "int4"),
+    ("int4", "text"),
+    ("text", "varchar"),
+    ("varchar", "bpchar"),
+    ("bpchar", "varchar"),
+    ("float4", "numeric"),
+    ("numeric", "float4"),
+    ("date", "timestamptz"),
+    ("timestamp", "timestamptz"),
+    ("int4[]", "int8[]"),
+    ("int4[]", "int4"),
+    ("jsonb", "json"),
+    ("interval", "null", "interval"),
+    ("bool", "int4"),
+    ("inet", "cidr"),
+    ("posint", "posint"),
+    ("posint", "int4"),
+    ("email", "text"),
+    ("mood", "null"),
+    ("mood", "text"),
+    ("pair", "pair"),
+    ("uuid", "text"),
+    ("citext", "text"),
+]
+
+
+@pytest.mark.parametrize("construct", sorted(CONSTRUCTS))
+@pytest.mark.parametrize("types", COMMON_TYPE_CASES)
+def test_common_type_agrees_with_postgresql(pg: psycopg.Connection, types: tuple[str, ...], construct: str) -> None:
+    """select_common_type for each construct: the type, or PostgreSQL's error message."""
+    env = _env()
+    values, pg_types = zip(*(_value_sql(t, [], env) for t in types), strict=True)
+    # pg_typeof, not the row description: the protocol reports a domain as its base type
+    sql = f"SELECT pg_typeof(x)::text FROM ({CONSTRUCTS[construct](list(values))}) s(x) LIMIT 1"
     try:
-        return str(pg.execute(sql).fetchone()[0])  # type: ignore[index]
+        row = pg.execute(sql).fetchone()
+        assert row is not None
+        expected = str(row[0])
     except psycopg.Error as exc:
-        return f"error {exc.sqlstate}"
-
-
-@pytest.mark.parametrize(
-    "types",
-    [
-        ("int4", "numeric"),
-        ("int4", "int8", "int2"),
-        ("?", "?"),
-        ("?", "int4"),
-        ("int4", "text"),
-        ("text", "varchar"),
-        ("varchar", "bpchar"),
-        ("float4", "numeric"),
-        ("date", "timestamptz"),
-        ("timestamp", "timestamptz"),
-        ("int4[]", "int8[]"),
-        ("jsonb", "json"),
-        ("interval", "?", "interval"),
-        ("bool", "int4"),
-        ("inet", "cidr"),
-    ],
-)
-def test_common_type_agrees_with_postgresql(pg: psycopg.Connection, types: tuple[str, ...]) -> None:
-    b = load_builtins()
-    values = ["'1'" if t == "?" else f"NULL::{b.display(b.type_named(t))}" for t in types]  # type: ignore[arg-type]
-    sql = f"SELECT pg_typeof(x)::text FROM (SELECT {' UNION SELECT '.join(values)}) u(x) LIMIT 1"
-    expected = _common(pg, "UNION", sql)
-    pg_types = [PgType("unknown") if t == "?" else b.type_named(t) for t in types]
+        expected = f"error {exc.diag.message_primary}"
     try:
-        got = b.display(common_type(pg_types, "UNION"))  # type: ignore[arg-type]
+        # CASE without ELSE has an implicit ELSE NULL, which PostgreSQL considers first
+        inputs = [PgType("unknown"), *pg_types] if construct == "CASE" else list(pg_types)
+        common = common_type(inputs, construct, env=env)
+        got = env.display(common.array() if construct == "ARRAY" and not common.is_array else common)
     except ResolveError as exc:
-        got = f"error {exc.sqlstate}"
+        got = f"error {exc.message}"
     assert got == expected
 
 

@@ -11,7 +11,7 @@ sorted and the JSON is written with fixed separators, so two runs against the sa
 the same bytes.
 
 Layout (each object type grouped by owner: "" for the core pg_catalog, else the extension name):
-  types:  {owner: [[name, display, category, preferred, typtype, array_name, extra], ...]}
+  types:  {owner: [[name, display, category, preferred, typtype, array_name, extra, array_category], ...]}
           extra: range → [subtype, multirange]; multirange → [range]; domain → [base]; else []
   procs:  {owner: [[name, "argtype argtype", return_type, flags, n_defaults, "argname ...",
                     [[out_name, out_type], ...], n_direct_args], ...]}
@@ -73,6 +73,7 @@ select t.typname, format_type(t.oid, null), t.typcategory, t.typispreferred, t.t
          when 'd' then array[(select b.typname from pg_type b where b.oid = t.typbasetype)]
          else array[]::name[]
        end,
+       coalesce(a.typcategory::text, ''),
        {OWNER.format(catalog="pg_type", obj="t")} as owner
 from pg_type t
 left join pg_type a on a.oid = t.typarray

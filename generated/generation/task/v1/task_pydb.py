@@ -102,7 +102,7 @@ VALUES
 -- A retried enqueue touches the existing row so RETURNING yields it.
 ON CONFLICT (billing_idempotency_key)
   DO UPDATE SET billing_idempotency_key = EXCLUDED.billing_idempotency_key
-RETURNING *
+RETURNING tasks.id, tasks.tool_id, tasks.status, tasks.priority, tasks.retry_count, tasks.max_retries, tasks.input, tasks.output, tasks.error, tasks.reported_usage, tasks.reserved_token_amount, tasks.billing_idempotency_key, tasks.w3c_traceparent, tasks.lease_token, tasks.claim_expires_at, tasks.created_at, tasks.started_at, tasks.completed_at
 """
 
 
@@ -148,7 +148,7 @@ WHERE id = (
   LIMIT 1
   FOR UPDATE SKIP LOCKED
 )
-RETURNING *
+RETURNING tasks.id, tasks.tool_id, tasks.status, tasks.priority, tasks.retry_count, tasks.max_retries, tasks.input, tasks.output, tasks.error, tasks.reported_usage, tasks.reserved_token_amount, tasks.billing_idempotency_key, tasks.w3c_traceparent, tasks.lease_token, tasks.claim_expires_at, tasks.created_at, tasks.started_at, tasks.completed_at
 """
 
 
@@ -190,7 +190,7 @@ SET status = 'processing',
     retry_count = CASE WHEN t.status = 'processing' THEN t.retry_count + 1 ELSE t.retry_count END
 FROM picked
 WHERE t.id = picked.id
-RETURNING t.*
+RETURNING t.id, t.tool_id, t.status, t.priority, t.retry_count, t.max_retries, t.input, t.output, t.error, t.reported_usage, t.reserved_token_amount, t.billing_idempotency_key, t.w3c_traceparent, t.lease_token, t.claim_expires_at, t.created_at, t.started_at, t.completed_at
 """
 
 
@@ -217,7 +217,7 @@ HEARTBEAT_TASK_SQL = """\
 UPDATE generation.tasks
 SET claim_expires_at = now() + INTERVAL '2 minutes'
 WHERE id = %(task_id)s AND lease_token = %(lease_token)s AND status = 'processing'
-RETURNING *
+RETURNING tasks.id, tasks.tool_id, tasks.status, tasks.priority, tasks.retry_count, tasks.max_retries, tasks.input, tasks.output, tasks.error, tasks.reported_usage, tasks.reserved_token_amount, tasks.billing_idempotency_key, tasks.w3c_traceparent, tasks.lease_token, tasks.claim_expires_at, tasks.created_at, tasks.started_at, tasks.completed_at
 """
 HEARTBEAT_TASK_EXISTS_SQL = "SELECT 1 FROM generation.tasks WHERE id = %(task_id)s"
 
@@ -257,7 +257,7 @@ SET status = 'completed',
     completed_at = now(),
     claim_expires_at = NULL
 WHERE id = %(task_id)s AND lease_token = %(lease_token)s AND status = 'processing'
-RETURNING *
+RETURNING tasks.id, tasks.tool_id, tasks.status, tasks.priority, tasks.retry_count, tasks.max_retries, tasks.input, tasks.output, tasks.error, tasks.reported_usage, tasks.reserved_token_amount, tasks.billing_idempotency_key, tasks.w3c_traceparent, tasks.lease_token, tasks.claim_expires_at, tasks.created_at, tasks.started_at, tasks.completed_at
 """
 COMPLETE_TASK_EXISTS_SQL = "SELECT 1 FROM generation.tasks WHERE id = %(task_id)s"
 
@@ -301,7 +301,7 @@ SET status = 'completed',
 FROM unnest(%(task_ids)s::uuid[], %(lease_tokens)s::uuid[], %(outputs)s::jsonb[], %(reported_usages)s::jsonb[])
   AS done (id, lease_token, output, reported_usage)
 WHERE t.id = done.id AND t.lease_token = done.lease_token AND t.status = 'processing'
-RETURNING t.*
+RETURNING t.id, t.tool_id, t.status, t.priority, t.retry_count, t.max_retries, t.input, t.output, t.error, t.reported_usage, t.reserved_token_amount, t.billing_idempotency_key, t.w3c_traceparent, t.lease_token, t.claim_expires_at, t.created_at, t.started_at, t.completed_at
 """
 
 
@@ -343,7 +343,7 @@ WHERE id = %(task_id)s
                      OR (status = 'processing' AND claim_expires_at < now()))
            ELSE status = 'processing' AND lease_token = %(lease_token)s
       END
-RETURNING *
+RETURNING tasks.id, tasks.tool_id, tasks.status, tasks.priority, tasks.retry_count, tasks.max_retries, tasks.input, tasks.output, tasks.error, tasks.reported_usage, tasks.reserved_token_amount, tasks.billing_idempotency_key, tasks.w3c_traceparent, tasks.lease_token, tasks.claim_expires_at, tasks.created_at, tasks.started_at, tasks.completed_at
 """
 FAIL_TASK_EXISTS_SQL = "SELECT 1 FROM generation.tasks WHERE id = %(task_id)s"
 
@@ -378,7 +378,7 @@ async def fail_task(
 
 
 LIST_STALE_TASKS_SQL = """\
-SELECT * FROM generation.tasks
+SELECT tasks.id, tasks.tool_id, tasks.status, tasks.priority, tasks.retry_count, tasks.max_retries, tasks.input, tasks.output, tasks.error, tasks.reported_usage, tasks.reserved_token_amount, tasks.billing_idempotency_key, tasks.w3c_traceparent, tasks.lease_token, tasks.claim_expires_at, tasks.created_at, tasks.started_at, tasks.completed_at FROM generation.tasks
 WHERE (status = 'processing' AND retry_count >= max_retries
        AND claim_expires_at < now() - COALESCE(NULLIF(GREATEST(%(processing_grace_seconds)s, 0), 0), 120) * INTERVAL '1 second')
    OR (status IN ('queued', 'dispatched') AND retry_count >= max_retries)
@@ -410,7 +410,7 @@ async def list_stale_tasks(
 
 
 GET_TASK_SQL = """\
-SELECT * FROM generation.tasks WHERE id = %(task_id)s
+SELECT tasks.id, tasks.tool_id, tasks.status, tasks.priority, tasks.retry_count, tasks.max_retries, tasks.input, tasks.output, tasks.error, tasks.reported_usage, tasks.reserved_token_amount, tasks.billing_idempotency_key, tasks.w3c_traceparent, tasks.lease_token, tasks.claim_expires_at, tasks.created_at, tasks.started_at, tasks.completed_at FROM generation.tasks WHERE id = %(task_id)s
 """
 
 

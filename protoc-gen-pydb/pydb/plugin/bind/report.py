@@ -30,6 +30,9 @@ class Reporter:
     diagnostics: list[Diagnostic] = field(default_factory=list)
     #: (message full name, field name, message) -> the RPCs it concerns, in order.
     at_fields: dict[tuple[str, str, str], list[str]] = field(default_factory=dict)
+    #: The schema had errors: the RPCs are still checked against what applied, but follow-on
+    #: reports (a field no column fills, when a table's columns may be missing) are left out.
+    schema_has_errors: bool = False
 
     def at_method(
         self,

@@ -9,7 +9,7 @@ import functools
 from collections.abc import Callable
 
 from ..protos import Field, Message
-from ..sql.analysis import Analysis, ResultColumn
+from ..sql.analysis import Analysis, Expansion, ResultColumn
 from ..sql.types import NULL
 from . import ir
 from . import typemap as t
@@ -22,10 +22,18 @@ class _Rpc:
     """The RPC being bound, for placing its diagnostics."""
 
     def __init__(
-        self, rep: Reporter, si: int, mi: int, name: str, sql: str, null_literals: Callable[[], frozenset[str]]
+        self,
+        rep: Reporter,
+        si: int,
+        mi: int,
+        name: str,
+        sql: str,
+        null_literals: Callable[[], frozenset[str]],
+        expansions: tuple[Expansion, ...] = (),
     ) -> None:
         self.rep, self.si, self.mi, self.name, self.sql = rep, si, mi, name, sql
         self._null_literals = null_literals
+        self.expansions = expansions
         #: (message, field) pairs no column fills.
         self.unfilled: list[tuple[str, str]] = []
 
@@ -113,15 +121,16 @@ def bind_row(
     columns: tuple[ResultColumn, ...],
     target: Message,
     null_literals: Callable[[], frozenset[str]],
+    expansions: tuple[Expansion, ...],
 ) -> ir.Row:
     """The row as a `target` message; every problem reported (the caller checks the count).
-    Fields no column fills are reported (once, at the field) only when the RPC has no other
-    error: after a wrong column name they are a follow-on. A column among `null_literals()` (a
+    Fields no column fills are reported (once, at the field) only when the RPC and the schema
+    have no other error: after a wrong column name they are a follow-on. A column among `null_literals()` (a
     NULL literal, `NULL::int AS age`) leaves its field unset on purpose."""
     errors_before = rep.error_count()
-    where = _Rpc(rep, si, mi, rpc, sql, null_literals)
+    where = _Rpc(rep, si, mi, rpc, sql, null_literals, expansions)
     row = _row(where, columns, target, 0, top=True)
-    if rep.error_count() == errors_before:
+    if rep.error_count() == errors_before and not rep.schema_has_errors:
         for message, name in where.unfilled:
             rep.at_field(
                 message,
@@ -219,6 +228,16 @@ def _embedded(where: _Rpc, col: ResultColumn, target: Message, position: int) ->
         where.error(
             f"result column {col.name} is a whole row, which fills a singular message field, but "
             f"{target.full_name}.{f.name} is {f.describe()}",
+            col,
+        )
+        return None
+    span = col.span
+    if span is None or not any(e.span.start <= span.start and span.end <= e.span.end for e in where.expansions):
+        # The row is read column by column: the reference must be written out as its columns.
+        where.error(
+            f"the whole-row reference {col.name} is not written out as its columns (an alias, `c AS {col.name}`, "
+            f"keeps it a record); name the FROM item after the field instead: `JOIN ... {col.name} ON ...` and "
+            f"select `{col.name}`",
             col,
         )
         return None

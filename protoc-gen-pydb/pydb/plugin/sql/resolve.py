@@ -8,16 +8,20 @@ Argument types: `PgType("unknown")` (or `types.NULL`) stands for an untyped stri
 or an untyped `@param`: PostgreSQL resolves an untyped parameter like an unknown literal.
 
 Public API:
-    resolve_function(name, candidates, args, *, arg_names=None, variadic_call=False, env=None)
-        -> FunctionResolution            raises ResolveError (42883 / 42725 / 42804)
-    resolve_operator(symbol, candidates, left, right, *, env=None)
-        -> OperatorResolution            left=None for a prefix operator; raises ResolveError
+    resolve_function(name, candidates, args, *, arg_names=None, variadic_call=False, params=None,
+                     env=None) -> FunctionResolution     raises ResolveError (42883 / 42725 / 42804 / 42704)
+    resolve_operator(symbol, candidates, left, right, *, env=None) -> OperatorResolution
+                                         left=None for a prefix operator; raises ResolveError
     can_coerce(source, target, context="i", *, env=None) -> bool     context: "i" / "a" / "e"
     common_type(types, construct="CASE", *, env=None) -> PgType       raises ResolveError (42804 / 42846)
-    signature_text(sig, env=None) -> str                             "random(double precision)"
-`env` is anything with `type_info(PgType) -> TypeInfo | None` and `cast(src, dst) -> CastSig |
-None` (a `builtins.Builtins`; the schema catalog can wrap one to add domains and composites); it
-defaults to the core built-ins.
+    signature_text(sig, env=None) -> str     "random()", "percentile_cont(double precision) WITHIN GROUP (...)"
+    display(t, env=None) -> str              PostgreSQL's type name in messages: "integer"
+    ResolveError(sqlstate, message, hint, note)   note: ours (the candidates, "did you mean COALESCE?")
+`candidates` are every function (operator) visible under the name: `Builtins.functions(name)`
+first (pg_catalog leads the search path), then the schema's own. `env` is anything with
+`type_info(PgType) -> TypeInfo | None` and `cast(src, dst) -> CastSig | None`: a
+`builtins.Builtins`, or `builtins.SchemaTypes` to add the schema's domains, enums, composites
+and casts; it defaults to the core built-ins.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ from .signatures import CastSig, FunctionSig, OperatorSig
 from .types import PgType
 
 Context = Literal["i", "a", "e"]  # implicit < assignment < explicit, as pg_cast.castcontext
+FunctionKindName = Literal["function", "aggregate", "window", "procedure", "ordered_set", "hypothetical", "cast"]
 _RANK = {"i": 0, "a": 1, "e": 2}
 
 UNKNOWN = PgType("unknown")
@@ -71,12 +76,23 @@ DIALECT_HINTS = {
     "mid": "did you mean substring()?",
     "uuid": "did you mean gen_random_uuid()?",
     "newid": "did you mean gen_random_uuid()?",
+    "date_format": "did you mean to_char()?",
+    "str_to_date": "did you mean to_date() or to_timestamp()?",
+    "unix_timestamp": "did you mean extract(epoch FROM ts)?",
+    "from_unixtime": "did you mean to_timestamp()?",
+    "json_extract": "use the -> / ->> operators or jsonb_extract_path()",
+    "last_insert_id": "use RETURNING (or lastval())",
+    "substring_index": "did you mean split_part()?",
+    "string_split": "did you mean string_to_array() or regexp_split_to_table()?",
 }
 OPERATOR_HINTS = {"==": "did you mean =?", "===": "did you mean =?", "!==": "did you mean <>?"}
 
 _NO_FUNCTION_HINT = "No function matches the given name and argument types. You might need to add explicit type casts."
 _NOT_UNIQUE_FUNCTION_HINT = "Could not choose a best candidate function. You might need to add explicit type casts."
 _NO_OPERATOR_HINT = "No operator matches the given name and argument types. You might need to add explicit type casts."
+_NO_PREFIX_OPERATOR_HINT = (
+    "No operator matches the given name and argument type. You might need to add an explicit type cast."
+)
 _NOT_UNIQUE_OPERATOR_HINT = "Could not choose a best candidate operator. You might need to add explicit type casts."
 
 
@@ -110,7 +126,7 @@ class FunctionResolution:
     returns_set: bool
     #: "cast": `typename(x)` read as a coercion (`text(1)`, `date('2020-01-01')`), as PostgreSQL does
     #: when no function of that name takes the argument's exact type; `sig` is then synthetic.
-    kind: Literal["function", "aggregate", "window", "procedure", "ordered_set", "hypothetical", "cast"]
+    kind: FunctionKindName
     #: The call matched the VARIADIC parameter with a list of separate arguments.
     variadic_expanded: bool
 
@@ -155,7 +171,7 @@ def _base(t: PgType, env: TypeEnv) -> PgType:
     return t
 
 
-def _element(t: PgType, env: TypeEnv) -> PgType | None:
+def _element(t: PgType) -> PgType | None:
     """get_element_type: the element of a true array type."""
     return t.element if t.is_array else None
 
@@ -185,7 +201,7 @@ def _pathway(source: PgType, target: PgType, context: Context, env: TypeEnv) -> 
             return ""
         return {"b": "relabel", "f": "func", "i": "io"}[cast.method]
     if target.is_array and source.is_array:
-        source_elem, target_elem = _element(source, env), _element(target, env)
+        source_elem, target_elem = _element(source), _element(target)
         if source_elem is not None and target_elem is not None and _pathway(source_elem, target_elem, context, env):
             return "array"
     if _RANK[context] >= _RANK["a"] and _info(target, env).category == "S":
@@ -282,7 +298,7 @@ def _generic_bindings(inputs: Sequence[PgType], declared: Sequence[PgType], env:
             have_compatible_nonarray |= d == "anycompatiblenonarray"
             compatible_inputs.append(actual)
         elif d == "anycompatiblearray":
-            element = _element(_base(actual, env), env)
+            element = _element(_base(actual, env))
             if element is None:
                 return None
             compatible_inputs.append(element)
@@ -305,7 +321,7 @@ def _generic_bindings(inputs: Sequence[PgType], declared: Sequence[PgType], env:
         if b.array.name == "anyarray" and not b.array.is_array:
             pass  # a column of pseudo-type anyarray (pg_stats): nothing to deduce
         else:
-            element = _element(b.array, env)
+            element = _element(b.array)
             if element is None or (b.elem is not None and b.elem != element):
                 return None
             b.elem = element
@@ -417,7 +433,10 @@ def _select_common(types: Sequence[PgType], construct: str | None, env: TypeEnv)
 def common_type(types: Sequence[PgType], construct: str = "CASE", *, env: TypeEnv | None = None) -> PgType:
     """The type PostgreSQL gives UNION / CASE / COALESCE / GREATEST / ARRAY[] / VALUES branches
     (`construct` names it in messages): select_common_type, then every input must coerce to it
-    implicitly. All unknown → text. Raises ResolveError 42804 "CASE types integer and text cannot
+    implicitly. All unknown → text. Pass the inputs in PostgreSQL's order: a CASE without ELSE
+    has an implicit ELSE NULL that comes first (`[unknown, *then_types]`), which is why
+    `CASE WHEN .. THEN domain_value END` is the domain's base type. Only identical inputs keep a
+    domain; note that the wire protocol describes a domain-typed result column as its base type. Raises ResolveError 42804 "CASE types integer and text cannot
     be matched" or 42846 "CASE could not convert type ... to ..."."""
     e = _env(env)
     if not types:
@@ -426,7 +445,8 @@ def common_type(types: Sequence[PgType], construct: str = "CASE", *, env: TypeEn
     assert common is not None  # construct given: a mismatch raised
     for t in types:
         if not _can_coerce_all((t,), (common,), "i", e):
-            raise ResolveError("42846", f"{construct} could not convert type {display(t, e)} to {display(common, e)}")
+            where = "CASE/WHEN" if construct == "CASE" else construct  # as transformCaseExpr says it
+            raise ResolveError("42846", f"{where} could not convert type {display(t, e)} to {display(common, e)}")
     return common
 
 
@@ -602,7 +622,7 @@ def _candidates_note(sigs: Sequence[FunctionSig], env: TypeEnv) -> str | None:
     return "candidates: " + ", ".join(shown[:8]) + more
 
 
-def _kind(sig: FunctionSig) -> Literal["function", "aggregate", "window", "procedure", "ordered_set", "hypothetical"]:
+def _kind(sig: FunctionSig) -> FunctionKindName:
     if sig.hypothetical:
         return "hypothetical"
     if sig.ordered_set:
@@ -645,9 +665,8 @@ def resolve_function(
         elif cands[same].sig.schema == cand.sig.schema:
             if cands[same].variadic_expanded and not cand.variadic_expanded:
                 cands[same] = cand
-            elif cands[same].variadic_expanded == cand.variadic_expanded and (
-                cands[same].uses_defaults or cand.uses_defaults
-            ):
+            elif cands[same].variadic_expanded == cand.variadic_expanded:
+                # f(int) beside f(int, int DEFAULT 1), or f(a int, b text) beside f(b text, a int)
                 ambiguous.add(cand.types)
 
     def not_found() -> ResolveError:
@@ -700,10 +719,10 @@ def resolve_function(
 
 def _type_coercion(name: str, arg: PgType, is_param: bool, env: TypeEnv) -> FunctionResolution | None:
     """func_get_detail's "function call that is really a type coercion": `text(x)`, `int8(x)`."""
-    target = PgType(name)
-    info = env.type_info(target)
+    info = env.type_info(PgType(name))
     if info is None or info.typtype in ("p", "c"):
         return None
+    target = info.type
     if not (_is_unknown(arg) and not is_param):
         path = _pathway(arg, target, "e", env)
         if path == "io" and _is_complex(arg, env) and info.category == "S":
@@ -762,7 +781,10 @@ def resolve_operator(
         if not matching:
             note = OPERATOR_HINTS.get(symbol) if not sigs else None
             raise ResolveError(
-                "42883", f"operator does not exist: {_operator_text(symbol, left, right, e)}", _NO_OPERATOR_HINT, note
+                "42883",
+                f"operator does not exist: {_operator_text(symbol, left, right, e)}",
+                _NO_OPERATOR_HINT if left is not None else _NO_PREFIX_OPERATOR_HINT,
+                note,
             )
         if len(matching) == 1:
             exact = sigs[matching[0]]
