@@ -200,8 +200,8 @@ _TIMESTAMP_LOADERS = {
 }
 
 
-def load_timestamps(cur: AsyncCursor[Any]) -> None:
-    """Make `cur` load every timestamp(tz): `infinity` (and years after 9999) as Timestamp's max,
-    `-infinity` (and BC years) as its min."""
-    for name, loader in _TIMESTAMP_LOADERS.items():
-        cur.adapters.register_loader(name, loader)
+def load_timestamps(cur: AsyncCursor[Any], *types: str) -> None:
+    """Make `cur` load every value of `types` (timestamp, timestamptz): `infinity` (and years
+    after 9999) as Timestamp's max, `-infinity` (and BC years) as its min."""
+    for name in types:
+        cur.adapters.register_loader(name, _TIMESTAMP_LOADERS[name])

@@ -84,7 +84,7 @@ async def register_tool(
     }
     async with conn.cursor(row_factory=tuple_row) as cur:
         rt.load_as_text(cur, "uuid")
-        rt.load_timestamps(cur)
+        rt.load_timestamps(cur, "timestamptz")
         await cur.execute(REGISTER_TOOL_SQL, params, prepare=True)
         row = await cur.fetchone()
         if row is None:
@@ -124,7 +124,7 @@ async def queue_task(
     }
     async with conn.cursor(row_factory=tuple_row) as cur:
         rt.load_as_text(cur, "jsonb", "uuid")
-        rt.load_timestamps(cur)
+        rt.load_timestamps(cur, "timestamptz")
         await cur.execute(QUEUE_TASK_SQL, params, prepare=True)
         row = await cur.fetchone()
         if row is None:
@@ -164,7 +164,7 @@ async def claim_next_task(
     }
     async with conn.cursor(row_factory=tuple_row) as cur:
         rt.load_as_text(cur, "jsonb", "uuid")
-        rt.load_timestamps(cur)
+        rt.load_timestamps(cur, "timestamptz")
         await cur.execute(CLAIM_NEXT_TASK_SQL, params, prepare=True)
         row = await cur.fetchone()
         if row is None:
@@ -207,7 +207,7 @@ async def claim_tasks(
     }
     async with conn.cursor(row_factory=tuple_row) as cur:
         rt.load_as_text(cur, "jsonb", "uuid")
-        rt.load_timestamps(cur)
+        rt.load_timestamps(cur, "timestamptz")
         await cur.execute(CLAIM_TASKS_SQL, params, prepare=True)
         rows = await cur.fetchall()
         return task_pb2.ClaimTasksResponse(tasks=[_task_from_row(row) for row in rows])
@@ -235,7 +235,7 @@ async def heartbeat_task(
     }
     async with conn.cursor(row_factory=tuple_row) as cur:
         rt.load_as_text(cur, "jsonb", "uuid")
-        rt.load_timestamps(cur)
+        rt.load_timestamps(cur, "timestamptz")
         await cur.execute(HEARTBEAT_TASK_SQL, params, prepare=True)
         row = await cur.fetchone()
         if row is None:
@@ -277,7 +277,7 @@ async def complete_task(
     }
     async with conn.cursor(row_factory=tuple_row) as cur:
         rt.load_as_text(cur, "jsonb", "uuid")
-        rt.load_timestamps(cur)
+        rt.load_timestamps(cur, "timestamptz")
         await cur.execute(COMPLETE_TASK_SQL, params, prepare=True)
         row = await cur.fetchone()
         if row is None:
@@ -320,7 +320,7 @@ async def complete_tasks(
     }
     async with conn.cursor(row_factory=tuple_row) as cur:
         rt.load_as_text(cur, "jsonb", "uuid")
-        rt.load_timestamps(cur)
+        rt.load_timestamps(cur, "timestamptz")
         await cur.execute(COMPLETE_TASKS_SQL, params, prepare=True)
         rows = await cur.fetchall()
         return task_pb2.CompleteTasksResponse(tasks=[_task_from_row(row) for row in rows])
@@ -363,7 +363,7 @@ async def fail_task(
     }
     async with conn.cursor(row_factory=tuple_row) as cur:
         rt.load_as_text(cur, "jsonb", "uuid")
-        rt.load_timestamps(cur)
+        rt.load_timestamps(cur, "timestamptz")
         await cur.execute(FAIL_TASK_SQL, params, prepare=True)
         row = await cur.fetchone()
         if row is None:
@@ -403,7 +403,7 @@ async def list_stale_tasks(
     }
     async with conn.cursor(row_factory=tuple_row) as cur:
         rt.load_as_text(cur, "jsonb", "uuid")
-        rt.load_timestamps(cur)
+        rt.load_timestamps(cur, "timestamptz")
         await cur.execute(LIST_STALE_TASKS_SQL, params, prepare=True)
         rows = await cur.fetchall()
         return task_pb2.ListStaleTasksResponse(tasks=[_task_from_row(row) for row in rows])
@@ -426,7 +426,7 @@ async def get_task(
     }
     async with conn.cursor(row_factory=tuple_row) as cur:
         rt.load_as_text(cur, "jsonb", "uuid")
-        rt.load_timestamps(cur)
+        rt.load_timestamps(cur, "timestamptz")
         await cur.execute(GET_TASK_SQL, params, prepare=True)
         row = await cur.fetchone()
         if row is None:

@@ -206,7 +206,8 @@ def _rpc(m: _Module, rpc: ir.Rpc) -> model.Rpc:
     response_type = m.type(rpc.response)
     response = ""
     text_types: tuple[str, ...] = ()
-    loads_timestamps = can_fail = False
+    timestamp_types: tuple[str, ...] = ()
+    can_fail = False
     if rpc.row is not None:
         converter = m.converter(rpc.row)
         if rpc.cardinality is ir.Cardinality.MANY:
@@ -218,7 +219,7 @@ def _rpc(m: _Module, rpc: ir.Rpc) -> model.Rpc:
             response = f"{converter}(row)"
         columns = _columns(rpc.row)
         text_types = tuple(sorted({c.pg_type.name for c in columns if c.conversion in _TEXT_LOADED}))
-        loads_timestamps = any(c.conversion is _C.TIMESTAMP for c in columns)
+        timestamp_types = tuple(sorted({c.pg_type.name for c in columns if c.conversion is _C.TIMESTAMP}))
         # Every value converts (docs/diagnostics.md) but a NULL element of an array.
         can_fail = any(c.field.repeated for c in columns)
     traceparent = None
@@ -238,7 +239,7 @@ def _rpc(m: _Module, rpc: ir.Rpc) -> model.Rpc:
         response=response,
         result_field=rpc.result_field,
         text_types=text_types,
-        loads_timestamps=loads_timestamps,
+        timestamp_types=timestamp_types,
         probe=_probe(rpc, function.upper() + "_EXISTS_SQL"),
         conflict_do_nothing=rpc.conflict_do_nothing,
         transaction=rpc.writes and can_fail,

@@ -76,8 +76,8 @@ class Rpc:
     result_field: str | None
     #: PostgreSQL types whose values are loaded as the text PostgreSQL sends (uuid, json, date...).
     text_types: tuple[str, ...]
-    #: Timestamps are loaded with ±infinity as Timestamp's max/min.
-    loads_timestamps: bool
+    #: Timestamp types loaded with ±infinity (and years past Timestamp's) as its max/min.
+    timestamp_types: tuple[str, ...]
     probe: Probe | None
     conflict_do_nothing: bool
     #: Run in a transaction: the rows are converted before the statement's writes commit.
