@@ -254,7 +254,9 @@ def _listen(m: _Module, listen: ir.Listen) -> model.Listen:
         response_type=m.type(listen.response),
         channel=listen.channel,
         payload_field=listen.payload_field,
+        response=f"{m.type(listen.response)}({argument(listen.payload_field, 'payload')})",
         filter_field=listen.filter_field,
+        filter_access=attribute("request", listen.filter_field) if listen.filter_field else None,
         filter_parser=_LISTEN_PARSERS[listen.filter],
         summary=listen.comment,
     )

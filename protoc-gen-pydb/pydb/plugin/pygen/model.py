@@ -96,7 +96,9 @@ class Listen:
     response_type: str
     channel: str  # task_wake
     payload_field: str  # the response's string field that gets the payload
+    response: str  # the Python expression of the response for `payload`
     filter_field: str | None  # the request's repeated string field that filters payloads
+    filter_access: str | None  # how the handler reads it from `request`
     #: How the filter's values are checked: a runtime function (e.g. `rt.parse_uuids`) or None.
     filter_parser: str | None
     summary: str
