@@ -124,13 +124,14 @@ def test_without_source_code_info_the_location_is_1_1(tmp_path: Path) -> None:
 
 def test_presence_nullable_columns_need_wrappers_optional_or_proto2(tmp_path: Path) -> None:
     # `nick` is nullable: it lands in the StringValue wrapper field `nick`...
-    error, _, _ = run(tmp_path, person_file("SELECT id, nick FROM app.people WHERE id = @id"))
+    error, _, _ = run(tmp_path, person_file("SELECT id, name, nick, mood FROM app.people WHERE id = @id"))
     assert error == ""
     # ...but not in the plain string field `name`.
     error, _, _ = run(tmp_path, person_file("SELECT id, nick AS name FROM app.people WHERE id = @id"))
     assert "result column name may be NULL, but people.Person.name (string) cannot tell NULL" in error
     # In proto2 an `optional` scalar has presence.
-    error, _, _ = run(tmp_path, person_file("SELECT id, nick AS name FROM app.people WHERE id = @id", syntax="proto2"))
+    sql = "SELECT id, nick AS name, nick, mood FROM app.people WHERE id = @id"
+    error, _, _ = run(tmp_path, person_file(sql, syntax="proto2"))
     assert error == ""
 
 
@@ -162,7 +163,8 @@ def test_a_crash_reading_the_schema_is_an_internal_error_naming_it(
 
 def test_schema_errors_name_the_schema_line(tmp_path: Path) -> None:
     schema = SCHEMA + "CREATE TABLE app.broken (id int PRIMARY KEY, x text DEFAULT);\nCREATE TABLE app.s (id STRING);\n"
-    error, _, files = run(tmp_path, person_file("SELECT id FROM app.people WHERE id = @id"), schema=schema)
+    sql = "SELECT id, name, nick, mood FROM app.people WHERE id = @id"
+    error, _, files = run(tmp_path, person_file(sql), schema=schema)
     assert files == []
     lines = [row for row in error.splitlines() if ": error: " in row]
     assert lines == [
@@ -368,14 +370,7 @@ DOC = Path(__file__).resolve().parent.parent / "docs" / "diagnostics.md"
 
 
 def render_type_table() -> str:
-    def names(types: frozenset[str]) -> str:
-        return ", ".join(f"`{n}`" for n in sorted(types)) or "—"
-
-    rows = ["| Postgres type | a result column may land in | a parameter may be bound from |", "|---|---|---|"]
-    for pg in t.COMPATIBLE:
-        rows.append(f"| `{pg}` | {names(t.COMPATIBLE[pg])} | {names(t.PARAM_COMPATIBLE[pg])} |")
-    rows.append("| any enum type | a proto `enum` (label by label), `string` | a proto `enum`, `string` |")
-    return "\n".join(rows)
+    return t.markdown_table()
 
 
 @pytest.mark.parametrize(("marker", "render"), [("type-table", render_type_table)])
