@@ -480,7 +480,7 @@ async def append_task_events(
 
 
 LIST_TASK_EVENTS_SQL = """\
-SELECT * FROM generation.task_events
+SELECT task_events.task_id, task_events.seq, task_events.kind, task_events.data, task_events.emitted_at FROM generation.task_events
 WHERE task_id = %(task_id)s AND seq > %(after_seq)s
 ORDER BY seq
 LIMIT %(limit)s
@@ -500,10 +500,11 @@ async def list_task_events(
         "limit": request.limit,
     }
     async with conn.cursor(row_factory=tuple_row) as cur:
-        rt.text_results(cur)
+        rt.load_as_text(cur, "jsonb", "uuid")
+        rt.load_timestamps(cur, "timestamptz")
         await cur.execute(LIST_TASK_EVENTS_SQL, params, prepare=True)
         rows = await cur.fetchall()
-    return task_pb2.ListTaskEventsResponse(events=[_task_event_from_row(row) for row in rows])
+        return task_pb2.ListTaskEventsResponse(events=[_task_event_from_row(row) for row in rows])
 
 
 PURGE_TASK_EVENTS_SQL = """\
