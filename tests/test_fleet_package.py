@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -40,9 +41,15 @@ asyncio.run(main())
 @pytest.mark.slow
 async def test_pip_install_worker(tmp_path: Path, service: object, stub: object, tool: pb.Tool) -> None:
     target = tmp_path / "site"
+    # Built from a copy: a build leaves build/ and *.egg-info beside the sources.
+    src = tmp_path / "src"
+    shutil.copytree(
+        ROOT / "worker", src / "worker", ignore=shutil.ignore_patterns("build", "*.egg-info", "__pycache__")
+    )
+    shutil.copytree(ROOT / "generated", src / "generated", ignore=shutil.ignore_patterns("__pycache__"))
     subprocess.run(
         [sys.executable, "-m", "pip", "install", "-q", "--disable-pip-version-check", "--no-deps",
-         "--no-build-isolation", "--no-index", "--target", str(target), str(ROOT / "worker")],
+         "--no-build-isolation", "--no-index", "--target", str(target), str(src / "worker")],
         check=True, timeout=300,
     )  # fmt: skip
     assert (target / "taskworker" / "py.typed").exists() and (target / "generation/task/v1/task_pb2.pyi").exists()

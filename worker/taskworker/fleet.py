@@ -46,6 +46,7 @@ import grpc
 from generation.task.v1 import task_pb2 as pb
 from generation.task.v1 import task_pb2_grpc
 
+from . import events as task_events
 from .reports import LEASE_LOST, Outcome, ReportBatcher
 
 log = logging.getLogger("taskworker.fleet")
@@ -66,7 +67,7 @@ class TaskResult:
 
 
 class TaskContext:
-    """Handed to `process` with the task: usage reporting and the lease state."""
+    """Handed to `process` with the task: usage reporting, live events and the lease state."""
 
     def __init__(self, task: pb.Task, fleet: WorkerFleet) -> None:
         self.task = task
@@ -78,6 +79,26 @@ class TaskContext:
     def report_usage(self, **amounts: Any) -> None:
         """Merged into the `reported_usage` JSON sent with CompleteTask (read to settle billing)."""
         self.usage.update(amounts)
+
+    # Live events (docs/worker.md, "Live task events"): best effort, never block, never raise;
+    # False when the event was dropped (buffer full) or the fleet has no event emitter.
+    def emit_progress(self, fraction: float, message: str = "") -> bool:
+        """Progress in [0, 1] (clamped) with an optional human-readable message."""
+        return self.emit(task_events.PROGRESS, {"fraction": min(max(float(fraction), 0.0), 1.0), "message": message})
+
+    def emit_url(self, url: str, **extra: Any) -> bool:
+        """A URL the caller can open now, e.g. a streaming URL for the result."""
+        return self.emit(task_events.URL, {"url": url, **extra})
+
+    def emit_output(self, chunk: Any) -> bool:
+        """A chunk of partial output (any JSON value); the final output still goes with CompleteTask."""
+        return self.emit(task_events.OUTPUT, {"chunk": chunk})
+
+    def emit(self, kind: str, data: Any) -> bool:
+        """An event of any other kind (`terminal` is the fleet's own)."""
+        if self.fleet.events is None or kind == task_events.TERMINAL:
+            return False
+        return self.fleet.events.emit(self.task.id, kind, data)
 
 
 # `process` returns a JSON-serialisable output, or a TaskResult carrying JSON text.
@@ -131,8 +152,14 @@ class WorkerFleet:
         report_window: float = 0.002,
         report_batch: int = 500,
         claim_max_bytes: int = DEFAULT_CLAIM_MAX_BYTES,
+        events: task_events.EventEmitter | None = None,
+        events_flush_timeout: float = 5.0,
     ) -> None:
         self.stub = stub
+        # Live task events: TaskContext.emit_* and a terminal event per attempt. The caller
+        # owns the emitter (and closes it); `run` only flushes it, for `events_flush_timeout`.
+        self.events = events
+        self.events_flush_timeout = events_flush_timeout
         self.poll_interval = poll_interval
         self.poll_jitter = poll_jitter
         self.heartbeat_interval = heartbeat_interval
@@ -221,6 +248,8 @@ class WorkerFleet:
             for beats in beating:
                 beats.cancel()
             await asyncio.gather(reporting, *beating, return_exceptions=True)
+            if self.events is not None:
+                await self.events.flush(self.events_flush_timeout)
             for bg in self._background:
                 bg.cancel()
             await asyncio.gather(*self._background, return_exceptions=True)
@@ -274,25 +303,40 @@ class WorkerFleet:
         # Heartbeats go on until the outcome is reported, so a slow report keeps the lease.
         held = _Held(task, ctx, work, time.monotonic() + lane.heartbeat_interval)
         lane.held[task.id] = held
+        # The terminal event's data; every way out of this method sets it.
+        outcome: dict[str, Any] = {"outcome": "abandoned", "retrying": True}
         try:
             try:
                 result = await work
             except asyncio.CancelledError:
                 if ctx.lease_lost.is_set():
                     log.warning("task %s: lease lost, work cancelled, not reported", task.id)
+                    outcome = {"outcome": "lease_lost", "retrying": True}
                     return
                 raise  # the drain timeout: no report, the lease lapses
             except Exception as err:
-                if not ctx.lease_lost.is_set():
-                    held.reporting = True
-                    await self._report_fail(task, ctx, f"{type(err).__name__}: {err}")
+                error = f"{type(err).__name__}: {err}"
+                held.reporting = True
+                if ctx.lease_lost.is_set():
+                    outcome = {"outcome": "lease_lost", "retrying": True}
+                elif await self._report_fail(task, ctx, error):
+                    retrying = task.retry_count + 1 < task.max_retries  # as FailTask decides
+                    outcome = {"outcome": "failed", "error": error, "retrying": retrying}
+                elif ctx.lease_lost.is_set():  # the report was refused: the lease is gone
+                    outcome = {"outcome": "lease_lost", "retrying": True}
                 return
             if ctx.lease_lost.is_set():
                 log.warning("task %s finished after its lease was lost; not reported", task.id)
+                outcome = {"outcome": "lease_lost", "retrying": True}
                 return
             held.reporting = True
-            await self._report_complete(task, ctx, result)
+            if await self._report_complete(task, ctx, result):
+                outcome = {"outcome": "completed", "retrying": False}
+            elif ctx.lease_lost.is_set():  # the report was refused: the lease is gone
+                outcome = {"outcome": "lease_lost", "retrying": True}
         finally:
+            if self.events is not None:
+                self.events.emit(task.id, task_events.TERMINAL, outcome)
             if not work.done():
                 work.cancel()
             lane.held.pop(task.id, None)
@@ -340,7 +384,7 @@ class WorkerFleet:
             self.stats.heartbeat_errors += 1
             held.due = time.monotonic() + max(lane.heartbeat_interval / 4, 0.05)
 
-    async def _report_complete(self, task: pb.Task, ctx: TaskContext, result: Any) -> None:
+    async def _report_complete(self, task: pb.Task, ctx: TaskContext, result: Any) -> bool:
         if isinstance(result, TaskResult):
             output, usage = result.output, result.reported_usage
         else:
@@ -348,13 +392,23 @@ class WorkerFleet:
         if usage is None and ctx.usage:
             usage = json.dumps(ctx.usage)
         outcome = Outcome("complete", task, ctx.lease_lost, output=output or "null", reported_usage=usage or "")
-        if await self.reports.report(outcome):
+        if await self._report(ctx, outcome):
             self.stats.completed += 1
-        elif not ctx.lease_lost.is_set():  # else the heartbeat counted it
-            self.stats.lease_lost += 1
+            return True
+        return False
 
-    async def _report_fail(self, task: pb.Task, ctx: TaskContext, error: str) -> None:
-        if await self.reports.report(Outcome("fail", task, ctx.lease_lost, error=error)):
+    async def _report_fail(self, task: pb.Task, ctx: TaskContext, error: str) -> bool:
+        if await self._report(ctx, Outcome("fail", task, ctx.lease_lost, error=error)):
             self.stats.failed += 1
-        elif not ctx.lease_lost.is_set():
+            return True
+        return False
+
+    async def _report(self, ctx: TaskContext, outcome: Outcome) -> bool:
+        """Through the batcher; False (the lease is gone) also sets ctx.lease_lost."""
+        flagged = ctx.lease_lost.is_set()
+        if await self.reports.report(outcome):
+            return True
+        if not flagged:  # else the heartbeat counted it already
             self.stats.lease_lost += 1
+        ctx.lease_lost.set()
+        return False

@@ -146,7 +146,7 @@ class Reconciler:
                     await stop.wait()
 
 
-def _reason(task: pb.Task) -> str:
+def _reason(task: pb.StaleTask) -> str:
     if task.status == pb.TASK_STATUS_PROCESSING:
         return "reaped: worker died and retries are exhausted"
     if task.retry_count >= task.max_retries:

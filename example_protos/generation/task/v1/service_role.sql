@@ -8,7 +8,8 @@
 -- or a client certificate in pg_hba.conf) and point the server's DATABASE_URL at it.
 -- docs/security.md explains the choice of each privilege. Safe to run again.
 --
--- What the role can NOT do: DELETE rows other than PruneTasks' terminal ones, TRUNCATE, write the columns the database owns (ids,
+-- What the role can NOT do: DELETE or TRUNCATE rows (but purge live task events, and prune terminal
+-- tasks: PruneTasks), write the columns the database owns (ids,
 -- created_at, tool_id of an existing task), change or create any table, type or function, or
 -- reach any other schema. The foreign key check and the wake trigger need nothing more:
 -- PostgreSQL runs foreign key checks as the table owner, and the trigger function (EXECUTE is
@@ -48,3 +49,7 @@ GRANT UPDATE (status, started_at, claim_expires_at, lease_token, retry_count, ou
 -- PruneTasks: retention deletes terminal rows (the statement's WHERE; the role cannot tell
 -- rows apart, so this is the one table-wide privilege granted for it).
 GRANT DELETE ON generation.tasks TO pydb_task_service;
+
+-- Live task events (docs/worker.md): AppendTaskEvents numbers events after max(seq) and inserts
+-- whole rows, ListTaskEvents reads them, PurgeTaskEvents deletes expired ones. Nothing updates them.
+GRANT SELECT, INSERT, DELETE ON generation.task_events TO pydb_task_service;
