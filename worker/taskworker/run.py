@@ -4,7 +4,8 @@ signal, drain on SIGTERM/SIGINT. And the reconciler's entry point: `python -m ta
 Environment: DATA_PLANE_ADDR (default 127.0.0.1:50051, what `make serve` listens on),
 DATA_PLANE_TLS / DATA_PLANE_TLS_CA / DATA_PLANE_TLS_CERT / DATA_PLANE_TLS_KEY and
 DATA_PLANE_TOKEN / DATA_PLANE_TOKEN_FILE (connect.py, docs/security.md), WAKE (listen | redis | none; default listen), REDIS_ADDR / REDIS_URL and ENVIRONMENT (redis),
-POLL_INTERVAL_SECONDS, HEARTBEAT_INTERVAL_SECONDS, DRAIN_TIMEOUT_SECONDS,
+POLL_INTERVAL_SECONDS, HEARTBEAT_INTERVAL_SECONDS, DRAIN_TIMEOUT_SECONDS, REPORT_WINDOW_SECONDS and
+REPORT_BATCH_SIZE (batched reports: fleet.py),
 RECONCILE_INTERVAL_SECONDS, PRUNE_INTERVAL_SECONDS, RETENTION_SECONDS (the reconciler's pruning of
 terminal tasks), EVENTS (live task events: redis | postgres | none; default redis),
 EVENTS_RETENTION_SECONDS (kept after a task's terminal event; default 3600).
@@ -72,6 +73,8 @@ async def run_worker(
         "poll_interval": _env_float("POLL_INTERVAL_SECONDS", 2.0),
         "heartbeat_interval": _env_float("HEARTBEAT_INTERVAL_SECONDS", 60.0),
         "drain_timeout": _env_float("DRAIN_TIMEOUT_SECONDS", 30.0),
+        "report_window": _env_float("REPORT_WINDOW_SECONDS", 0.002),
+        "report_batch": int(_env_float("REPORT_BATCH_SIZE", 500)),
         **fleet_options,
     }
     settings = ChannelSettings.from_env() if channel_settings is None else channel_settings
