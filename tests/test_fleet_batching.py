@@ -8,6 +8,7 @@ import asyncio
 import json
 import time
 from collections import Counter
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import grpc
@@ -101,9 +102,10 @@ async def test_each_task_is_told_whether_its_result_landed(stub: Stub, tool: pb.
 class LosesFirstAnswer:
     """The real stub, except that the first CompleteTasks lands and then its answer is lost."""
 
-    def __init__(self, stub: Stub) -> None:
+    def __init__(self, stub: Stub, on_lost: Callable[[], None]) -> None:
         self.stub = stub
         self.lost = 0
+        self.on_lost = on_lost
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.stub, name)
@@ -112,6 +114,7 @@ class LosesFirstAnswer:
         resp = await self.stub.CompleteTasks(request, **kw)
         if self.lost == 0:
             self.lost += 1
+            self.on_lost()
             raise grpc.aio.AioRpcError(
                 grpc.StatusCode.UNAVAILABLE, grpc.aio.Metadata(), grpc.aio.Metadata(), "lost", None
             )
@@ -123,10 +126,12 @@ async def test_a_lost_answer_is_not_a_lost_lease(stub: Stub, tool: pb.Tool, data
     claimed = list((await stub.ClaimTasks(pb.ClaimTasksRequest(tool_id=tool.id, limit=3))).tasks)
     # Task 2's lease is lost before the first attempt: it must still be answered False.
     await sql(database_url, "UPDATE generation.tasks SET lease_token = gen_random_uuid() WHERE id = %s", claimed[2].id)
-    flaky = LosesFirstAnswer(stub)
+    outcomes = [Outcome("complete", t, asyncio.Event(), output="1") for t in claimed]
+    # Task 0's heartbeat is refused meanwhile: its row is completed (by the lost attempt), which
+    # ends the lease as surely as a reclaim. The verdict must still be "landed".
+    flaky = LosesFirstAnswer(stub, on_lost=outcomes[0].lease_lost.set)
     batcher = ReportBatcher(flaky, window=0.05)  # type: ignore[arg-type]
     flusher = asyncio.create_task(batcher.run())
-    outcomes = [Outcome("complete", t, asyncio.Event(), output="1") for t in claimed]
     landed = await asyncio.wait_for(asyncio.gather(*(batcher.report(o) for o in outcomes)), 10)
     flusher.cancel()
     assert flaky.lost == 1 and batcher.stats.retried_batches == 1

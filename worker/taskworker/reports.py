@@ -150,10 +150,12 @@ class ReportBatcher:
             await asyncio.gather(*self._sends, return_exceptions=True)
 
     def _abandoned(self, outcome: Outcome) -> bool:
-        """The task gave up waiting (drain timeout), or a heartbeat found its lease gone."""
+        """The task gave up waiting (drain timeout), or a heartbeat found its lease gone. Not if
+        an earlier attempt may have landed: that ends the lease too (a heartbeat is refused once
+        the row is completed), so the batch's answer and GetTask decide."""
         if outcome.landed.done():
             return True
-        if outcome.lease_lost.is_set():
+        if outcome.lease_lost.is_set() and not outcome.uncertain:
             self.stats.lease_lost += 1
             outcome.settle(False)
             return True
