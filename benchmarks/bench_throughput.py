@@ -81,7 +81,7 @@ def refill(url: str, tool_id: str, depth: int) -> None:
     import psycopg
 
     with psycopg.connect(url, autocommit=True) as conn:
-        conn.execute("TRUNCATE generation.tasks CASCADE")  # and task_events, which references it
+        conn.execute("TRUNCATE generation.tasks")
         conn.execute(
             "INSERT INTO generation.tasks (tool_id, input) SELECT %s, '{}' FROM generate_series(1, %s)",
             (tool_id, depth),
