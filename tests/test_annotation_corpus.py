@@ -224,8 +224,6 @@ KNOWN_DIFFERENCES: dict[tuple[str, str], tuple[str, str]] = {
     # `LIMIT COALESCE(NULLIF(@limit, 0), n)`: LIMIT wants int8, Postgres types @limit from NULLIF's 0.
     ("ListStaleTasks", "limit"): ("int8", "int4"),
     ("Search", "limit"): ("int8", "int4"),
-    # `varchar_column = @p`: Postgres compares as text (varchar has no = of its own).
-    ("Claim", "kind"): ("varchar", "text"),
 }
 
 

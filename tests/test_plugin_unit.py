@@ -13,7 +13,7 @@ from google.protobuf import descriptor_pb2, wrappers_pb2
 from plugin_harness import run_plugin
 from pydb.plugin.bind import compiler
 from pydb.plugin.bind import typemap as t
-from pydb.plugin.diagnostics import Diagnostic, SqlSpan, unterminated_at
+from pydb.plugin.diagnostics import Diagnostic, SqlSpan
 from pydb.plugin.sql.analyze import analyze
 from pydb.plugin.sql.catalog import build_catalog
 from pydb.plugin.sql.types import PgType
@@ -270,12 +270,6 @@ def test_the_catalog_reads_the_supported_ddl() -> None:
     assert u is not None and ("t_id", "id") in u.unique_keys
 
 
-def test_unterminated_strings_and_comments_are_located() -> None:
-    assert unterminated_at("SELECT 'ok', $$x$$, 'open") == SqlSpan(20, 20)
-    assert unterminated_at("SELECT 1 /* never closed") == SqlSpan(9, 10)
-    assert unterminated_at("SELECT 'it''s', \"q\"") is None
-
-
 # -- the analyzer's typing ---------------------------------------------------------------------
 
 
@@ -379,20 +373,7 @@ def render_type_table() -> str:
     return t.markdown_table()
 
 
-def render_builtins() -> str:
-    from pydb.plugin.sql.functions import BUILTINS, WINDOW_ONLY
-
-    special = {"coalesce", "greatest", "least", "nullif", "make_interval", "sum", "avg", "count", "current_timestamp"}
-    names = sorted(set(BUILTINS) | special)
-    aggregates = {n for n, sig in BUILTINS.items() if sig.aggregate} | {"sum", "avg", "count"}
-
-    def label(n: str) -> str:
-        return f"`{n}`" + (" (aggregate)" if n in aggregates else " (window)" if n in WINDOW_ONLY else "")
-
-    return ", ".join(label(n) for n in names) + "."
-
-
-@pytest.mark.parametrize(("marker", "render"), [("type-table", render_type_table), ("builtins", render_builtins)])
+@pytest.mark.parametrize(("marker", "render"), [("type-table", render_type_table)])
 def test_the_docs_show_the_tables_the_code_uses(marker: str, render: object) -> None:
     assert callable(render)
     text = DOC.read_text(encoding="utf-8")

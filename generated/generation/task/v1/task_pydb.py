@@ -65,6 +65,17 @@ def _task_from_row(row: tuple[Any, ...]) -> task_pb2.Task:
     )
 
 
+def _task_event_from_row(row: tuple[Any, ...]) -> task_pb2.TaskEvent:
+    """A result row as a generation.task.v1.TaskEvent."""
+    return task_pb2.TaskEvent(
+        task_id=row[0],  # task_id uuid
+        seq=row[1],  # seq int8
+        kind=row[2],  # kind text
+        data=row[3],  # data jsonb
+        emitted_at=rt.timestamp_value(row[4]),  # emitted_at timestamptz
+    )
+
+
 REGISTER_TOOL_SQL = """\
 INSERT INTO generation.tools (name) VALUES (%(name)s)
 ON CONFLICT (name) DO UPDATE SET name = EXCLUDED.name
@@ -434,6 +445,95 @@ async def get_task(
         return task_pb2.GetTaskResponse(task=_task_from_row(row))
 
 
+APPEND_TASK_EVENTS_SQL = """\
+WITH batch AS (
+  SELECT * FROM unnest(%(task_ids)s::uuid[], %(kinds)s::text[], %(data)s::jsonb[], %(emitted_at_unix)s::float8[])
+    WITH ORDINALITY AS e (task_id, kind, data, emitted_at_unix, ord)
+), newest AS MATERIALIZED (
+  SELECT t.task_id,
+         COALESCE((SELECT max(s.seq) FROM generation.task_events AS s WHERE s.task_id = t.task_id), 0) AS seq
+  FROM (SELECT DISTINCT task_id FROM batch) AS t
+)
+INSERT INTO generation.task_events (task_id, seq, kind, data, emitted_at)
+SELECT b.task_id, n.seq + row_number() OVER (PARTITION BY b.task_id ORDER BY b.ord),
+       b.kind, b.data, to_timestamp(b.emitted_at_unix)
+FROM batch AS b JOIN newest AS n ON n.task_id = b.task_id
+"""
+
+
+async def append_task_events(
+    conn: AsyncConnection[Any], request: task_pb2.AppendTaskEventsRequest
+) -> task_pb2.AppendTaskEventsResponse:
+    """AppendTaskEvents: Live task events without Redis: stores a batch of events, numbering each task's events after its newest stored one (two concurrent appends to one task: one fails on the primary key and is dropped by the best-effort emitter, never a gap or a duplicate number). `newest` is MATERIALIZED so each task's max(seq) is looked up once, before the first row is inserted: looked up per row, every lookup would step over the rows this statement had already inserted (invisible to it), quadratic in the batch size (49 ms -> 8 ms for 500).
+
+    Returns no rows.
+    """
+    params = {
+        "task_ids": rt.parse_uuids(request.task_ids, "task_ids"),
+        "kinds": list(request.kinds),
+        "data": list(request.data),
+        "emitted_at_unix": list(request.emitted_at_unix),
+    }
+    async with conn.cursor(row_factory=tuple_row) as cur:
+        await cur.execute(APPEND_TASK_EVENTS_SQL, params, prepare=True)
+    return task_pb2.AppendTaskEventsResponse()
+
+
+LIST_TASK_EVENTS_SQL = """\
+SELECT task_events.task_id, task_events.seq, task_events.kind, task_events.data, task_events.emitted_at FROM generation.task_events
+WHERE task_id = %(task_id)s AND seq > %(after_seq)s
+ORDER BY seq
+LIMIT %(limit)s
+"""
+
+
+async def list_task_events(
+    conn: AsyncConnection[Any], request: task_pb2.ListTaskEventsRequest
+) -> task_pb2.ListTaskEventsResponse:
+    """ListTaskEvents: A task's events after after_seq, in seq order.
+
+    Any number of rows, into `events`.
+    """
+    params = {
+        "task_id": rt.parse_uuid(request.task_id, "task_id"),
+        "after_seq": request.after_seq,
+        "limit": request.limit,
+    }
+    async with conn.cursor(row_factory=tuple_row) as cur:
+        rt.load_as_text(cur, "jsonb", "uuid")
+        rt.load_timestamps(cur, "timestamptz")
+        await cur.execute(LIST_TASK_EVENTS_SQL, params, prepare=True)
+        rows = await cur.fetchall()
+        return task_pb2.ListTaskEventsResponse(events=[_task_event_from_row(row) for row in rows])
+
+
+PURGE_TASK_EVENTS_SQL = """\
+DELETE FROM generation.task_events AS e
+USING (SELECT task_id FROM generation.task_events
+       GROUP BY task_id
+       HAVING max(emitted_at) < now() - CASE WHEN max(seq) = max(seq) FILTER (WHERE kind = 'terminal')
+                                             THEN %(retention_seconds)s::int4 ELSE %(idle_seconds)s::int4 END * INTERVAL '1 second'
+      ) AS expired
+WHERE e.task_id = expired.task_id
+"""
+
+
+async def purge_task_events(
+    conn: AsyncConnection[Any], request: task_pb2.PurgeTaskEventsRequest
+) -> task_pb2.PurgeTaskEventsResponse:
+    """PurgeTaskEvents: Deletes the events of finished tasks past retention, and of abandoned ones past idle.
+
+    Returns no rows.
+    """
+    params = {
+        "retention_seconds": request.retention_seconds,
+        "idle_seconds": request.idle_seconds,
+    }
+    async with conn.cursor(row_factory=tuple_row) as cur:
+        await cur.execute(PURGE_TASK_EVENTS_SQL, params, prepare=True)
+    return task_pb2.PurgeTaskEventsResponse()
+
+
 class GenerationDataServiceHandlers(task_pb2_grpc.GenerationDataServiceServicer):
     """generation.task.v1.GenerationDataService on a psycopg connection pool.
 
@@ -497,6 +597,21 @@ class GenerationDataServiceHandlers(task_pb2_grpc.GenerationDataServiceServicer)
     ) -> task_pb2.GetTaskResponse:
         return await self.db.run(context, "GetTask", get_task, request)
 
+    async def AppendTaskEvents(
+        self, request: task_pb2.AppendTaskEventsRequest, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> task_pb2.AppendTaskEventsResponse:
+        return await self.db.run(context, "AppendTaskEvents", append_task_events, request)
+
+    async def ListTaskEvents(
+        self, request: task_pb2.ListTaskEventsRequest, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> task_pb2.ListTaskEventsResponse:
+        return await self.db.run(context, "ListTaskEvents", list_task_events, request)
+
+    async def PurgeTaskEvents(
+        self, request: task_pb2.PurgeTaskEventsRequest, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> task_pb2.PurgeTaskEventsResponse:
+        return await self.db.run(context, "PurgeTaskEvents", purge_task_events, request)
+
     async def WatchTaskWakes(
         self, request: task_pb2.WatchTaskWakesRequest, context: grpc.aio.ServicerContext[Any, Any]
     ) -> AsyncIterator[task_pb2.WatchTaskWakesResponse]:
@@ -513,3 +628,20 @@ class GenerationDataServiceHandlers(task_pb2_grpc.GenerationDataServiceServicer)
             if wanted and payload not in wanted:
                 continue
             yield task_pb2.WatchTaskWakesResponse(tool_id=payload)
+
+    async def WatchTaskEvents(
+        self, request: task_pb2.WatchTaskEventsRequest, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> AsyncIterator[task_pb2.WatchTaskEventsResponse]:
+        """WatchTaskEvents: Rings when events of a task are committed (the schema's trigger NOTIFYs task_events with the task id); readers then ListTaskEvents from the last seq they saw.
+
+        One response per NOTIFY on channel `task_events`, its payload in `task_id`; when
+        `task_ids` is set, only the payloads it lists. Streams until the caller cancels.
+        """
+        try:
+            wanted = frozenset(rt.parse_uuids(request.task_ids, "task_ids"))
+        except rt.RpcError as err:
+            await context.abort(err.code, err.message)
+        async for payload in rt.listen(self.db.pool, context, "WatchTaskEvents", "task_events"):
+            if wanted and payload not in wanted:
+                continue
+            yield task_pb2.WatchTaskEventsResponse(task_id=payload)
