@@ -407,6 +407,7 @@ CONSTRUCTS: list[tuple[str, list[bool]]] = [
         [False, False],
     ),
     ("SELECT CASE WHEN total > 5 THEN @big ELSE note END AS c FROM orders", [True]),
+    ("SELECT v.a, v.b FROM (VALUES (1, 'x'), (2.5, NULL)) AS v(a, b)", [False, True]),
     # functions the schema declares
     ("SELECT with_tax(amount => total) AS taxed, with_tax(amount => @a) AS named FROM orders", [False, False]),
     ("SELECT with_tax(total) FROM orders", [False]),
@@ -445,6 +446,8 @@ REJECTED = [
     "SELECT lower(1) FROM orders",
     "SELECT name FROM customers UNION SELECT id FROM customers",
     "SELECT coalesce(name, 1) FROM customers",
+    "SELECT * FROM (VALUES (1), ('x'::text)) AS v(a)",
+    "SELECT o.id FROM orders o JOIN (VALUES (@first), (@second)) AS v(id) ON v.id = o.id",
     "SELECT CASE WHEN true THEN name ELSE 1 END FROM customers",
     "SELECT percentile_cont(@f) WITHIN GROUP (ORDER BY placed_at - placed_at) FROM orders",
 ]
