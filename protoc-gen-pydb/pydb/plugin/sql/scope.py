@@ -16,7 +16,7 @@ from .coerce import ResolveError, common_type
 from .coercion import describe
 from .context import AnalyzerCore, suggest
 from .funcnames import function_name
-from .names import DEFAULT_SEARCH_PATH, quote_ident
+from .names import quote_ident
 from .types import PgType
 
 
@@ -125,7 +125,7 @@ def _suggest_table(schema: str | None, name: str, catalog: Catalog) -> str:
     """Did-you-mean for a table: compared with the tables of the schema it was looked for in
     (the first of the search_path when unqualified), so a shared schema does not make every
     table look alike; then with every qualified name."""
-    where = schema or DEFAULT_SEARCH_PATH[0]
+    where = schema or catalog.search_path[0]
     same_schema = [table.name for table in catalog.tables.values() if table.schema == where]
     close = difflib.get_close_matches(name, same_schema, n=1, cutoff=0.6)
     if close:
