@@ -290,28 +290,6 @@ class FunctionCalls(AnalyzerCore):
         return Typed(t.NUMERIC_T, nullable)
 
 
-#: Built-ins above that PostgreSQL marks volatile (pg_proc.provolatile = 'v'), and the
-#: side-effecting ones a statement may call without the analyzer typing them.
-_VOLATILE = frozenset(
-    {
-        "clock_timestamp",
-        "gen_random_uuid",
-        "random",
-        "pg_notify",
-        "pg_advisory_lock",
-        "pg_advisory_xact_lock",
-        "pg_advisory_lock_shared",
-        "pg_try_advisory_lock",
-        "pg_try_advisory_xact_lock",
-        "pg_advisory_unlock",
-        "nextval",
-        "setval",
-        "timeofday",
-        "txid_current",
-    }
-)
-
-
 #: SQL's keyword "functions" (no call in PostgreSQL's parse tree: SQLValueFunction nodes).
 _SQL_VALUE_FUNCTIONS: dict[type[exp.Expr], PgType] = {
     exp.CurrentDate: PgType("date"),
@@ -377,4 +355,5 @@ def is_volatile(node: exp.Func, catalog: Catalog) -> bool:
     """Whether the call may change data or give a different value each time it is evaluated:
     a volatile built-in, or a function the schema declares VOLATILE (its default)."""
     name = function_name(node)
-    return name in _VOLATILE or any(sig.volatility == "v" for sig in catalog.functions(None, name))
+    signatures = (*load_builtins().functions(name), *catalog.functions(None, name))
+    return any(sig.volatility == "v" for sig in signatures)
