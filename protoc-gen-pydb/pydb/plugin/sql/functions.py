@@ -12,7 +12,7 @@ from . import types as t
 from .builtins import load_builtins
 from .catalog import Catalog
 from .coerce import common_type
-from .coercion import describe, is_untyped
+from .coercion import is_untyped
 from .context import AnalyzerCore
 from .funcnames import function_name
 from .resolve import ResolveError, resolve_function
@@ -58,8 +58,6 @@ class FunctionCalls(AnalyzerCore):
             element = self.infer(node.this.this, scope)
             array = element.type.array() if element.type is not None else None
             return Typed(array, element.nullable if self.window_depth else True)
-        if name in ("sum", "avg") and args:
-            return self.sum_avg(name, args[0], scope)
         if isinstance(node, exp.Extract):  # extract(field FROM source): numeric
             return Typed(t.NUMERIC_T, self.infer(node.expression, scope).nullable)
         if isinstance(node, exp.GroupConcat):  # string_agg(x, sep [ORDER BY ...])
@@ -269,25 +267,6 @@ class FunctionCalls(AnalyzerCore):
             typed = self.expect(value, t.FLOAT8 if part == "secs" else t.INT4, scope)
             nullable = nullable or typed.nullable
         return Typed(t.INTERVAL, nullable)
-
-    def sum_avg(self, name: str, arg: exp.Expr, scope: Scope) -> Typed:
-        """sum() and avg() widen like Postgres: sum(int4) is int8, sum(int8) and avg(int) numeric."""
-        typed = self.infer(arg, scope)
-        arg_type = typed.type
-        # NULL over no rows; over a window frame (which holds the current row) only if the argument is.
-        nullable = typed.nullable if self.window_depth else True
-        if arg_type is None or arg_type in (t.UNKNOWN, t.NULL):
-            return Typed(None if arg_type is None else t.NUMERIC_T, True)
-        if arg_type == t.INTERVAL:
-            return Typed(t.INTERVAL, nullable)
-        if arg_type.is_array or arg_type.name not in t.NUMERIC:
-            self.error(f"function {name}({describe(arg_type)}) does not exist; it takes numbers or intervals", arg)
-            return Typed(None, True)
-        if arg_type.name in ("float4", "float8"):
-            return Typed(arg_type if name == "sum" else t.FLOAT8, nullable)
-        if name == "sum" and arg_type.name in ("int2", "int4"):
-            return Typed(t.INT8, nullable)
-        return Typed(t.NUMERIC_T, nullable)
 
 
 #: SQL's keyword "functions" (no call in PostgreSQL's parse tree: SQLValueFunction nodes).
