@@ -416,6 +416,11 @@ CONSTRUCTS: list[tuple[str, list[bool]]] = [
         "SELECT sum(id) OVER () AS running, sum(total) OVER (PARTITION BY customer_id) AS per_customer FROM orders",
         [False, False],
     ),
+    (
+        "SELECT date_trunc('day', placed_at) AS d, date_trunc('month', placed_at::date) AS m, "
+        "date_trunc('hour', placed_at::timestamp) AS h FROM orders",
+        [False, False, False],
+    ),
     # functions the schema declares
     ("SELECT with_tax(amount => total) AS taxed, with_tax(amount => @a) AS named FROM orders", [False, False]),
     ("SELECT with_tax(total) FROM orders", [False]),

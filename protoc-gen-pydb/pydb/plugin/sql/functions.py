@@ -48,9 +48,10 @@ class FunctionCalls(AnalyzerCore):
         if isinstance(node, exp.MakeInterval):
             return self.make_interval(node, scope)
         if isinstance(node, (exp.TimestampTrunc, exp.DateTrunc)) and isinstance(node.args.get("unit"), exp.Var):
-            # date_trunc('day', ts): sqlglot keeps the unit apart and the timestamp in `this`,
-            # whose type is the result's.
-            return self.infer(node.this, scope)
+            # date_trunc('day', ts): sqlglot keeps the unit apart; resolved as written (a date
+            # is truncated as a timestamptz, PostgreSQL's preferred type).
+            unit = exp.Literal.string(str(node.args["unit"].name).lower())
+            return self.call(node, "date_trunc", None, [unit, node.this], scope)
         if isinstance(node, exp.ArrayAgg) and isinstance(node.this, exp.Order):
             # array_agg(x ORDER BY y): sqlglot wraps the argument in its ORDER BY.
             for ordered in node.this.expressions:
