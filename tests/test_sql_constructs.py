@@ -421,6 +421,10 @@ CONSTRUCTS: list[tuple[str, list[bool]]] = [
         "date_trunc('hour', placed_at::timestamp) AS h FROM orders",
         [False, False, False],
     ),
+    (
+        "SELECT 1.5::float4 + total AS a, 1::int2 + 1::int2 AS b, id * 2 AS c, 5 % 2.0 AS d, total / 3 AS e FROM orders",
+        [False] * 5,
+    ),
     # functions the schema declares
     ("SELECT with_tax(amount => total) AS taxed, with_tax(amount => @a) AS named FROM orders", [False, False]),
     ("SELECT with_tax(total) FROM orders", [False]),
