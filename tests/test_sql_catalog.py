@@ -408,6 +408,17 @@ EXAMPLES = [
         "SELECT id FROM t",
     ),
     ("bit inet cid", "CREATE TABLE t (b bit(3), i inet, c cid);", "SELECT b, i, c FROM t"),
+    (
+        "temporary tables",
+        "CREATE TABLE t (v int);\nCREATE TABLE pg_temp.m (v int);\nCREATE TEMP TABLE tt (v int);",
+        "SELECT m.v AS m_v, tt.v AS tt_v FROM m, tt",
+    ),
+    (
+        "IF EXISTS of what is not there",
+        "ALTER TABLE IF EXISTS nope ADD COLUMN x int;\nALTER TABLE IF EXISTS nope SET SCHEMA nowhere;\n"
+        "ALTER TABLE IF EXISTS nope RENAME TO other;\nDROP TABLE IF EXISTS nope;\nDROP TYPE IF EXISTS nope;",
+        None,
+    ),
     ("id STRING", "CREATE TABLE t (id STRING);", None),
     ("INHERITS conflict", "CREATE TABLE p (a int);\nCREATE TABLE c (a text) INHERITS (p);", None),
     (

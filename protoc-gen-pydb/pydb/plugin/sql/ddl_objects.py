@@ -204,7 +204,7 @@ def _owned_by(state: State, opts: PgNode) -> tuple[str, str] | bool | None:
 
 def create_sequence(state: State, node: PgNode) -> None:
     rv = node.sequence
-    schema = state.creation_schema(rv.schemaname, rv.location)
+    schema = state.new_relation_schema(rv)
     if schema is None:
         return
     key = f"{schema}.{rv.relname}"
@@ -255,7 +255,7 @@ def _query_columns(state: State, query: PgNode, what: str, names: list[str]) -> 
 
 def create_view(state: State, node: PgNode) -> None:
     rv = node.view
-    schema = state.creation_schema(rv.schemaname, rv.location)
+    schema = state.new_relation_schema(rv)
     if schema is None:
         return
     key = f"{schema}.{rv.relname}"
@@ -271,7 +271,7 @@ def create_view(state: State, node: PgNode) -> None:
 
 def create_table_as(state: State, node: PgNode) -> None:
     rv = node.into.rel
-    schema = state.creation_schema(rv.schemaname, rv.location)
+    schema = state.new_relation_schema(rv)
     if schema is None:
         return
     key = f"{schema}.{rv.relname}"
@@ -699,10 +699,14 @@ def _rename_schema(state: State, old: str, new: str) -> None:
 
 
 def set_schema(state: State, node: PgNode) -> None:
+    kind = node.objectType
+    if node.missing_ok and kind in (*_RELATION_KINDS, ObjectType.OBJECT_SEQUENCE):
+        rv = node.relation
+        if state.find_key(rv.schemaname, rv.relname, [*state.tables, *state.sequences], relation=True) is None:
+            return  # IF EXISTS: PostgreSQL looks for the relation before the schema
     if node.newschema not in state.schemas:
         state.error(f"schema {node.newschema} does not exist")
         return
-    kind = node.objectType
     if kind in (*_RELATION_KINDS, ObjectType.OBJECT_SEQUENCE):
         _move_relation(state, node.relation, node.newschema, node.relation.relname, bool(node.missing_ok))
     elif kind in (ObjectType.OBJECT_TYPE, ObjectType.OBJECT_DOMAIN):

@@ -21,7 +21,7 @@ from .catalog import (
 from .catalog import (
     Sequence as SequenceObj,
 )
-from .names import DEFAULT_SEARCH_PATH, PG_CATALOG, QualifiedName, candidates, fold, split_name
+from .names import DEFAULT_SEARCH_PATH, PG_CATALOG, PG_TEMP, QualifiedName, candidates, fold, split_name
 from .pgparse import scan
 from .signatures import FunctionSig, OperatorSig
 from .types import PgType
@@ -59,7 +59,7 @@ class ConstraintInfo:
 
 @dataclass
 class State:
-    schemas: set[str] = field(default_factory=lambda: {"public"})
+    schemas: set[str] = field(default_factory=lambda: {"public", PG_TEMP})
     enums: dict[str, tuple[str, ...]] = field(default_factory=dict)
     tables: dict[str, Table] = field(default_factory=dict)
     indexes: dict[str, Index] = field(default_factory=dict)
@@ -152,15 +152,19 @@ class State:
             return None
         return schema
 
-    def find_key(self, schema: str | None, name: str, objects: Collection[str]) -> str | None:
-        for q in candidates(schema, name, self.search_path):
+    def find_key(self, schema: str | None, name: str, objects: Collection[str], relation: bool = False) -> str | None:
+        for q in candidates(schema, name, self.search_path, relation):
             if str(q) in objects:
                 return str(q)
         return None
 
     def relation_key(self, rv: PgNode) -> str | None:
         """The `schema.name` of an existing table, view or materialized view."""
-        return self.find_key(rv.schemaname, rv.relname, self.tables)
+        return self.find_key(rv.schemaname, rv.relname, self.tables, relation=True)
+
+    def new_relation_schema(self, rv: PgNode) -> str | None:
+        """Where CREATE [TEMP] TABLE/VIEW/SEQUENCE puts the relation."""
+        return self.creation_schema(PG_TEMP if rv.relpersistence == "t" else rv.schemaname, rv.location)
 
     def relation_exists(self, key: str) -> bool:
         return key in self.tables or key in self.indexes or key in self.sequences

@@ -107,7 +107,7 @@ def _merge(state: State, columns: list[Column], col: Column, location: int | Non
 # -- CREATE TABLE ---------------------------------------------------------------------------
 def create_table(state: State, node: PgNode) -> None:
     rv = node.relation
-    schema = state.creation_schema(rv.schemaname, rv.location)
+    schema = state.new_relation_schema(rv)
     if schema is None:
         return
     key = f"{schema}.{rv.relname}"
