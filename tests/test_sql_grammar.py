@@ -6,16 +6,19 @@ parsed it, to a real PostgreSQL and compares the error and its position with the
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator
 
 import psycopg
 import pytest
 from pg import scratch_database
 from pydb.plugin.diagnostics import Diagnostic, SqlSpan
+from pydb.plugin.sql import types as t
 from pydb.plugin.sql.analyze import analyze
 from pydb.plugin.sql.catalog import build_catalog
 from pydb.plugin.sql.grammar import check_statement, line_col, split_statements, syntax_error_problem
 from pydb.plugin.sql.pgparse import PgSyntaxError, parse
+from pydb.plugin.sql.signatures import OperatorSig
 
 BROKEN = [
     "selectt id, x FROM t",
@@ -125,6 +128,9 @@ def test_syntax_errors_are_postgres_own_at_its_position(
         assert problem.span == SqlSpan(len(sql.rstrip()), len(sql.rstrip()))
     else:
         assert problem.span.start == check.original_offset(position - 1)
+        near = 'at or near "'
+        if near in message:  # independent of the offset mapping: what PostgreSQL quotes is there
+            assert sql.startswith(message.rpartition(near)[2][:-1], problem.span.start)
         at_param = [p for p in check.parameters if p.span.start == problem.span.start]
         if at_param:  # PostgreSQL points at a parameter: the whole `@name` is marked
             assert problem.span == at_param[0].span
@@ -221,6 +227,8 @@ def test_the_positional_text_prepares_on_postgres(server: psycopg.Connection[tup
     [
         ("SELECT x FROM t WHERE id = ?", "?", "use @name, named after the request field"),
         ("SELECT x FROM t WHERE id=? AND y = 1", "?", "use @name, named after the request field"),
+        ("SELECT x FROM t WHERE id = ? + 1", "?", "use @name, named after the request field"),
+        ("SELECT x || ? || 'x' FROM t", "?", "use @name, named after the request field"),
         ("SELECT x FROM t WHERE id = :id", ":id", "use @id"),
         ("SELECT x FROM t WHERE id = :id::int", ":id", "use @id"),
         ("SELECT x FROM t WHERE id = %(id)s", "%(id)s", "use @id"),
@@ -233,6 +241,32 @@ def test_other_dialects_placeholders_teach_at_name(sql: str, written: str, advic
     assert problem.message == f'"{written}" is not a pydb parameter; {advice}'
     assert problem.span is not None
     assert sql[problem.span.start : problem.span.end + 1] == written
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "SELECT 1 WHERE 1 = ?",
+        "SELECT 1 WHERE 1 = ? + 1",
+        "SELECT :x",
+        "SELECT %(x)s",
+        "SELECT 1 WHERE 1 = %s",
+        "SELECT 1 LIMIT 0, 10",
+        "SELECT 1 == 1",
+    ],
+)
+def test_postgres_rejects_what_the_teaching_errors_name(
+    server: psycopg.Connection[tuple[object, ...]], sql: str
+) -> None:
+    """Each teaching error replaces a real PostgreSQL error (syntax, or no such operator) and
+    stands where PostgreSQL's error is, or before it."""
+    (problem,) = check_statement(sql).problems
+    assert problem.span is not None
+    with pytest.raises(psycopg.Error) as raised:
+        server.execute(sql.encode(), prepare=False)
+    assert raised.value.sqlstate in ("42601", "42883")
+    position = raised.value.diag.statement_position
+    assert position is not None and problem.span.start <= int(position) - 1
 
 
 def test_every_placeholder_is_named_and_a_real_error_still_reported() -> None:
@@ -327,6 +361,32 @@ def test_analyze_reports_the_grammar_and_stops() -> None:
     analysis, found = analyze("SELECT a, FROM t", catalog)
     assert analysis is None
     assert [(p.message, p.span) for p in found] == [('syntax error at or near "FROM"', SqlSpan(10, 13))]
+
+
+def test_analyze_passes_the_schema_operators_to_the_grammar() -> None:
+    """An operator the catalog holds (here a `==`) is no misspelt `=`: analyze() hands the
+    catalog's operators to the grammar check."""
+    catalog, _ = build_catalog("CREATE TABLE t (a int);")
+    with_eq = dataclasses.replace(catalog, operators=(OperatorSig("public", "==", t.INT4, t.INT4, t.BOOL),))
+    assert [p.message for p in analyze("SELECT a FROM t WHERE a == 1", catalog)[1]] == [
+        "operator does not exist: ==; did you mean =?"
+    ]
+    assert not any("==" in p.message for p in analyze("SELECT a FROM t WHERE a == 1", with_eq)[1])
+
+
+def test_what_postgres_accepts_but_sqlglot_cannot_read_is_a_limit_of_pydb_not_a_syntax_error() -> None:
+    catalog, problems = build_catalog("CREATE TABLE t (a int);")
+    assert not problems
+    sql = "SELECT COLLATION FOR (a) FROM t"
+    assert not check_statement(sql).problems
+    analysis, found = analyze(sql, catalog)
+    assert analysis is None
+    assert [(p.message, p.span) for p in found] == [
+        (
+            'pydb cannot analyse this statement at or near "FOR" (PostgreSQL accepts it; please report it)',
+            SqlSpan(17, 19),
+        )
+    ]
 
 
 # -- schema files ---------------------------------------------------------------------------

@@ -142,10 +142,11 @@ async def test_runtime_only_install_serves_the_generated_server(
 
     plugin = shutil.which("protoc-gen-pydb", path=env["PATH"])
     assert plugin == str(venv / "bin" / "protoc-gen-pydb")
-    refused = run([plugin], env=env, stdin=subprocess.DEVNULL)
-    assert refused.returncode == 1, refused.stderr
-    assert "pip install 'protoc-gen-pydb[compiler]'" in refused.stderr
-    assert "missing: sqlglot, pglast, jinja2" in refused.stderr and "Traceback" not in refused.stderr
+    for command in ([plugin], [python, "-m", "pydb"]):
+        refused = run(command, env=env, stdin=subprocess.DEVNULL)
+        assert refused.returncode == 1, refused.stderr
+        assert "pip install 'protoc-gen-pydb[compiler]'" in refused.stderr
+        assert "missing: sqlglot, pglast, jinja2" in refused.stderr and "Traceback" not in refused.stderr
 
     # The committed generated server, imported from generated/ by the runtime-only install.
     server_env = {**env, "PYTHONPATH": str(ROOT / "generated"), "DATABASE_URL": queue_db}

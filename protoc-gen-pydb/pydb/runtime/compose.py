@@ -11,7 +11,6 @@ server module exports the two things composition needs: `register(grpc_server, p
 
 from __future__ import annotations
 
-import asyncio
 import importlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -135,6 +134,4 @@ def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None
     """`python -m pydb.serve MODULE [MODULE ...] [flags]`: serve every module's services until
     SIGTERM/SIGINT (`--help` lists the settings)."""
     cfg, services = parse_args(argv, env)
-    server.configure_logging(cfg.log_level)
-    asyncio.run(server.serve(cfg, services.register, services.names))
-    return 0
+    return server.main(None, register=services.register, service_names=services.names, prog=PROG, config=cfg)

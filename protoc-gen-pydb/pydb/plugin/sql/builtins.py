@@ -9,6 +9,8 @@ Public API:
     load_builtins() -> Builtins                  the core catalog (pg_catalog only)
     Builtins.with_extensions(names) -> Builtins  core + those extensions (CREATE EXTENSION)
     Builtins.functions(name) -> tuple[FunctionSig, ...]
+    Builtins.function_names -> frozenset[str]
+    Builtins.type_names -> frozenset[str]
     Builtins.operators(symbol) -> tuple[OperatorSig, ...]
     Builtins.cast(source, target) -> CastSig | None
     Builtins.type_info(PgType | str) -> TypeInfo | None
@@ -17,6 +19,8 @@ Public API:
     Builtins.system_columns -> tuple[tuple[str, PgType], ...]   ctid, xmin, cmin, xmax, cmax, tableoid
     Builtins.extension(name) -> Extension | None   its functions, operators, types, casts
     Builtins.extension_names -> tuple[str, ...]
+    SchemaTypes(builtins, types=[TypeInfo...], casts=[CastSig...])   built-ins + schema domains,
+        composites, enums and casts: an `env` for resolve.py (type_info, cast, display)
 """
 
 from __future__ import annotations
@@ -25,11 +29,13 @@ import functools
 import json
 from collections.abc import Iterable
 from dataclasses import dataclass
-from importlib import resources
+from pathlib import Path
 from typing import Any, cast
 
 from .signatures import CastContext, CastSig, FunctionKind, FunctionSig, OperatorSig, Volatility
 from .types import PgType
+
+_DATA_FILE = Path(__file__).with_name("pgdata") / "pg15.json"
 
 #: pg_type.typtype: base, composite, domain, enum, pseudo, range, multirange.
 TYPTYPE_NAMES = {
@@ -90,6 +96,13 @@ class TypeInfo:
     range: PgType | None = None  # multirange: its range type
     base: PgType | None = None  # domain: its base type
     extension: str = ""  # "" for the core catalog
+    array_category: str = "A"  # the category of its array type (record[] is a pseudo-type: P)
+    #: ORDER BY finds an ordering operator / GROUP BY, DISTINCT, UNION an equality operator for
+    #: it (json, xml, point: no); None where not known (the resolver then assumes yes).
+    orderable: bool | None = None
+    equality: bool | None = None
+    array_orderable: bool | None = None  # the same for its array type
+    array_equality: bool | None = None
 
 
 @dataclass(frozen=True)
@@ -115,7 +128,7 @@ class _Data:
                 self.type_rows[row[0]] = (owner, row)
                 if row[5]:
                     self.array_of[row[5]] = row[0]
-        self.owners: tuple[str, ...] = tuple(sorted(set(raw["procs"]) | set(raw["types"]) | set(raw["ops"]) - {""}))
+        self.owners: tuple[str, ...] = tuple(sorted((set(raw["procs"]) | set(raw["types"]) | set(raw["ops"])) - {""}))
 
     @functools.cache  # noqa: B019 - one _Data per process
     def pgtype(self, typname: str) -> PgType:
@@ -127,7 +140,7 @@ class _Data:
         found = self.type_rows.get(typname)
         if found is None:
             return None
-        owner, (name, display, category, preferred, typtype, array_name, extra) = found
+        owner, (name, display, category, preferred, typtype, array_name, extra, array_category, sort_ops) = found
         t = PgType(name)
         return TypeInfo(
             type=t,
@@ -141,6 +154,11 @@ class _Data:
             range=self.pgtype(extra[0]) if typtype == "m" else None,
             base=self.pgtype(extra[0]) if typtype == "d" else None,
             extension=owner,
+            array_category=array_category or "A",
+            orderable="o" in sort_ops if typtype != "p" else None,
+            equality="e" in sort_ops if typtype != "p" else None,
+            array_orderable="O" in sort_ops if array_name else None,
+            array_equality="E" in sort_ops if array_name else None,
         )
 
     def function(self, owner: str, row: list[Any]) -> FunctionSig:
@@ -185,8 +203,7 @@ class _Data:
 
 @functools.cache
 def _data() -> _Data:
-    text = resources.files("pydb.plugin.sql").joinpath("pgdata/pg15.json").read_bytes()
-    return _Data(json.loads(text))
+    return _Data(json.loads(_DATA_FILE.read_bytes()))
 
 
 class Builtins:
@@ -229,6 +246,16 @@ class Builtins:
             self._functions_cache[name] = found
         return found
 
+    @functools.cached_property
+    def type_names(self) -> frozenset[str]:
+        """Every type name in this view (pg_type names; array types not listed)."""
+        return frozenset(self._types)
+
+    @functools.cached_property
+    def function_names(self) -> frozenset[str]:
+        """Every function name in this view (for "did you mean" suggestions)."""
+        return frozenset(self._procs)
+
     def operators(self, symbol: str) -> tuple[OperatorSig, ...]:
         """Every operator spelled `symbol` (prefix operators have `left=None`); `!=` is `<>`."""
         if symbol == "!=":  # PostgreSQL's lexer reads != as <>
@@ -254,29 +281,48 @@ class Builtins:
             t = named
         if t.is_enum:
             if t.is_array:
-                return TypeInfo(t, f"{t.name}[]", "A", False, "b", element=t.element)
-            return TypeInfo(t, t.name, "E", False, "e", has_array=True)
+                return TypeInfo(t, f"{t.name}[]", "A", False, "b", element=t.element, orderable=True, equality=True)
+            return TypeInfo(t, t.name, "E", False, "e", has_array=True, orderable=True, equality=True)
         if t.name not in self._types:
             return None
         element = self._data.info(t.name)
         if element is None:
             return None
         if t.is_array:
+            typtype = "p" if element.array_category == "P" else "b"
             return TypeInfo(
-                t, f"{element.display}[]", "A", False, "b", element=element.type, extension=element.extension
+                t,
+                f"{element.display}[]",
+                element.array_category,
+                False,
+                typtype,
+                element.type,
+                extension=element.extension,
+                orderable=element.array_orderable,
+                equality=element.array_equality,
             )
         return element
 
     def type_named(self, name: str) -> PgType | None:
         """The PgType for a type name as written in SQL or produced by pglast/sqlglot: `int4`,
-        `integer`, `pg_catalog.int4`, `character varying`, `_int4`, `int[]`, `timestamptz`."""
-        spelled = " ".join(name.strip().lower().split())
-        if spelled.endswith("[]"):
-            element = self.type_named(spelled[:-2])
+        `integer`, `pg_catalog.int4`, `character varying`, `_int4`, `int[]`, `timestamptz`.
+        A pg_type name wins over an SQL keyword spelling: `char` is the one-byte `"char"` type (as
+        pglast writes a quoted `"char"`); the keyword CHAR(n) is `bpchar` (pglast: `pg_catalog.bpchar`)."""
+        spelled, dims, typmod = _split_type_spelling(name)
+        if dims:
+            element = self.type_named(spelled + (f"({typmod})" if typmod is not None else ""))
             return element.array() if element is not None and not element.is_array else None
+        if typmod is not None and spelled == "float":  # float(p): the precision picks the type
+            return PgType("float4" if typmod.strip().isdigit() and int(typmod) <= 24 else "float8")
+        if typmod is not None and spelled in _ALIASES:  # char(2) is the keyword, not "char"
+            return PgType(_ALIASES[spelled])
+        if spelled.startswith("interval "):  # interval year to month, interval second(3), ...
+            spelled = "interval"
         if spelled.startswith("pg_catalog."):
             spelled = spelled[len("pg_catalog.") :]
-        typname = _ALIASES.get(spelled, spelled)
+        # A pg_type name first, as PostgreSQL looks up a TypeName (pglast writes `"char"` as
+        # `char`, and keywords such as `character` as `pg_catalog.bpchar`); then SQL spellings.
+        typname = spelled if spelled in self._types else _ALIASES.get(spelled, spelled)
         if typname in self._types:
             return PgType(typname)
         if typname in self._data.array_of and self._data.array_of[typname] in self._types:
@@ -309,6 +355,35 @@ class Builtins:
         return t.name
 
 
+def _split_type_spelling(name: str) -> tuple[str, int, str | None]:
+    """`Character Varying(10)[]` → ("character varying", 1 array dimension, "10"): the name
+    folded and without its typmod and array bounds."""
+    words: list[str] = []
+    typmod: str | None = None
+    dims = 0
+    depth = 0
+    current: list[str] = []
+    for ch in name.strip():
+        if ch in "([":
+            if depth == 0 and ch == "[":
+                dims += 1
+            depth += 1
+            if depth == 1:
+                words.append("".join(current))
+                current = []
+                continue
+        elif ch in ")]":
+            depth -= 1
+            if depth == 0:
+                if ch == ")" and typmod is None:
+                    typmod = "".join(current)
+                current = []
+                continue
+        current.append(ch)
+    words.append("".join(current))
+    return " ".join(" ".join(words).lower().split()), dims, typmod
+
+
 @functools.cache
 def _display_names(data: _Data) -> dict[str, str]:
     return {row[1]: name for name, (_, row) in data.type_rows.items()}
@@ -337,3 +412,34 @@ def _with_extensions(extensions: frozenset[str]) -> Builtins:
 def load_builtins() -> Builtins:
     """The core built-in catalog (pg_catalog; no extension installed). Cached per process."""
     return _with_extensions(frozenset())
+
+
+class SchemaTypes:
+    """The built-ins plus the types and casts a schema declares (domains, composite types, enums
+    with their TypeInfo, CREATE CAST): what resolve.py's `env` needs for schema objects.
+
+    `SchemaTypes(builtins, [TypeInfo(PgType("app.posint"), "app.posint", "N", False, "d",
+    base=PgType("int4"))])` makes a domain resolve through its base type, as PostgreSQL does."""
+
+    def __init__(self, builtins: Builtins, types: Iterable[TypeInfo] = (), casts: Iterable[CastSig] = ()) -> None:
+        self.builtins = builtins
+        # keyed by name: an enum's PgType carries its labels, a bare PgType(name) finds it too
+        self._types = {info.type.name: info for info in types}
+        self._casts = {(c.source, c.target): c for c in casts}
+
+    def type_info(self, t: PgType | str) -> TypeInfo | None:
+        if isinstance(t, str):
+            return self._types.get(t) or self.builtins.type_info(t)
+        own = self._types.get(t.name)
+        if own is None:
+            return self.builtins.type_info(t)
+        if t.is_array:
+            return TypeInfo(t, f"{own.display}[]", own.array_category, False, "b", element=own.type)
+        return own
+
+    def cast(self, source: PgType, target: PgType) -> CastSig | None:
+        return self._casts.get((source, target)) or self.builtins.cast(source, target)
+
+    def display(self, t: PgType) -> str:
+        info = self.type_info(t)
+        return info.display if info is not None else self.builtins.display(t)

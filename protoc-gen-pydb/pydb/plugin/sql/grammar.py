@@ -22,9 +22,10 @@ from pglast import ast, parser
 from ..diagnostics import Problem, SqlSpan
 from .pgparse import PgSyntaxError, RawStatement, parse, scan
 
-#: PostgreSQL's built-in operators whose name ends in `@` (pg_operator): `x<@y` is an operator
-#: applied to y, while `x=@y` (`=@` is no operator) compares x with the parameter @y.
-_AT_OPERATORS = frozenset({"@", "<@", "@-@", "^@"})
+#: PostgreSQL's built-in operators whose name ends in `@` (pg_operator), besides `@` itself
+#: (absolute value; `@name` is pydb's): `x<@y` is an operator applied to y, while `x=@y` (`=@`
+#: is no operator) compares x with the parameter @y.
+_AT_OPERATORS = frozenset({"<@", "@-@", "^@"})
 _COMMENTS = frozenset({"C_COMMENT", "SQL_COMMENT"})
 _USE_AT_NAME = "use @name, named after the request field"
 
@@ -114,8 +115,9 @@ def check_statement(sql: str, declared_operators: frozenset[str] = frozenset()) 
     then one of them rather than a misspelt `=`, and `x<op>@y` an operator applied to y."""
     try:
         tokens = [tok for tok in scan(sql) if tok.name not in _COMMENTS]
-    except PgSyntaxError as err:
-        return _rejected(sql, _Rewrite(sql, []), [], err)
+    except PgSyntaxError as err:  # an unterminated string or comment: no tokens to look at
+        unchanged = _Rewrite(sql, [])
+        return GrammarCheck(sql, sql, (), (_problem(sql, err, unchanged),), None, unchanged)
     parameters = list(_parameters(sql, tokens, declared_operators))
     edits = [_Edit(p.span.start, p.span.end + 1, _placeholder(sql, p.span.start, p.number)) for p in parameters]
     rewrite = _Rewrite(sql, edits)
@@ -194,13 +196,12 @@ def split_statements(text: str) -> tuple[list[SqlSpan], Problem | None]:
 def _scan_before(text: str, offset: int | None) -> list[parser.Token]:
     """The tokens before a lexical error at `offset`. The error may stand inside a token
     (`E'\\u00'`): then the text before that token's error is tried, and so on."""
-    tokens: list[parser.Token] = []
     while offset is not None and offset > 0:
         try:
             return scan(text[:offset])
         except PgSyntaxError as err:
             offset = err.offset if err.offset is not None and err.offset < offset else None
-    return tokens
+    return []
 
 
 def line_col(text: str, offset: int) -> tuple[int, int]:
@@ -226,7 +227,7 @@ def _parameters(sql: str, tokens: list[parser.Token], declared: frozenset[str]) 
         if op.name != "Op" or sql[op.end] != "@" or word.start != op.end + 1 or not _is_word(sql, word):
             continue
         text = sql[op.start : op.end + 1]
-        if text != "@" and (text in _AT_OPERATORS or text in declared):
+        if text in _AT_OPERATORS or text in declared:
             continue
         name = sql[word.start : word.end + 1]
         number = numbers.setdefault(name, len(numbers) + 1)
@@ -306,6 +307,8 @@ def _accepted(
     raws: list[RawStatement],
 ) -> GrammarCheck:
     tree = raws[0].node if len(raws) == 1 else None
+    if tree is not None:
+        problems = [*problems, *_prefix_question_marks(sql, tree, rewrite)]
     if len(raws) != 1:
         span = None
         if len(raws) > 1:
@@ -317,12 +320,8 @@ def _accepted(
                 end = min(end, line_end - 1)
             span = SqlSpan(start, max(start, len(sql[: end + 1].rstrip()) - 1))
         problems = [*problems, Problem(f"expected exactly one SQL statement, found {len(raws)}", span)]
-    problems.sort(key=lambda p: p.span.start if p.span else -1)
-    return GrammarCheck(sql, rewrite.text, tuple(parameters), tuple(problems), tree, rewrite)
-
-
-def _rejected(sql: str, rewrite: _Rewrite, parameters: list[Parameter], err: PgSyntaxError) -> GrammarCheck:
-    return GrammarCheck(sql, rewrite.text, tuple(parameters), (_problem(sql, err, rewrite),), None, rewrite)
+    ordered = sorted(problems, key=lambda p: p.span.start if p.span else -1)
+    return GrammarCheck(sql, rewrite.text, tuple(parameters), tuple(ordered), tree, rewrite)
 
 
 def _problem(sql: str, err: PgSyntaxError, rewrite: _Rewrite, shift: int = 0) -> Problem:
@@ -411,7 +410,7 @@ def _foreign_candidates(sql: str, tokens: list[parser.Token]) -> Iterator[_Forei
     for i, tok in enumerate(tokens):
         run = _adjacent(tokens, i)  # the tokens written right after `tok`, no space between
         words = [sql[a.start : a.end + 1] for a in run]
-        if tok.name == "Op" and sql[tok.end] == "?":
+        if tok.name == "Op" and sql[tok.end] == "?" and sql[tok.start : tok.end + 1] != "@?":  # jsonpath's
             yield _Foreign(SqlSpan(tok.end, tok.end), None)
         elif tok.name == "ASCII_58" and run and _is_word(sql, run[0]):
             yield _Foreign(SqlSpan(tok.start, run[0].end), words[0])
@@ -473,6 +472,20 @@ def _foreign_placeholders(
     rest = [_problem(sql, current_err, current)] if current_err is not None else []
     ordered = sorted([*problems, *teaching, *rest], key=lambda p: p.span.start if p.span else -1)
     return GrammarCheck(sql, rewrite.text, tuple(parameters), tuple(ordered), None, rewrite)
+
+
+def _prefix_question_marks(sql: str, tree: ast.Node, rewrite: _Rewrite) -> Iterator[Problem]:
+    """`a = ? + 1` parses: `?` as a prefix operator applied to `+1`. PostgreSQL has no prefix
+    `?` (jsonb's `?` takes a left operand), so it is another dialect's placeholder."""
+    for node in _walk(tree):
+        if (
+            isinstance(node, ast.A_Expr)
+            and node.lexpr is None
+            and node.location is not None
+            and [getattr(part, "sval", None) for part in node.name or ()] == ["?"]
+        ):
+            at = rewrite.to_original(node.location)
+            yield Problem(f'"?" is not a pydb parameter; {_USE_AT_NAME}', SqlSpan(at, at))
 
 
 def _error_offset(rewrite: _Rewrite, err: PgSyntaxError) -> int:
