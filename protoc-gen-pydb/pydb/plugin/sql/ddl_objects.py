@@ -595,12 +595,21 @@ def _move_relation(state: State, rv: PgNode, schema: str | None, new_name: str, 
     state.types.pop(key, None)
     state.types[new_key] = PgType(new_key)
     state.constraints[new_key] = state.constraints.pop(key, {})
+
+    def moved(object_key: str) -> str:
+        """SET SCHEMA takes the table's indexes and owned sequences along."""
+        return f"{new_schema}.{object_key.split('.', 1)[1]}"
+
     for ikey, index in list(state.indexes.items()):
         if index.table == key:
-            state.indexes[ikey] = replace(index, table=new_key)
+            del state.indexes[ikey]
+            state.indexes[moved(ikey)] = replace(index, name=moved(ikey), table=new_key)
     for skey, seq in list(state.sequences.items()):
         if seq.owned_by and seq.owned_by[0] == key:
-            state.sequences[skey] = replace(seq, owned_by=(new_key, seq.owned_by[1]))
+            del state.sequences[skey]
+            state.sequences[moved(skey)] = replace(
+                seq, name=qualified(moved(skey)), owned_by=(new_key, seq.owned_by[1])
+            )
     state.retype(key, PgType(new_key))
 
 
