@@ -453,7 +453,7 @@ EXAMPLES = [
         "CREATE TYPE status AS ENUM ('a', 'b');\nCREATE TABLE t (id int, s status);",
         "SELECT s FROM t",
     ),
-    ("folded identifiers", "CREATE TABLE T (F int, groupId int, MaxDate date);", None),
+    ("folded identifiers", "CREATE TABLE T (F int, groupId int, MaxDate date);", "SELECT F, GROUPID, maxdate FROM T"),
     ("quoted identifiers kept", 'CREATE TABLE "Mixed" ("Col" int);', 'SELECT "Col" FROM "Mixed"'),
     ("extension", 'CREATE EXTENSION IF NOT EXISTS "uuid-ossp";\nCREATE TABLE t (id uuid);', "SELECT id FROM t"),
     ("DO block", "CREATE TABLE t (id int);\nDO $$ BEGIN PERFORM 1; END $$;", "SELECT id FROM t"),
