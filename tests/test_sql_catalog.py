@@ -22,6 +22,7 @@ from annotation_corpus.pgcheck import positional
 from pg import Cluster, scratch_database
 from pydb.plugin.sql.analyze import analyze
 from pydb.plugin.sql.catalog import Catalog, build_catalog
+from pydb.plugin.sql.pgparse import parse
 from pydb.plugin.sql.grammar import parameter_spans
 from pydb.plugin.sql.schema_source import SchemaFile, load_catalog, read_files, up_sections
 
@@ -502,6 +503,25 @@ EXAMPLES = [
         "ALTER TABLE IF EXISTS nope RENAME TO other;\nDROP TABLE IF EXISTS nope;\nDROP TYPE IF EXISTS nope;",
         None,
     ),
+    (
+        "what migration directories carry besides DDL",
+        "CREATE TABLE t (id int, a int, CONSTRAINT a_pos CHECK (a > 0) NOT VALID);\n"
+        "BEGIN;\nINSERT INTO t VALUES (1, 1);\nUPDATE t SET a = 2;\nDELETE FROM t WHERE id = 0;\nCOMMIT;\n"
+        "CREATE SEQUENCE s;\nSELECT setval('s', 5);\n"
+        "CREATE INDEX CONCURRENTLY t_a ON t (a);\nDROP INDEX IF EXISTS nope;\nDROP INDEX CONCURRENTLY IF EXISTS t_a;\n"
+        "ALTER TABLE t VALIDATE CONSTRAINT a_pos;\nALTER TABLE t DROP CONSTRAINT IF EXISTS nope;\n"
+        "DROP VIEW IF EXISTS nope;\nDROP TRIGGER IF EXISTS nope ON t;\nDROP TYPE IF EXISTS nope;\n"
+        "CREATE TYPE r AS RANGE (subtype = int8);\nALTER TYPE r RENAME TO r8;\n"
+        "CREATE TABLE u (b bit varying(4), x int, UNIQUE NULLS DISTINCT (x));\n"
+        "CREATE UNIQUE INDEX u_x_part ON u (x) WHERE b IS NULL;\n"
+        "GRANT SELECT ON t TO PUBLIC;\nREVOKE SELECT ON t FROM PUBLIC;\n"
+        "CREATE ROLE pydb_catalog_test_role;\nDROP ROLE pydb_catalog_test_role;\n"
+        "CREATE FUNCTION trg() RETURNS trigger LANGUAGE plpgsql AS $$BEGIN RETURN NEW; END$$;\n"
+        "CREATE TRIGGER tr BEFORE INSERT ON t FOR EACH ROW EXECUTE FUNCTION trg();\n"
+        "ANALYZE t;\nVACUUM t;\nNOTIFY ch;\n"
+        "DO $$ BEGIN IF NOT EXISTS (SELECT 1 FROM t) THEN RAISE NOTICE 'empty'; END IF; END $$;",
+        "SELECT id, a FROM t WHERE id = @id",
+    ),
     ("id STRING", "CREATE TABLE t (id STRING);", None),
     ("INHERITS conflict", "CREATE TABLE p (a int);\nCREATE TABLE c (a text) INHERITS (p);", None),
     (
@@ -523,9 +543,12 @@ EXAMPLES = [
 
 
 def postgres_accepts(server_url: str, ddl: str) -> bool:
+    """Statement by statement, as psql runs a file (CREATE INDEX CONCURRENTLY and VACUUM cannot
+    run in the one transaction a multi-statement query is)."""
     with scratch_database(server_url, schema=None) as url, psycopg.connect(url, autocommit=True) as conn:
         try:
-            conn.execute(ddl)
+            for stmt in parse(ddl):
+                conn.execute(ddl[stmt.start : stmt.end])
         except psycopg.Error:
             return False
         return True
