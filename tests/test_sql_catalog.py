@@ -22,8 +22,8 @@ from annotation_corpus.pgcheck import positional
 from pg import Cluster, scratch_database
 from pydb.plugin.sql.analyze import analyze
 from pydb.plugin.sql.catalog import Catalog, build_catalog
-from pydb.plugin.sql.pgparse import parse
 from pydb.plugin.sql.grammar import parameter_spans
+from pydb.plugin.sql.pgparse import parse
 from pydb.plugin.sql.schema_source import SchemaFile, load_catalog, read_files, up_sections
 
 #: Every object kind the catalog models, built the way people build them (unqualified names in
