@@ -4,7 +4,7 @@ the problems found, and the lookups and type resolution every DDL statement need
 from __future__ import annotations
 
 import difflib
-from collections.abc import Callable, Collection, Iterator, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -187,9 +187,6 @@ class State:
                     todo.append(child)
         return out
 
-    def tables_in_order(self) -> Iterator[tuple[str, Table]]:
-        yield from list(self.tables.items())
-
     # -- types -----------------------------------------------------------------------------
     def type_key(self, schema: str | None, name: str) -> str | None:
         return self.find_key(schema, name, self.types)
@@ -266,7 +263,7 @@ class State:
                 return t
             return new.array() if t.is_array else new
 
-        for tkey, table in self.tables_in_order():
+        for tkey, table in list(self.tables.items()):
             if any(c.type.name == key for c in table.columns):
                 cols = tuple(replace(c, type=swap(c.type)) for c in table.columns)
                 self.tables[tkey] = replace(table, columns=cols)
