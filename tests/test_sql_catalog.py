@@ -522,6 +522,23 @@ EXAMPLES = [
         "DO $$ BEGIN IF NOT EXISTS (SELECT 1 FROM t) THEN RAISE NOTICE 'empty'; END IF; END $$;",
         "SELECT id, a FROM t WHERE id = @id",
     ),
+    (
+        "DROP ... CASCADE takes dependent views and foreign keys along",
+        "CREATE TABLE p (id int PRIMARY KEY);\nCREATE TABLE c (p_id int REFERENCES p);\n"
+        "CREATE VIEW v AS SELECT id FROM p;\nCREATE VIEW vv AS SELECT id FROM v;\nALTER TABLE p RENAME TO q;\n"
+        "DROP TABLE q CASCADE;\nCREATE VIEW v AS SELECT p_id FROM c;",
+        "SELECT p_id FROM v",
+    ),
+    (
+        "DROP of a table a view reads",
+        "CREATE TABLE t (id int);\nCREATE VIEW v AS SELECT id FROM t;\nDROP TABLE t;",
+        None,
+    ),
+    (
+        "DROP of a table a foreign key references",
+        "CREATE TABLE p (id int PRIMARY KEY);\nCREATE TABLE c (p_id int REFERENCES p);\nDROP TABLE p;",
+        None,
+    ),
     ("id STRING", "CREATE TABLE t (id STRING);", None),
     ("INHERITS conflict", "CREATE TABLE p (a int);\nCREATE TABLE c (a text) INHERITS (p);", None),
     (

@@ -267,6 +267,7 @@ def create_view(state: State, node: PgNode) -> None:
     columns = _query_columns(state, node.query, f"view {key}", aliases)
     state.tables[key] = Table(schema, rv.relname, columns, kind="view")
     state.types[key] = PgType(key)
+    state.view_deps[key] = _reads(state, node.query)
 
 
 def create_table_as(state: State, node: PgNode) -> None:
@@ -288,6 +289,28 @@ def create_table_as(state: State, node: PgNode) -> None:
     state.tables[key] = Table(schema, rv.relname, columns, kind="materialized_view" if matview else "table")
     state.types[key] = PgType(key)
     state.constraints[key] = {}
+    if matview:
+        state.view_deps[key] = _reads(state, node.query)
+
+
+def _reads(state: State, query: PgNode) -> set[str]:
+    """The relations a query reads (WITH query names resolve to no relation and drop out)."""
+    found: set[str] = set()
+
+    def visit(value: object) -> None:
+        if isinstance(value, ast.RangeVar):
+            key = state.relation_key(value)
+            if key is not None:
+                found.add(key)
+        elif isinstance(value, ast.Node):
+            for attr in value:
+                visit(getattr(value, attr))
+        elif isinstance(value, tuple):
+            for item in value:
+                visit(item)
+
+    visit(query)
+    return found
 
 
 # -- functions ------------------------------------------------------------------------------
@@ -408,7 +431,7 @@ def drop(state: State, node: PgNode) -> None:
     cascade = node.behavior == DropBehavior.DROP_CASCADE
     for obj in node.objects or ():
         if kind in _RELATION_KINDS:
-            _drop_relation(state, [s.sval for s in obj], _RELATION_KINDS[kind], bool(node.missing_ok))
+            _drop_relation(state, [s.sval for s in obj], _RELATION_KINDS[kind], bool(node.missing_ok), cascade)
         elif kind == ObjectType.OBJECT_INDEX:
             parts = [s.sval for s in obj]
             key = state.find_key(*split_name(parts), state.indexes)
@@ -446,8 +469,8 @@ def drop(state: State, node: PgNode) -> None:
         # casts, operators, aggregates, roles, text search objects, ...: not in the catalog
 
 
-def _drop_relation(state: State, parts: list[str], kinds: tuple[str, ...], missing_ok: bool) -> None:
-    key = state.find_key(*split_name(parts), state.tables)
+def _drop_relation(state: State, parts: list[str], kinds: tuple[str, ...], missing_ok: bool, cascade: bool) -> None:
+    key = state.find_key(*split_name(parts), state.tables, relation=True)
     if key is None:
         if not missing_ok:
             state.error(f"{kinds[0].replace('_', ' ')} {'.'.join(parts)} does not exist")
@@ -455,6 +478,23 @@ def _drop_relation(state: State, parts: list[str], kinds: tuple[str, ...], missi
     if state.tables[key].kind not in kinds:
         state.error(f"{'.'.join(parts)} is not a {kinds[0].replace('_', ' ')}")
         return
+    views = sorted(v for v, deps in state.view_deps.items() if key in deps and v != key)
+    foreign_keys = sorted(
+        (table, name)
+        for table, constraints in state.constraints.items()
+        for name, info in constraints.items()
+        if info.references == key and table != key
+    )
+    if (views or foreign_keys) and not cascade:
+        dependents = [*(f"view {v}" for v in views), *(f"constraint {n} on {t}" for t, n in foreign_keys)]
+        state.error(f"cannot drop {key} because other objects depend on it ({', '.join(dependents)}); use CASCADE")
+        return
+    for table, name in foreign_keys:
+        del state.constraints[table][name]
+    for view in views:
+        if view in state.tables:
+            _drop_relation(state, view.split(".", 1), ("view", "materialized_view"), True, True)
+    state.view_deps.pop(key, None)
     del state.tables[key]
     state.types.pop(key, None)
     state.constraints.pop(key, None)
@@ -595,6 +635,15 @@ def _move_relation(state: State, rv: PgNode, schema: str | None, new_name: str, 
     state.types.pop(key, None)
     state.types[new_key] = PgType(new_key)
     state.constraints[new_key] = state.constraints.pop(key, {})
+    for info in (i for constraints in state.constraints.values() for i in constraints.values()):
+        if info.references == key:
+            info.references = new_key
+    if key in state.view_deps:
+        state.view_deps[new_key] = state.view_deps.pop(key)
+    for deps in state.view_deps.values():
+        if key in deps:
+            deps.discard(key)
+            deps.add(new_key)
 
     def moved(object_key: str) -> str:
         """SET SCHEMA takes the table's indexes and owned sequences along."""

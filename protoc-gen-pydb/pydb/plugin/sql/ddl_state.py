@@ -55,6 +55,8 @@ class ConstraintInfo:
     #: pg_constraint.contype: p(rimary), u(nique), f(oreign), c(heck), x (exclusion), n (not null).
     kind: str
     columns: tuple[str, ...]
+    #: A foreign key's referenced table (`schema.name`): DROP TABLE of it needs CASCADE.
+    references: str | None = None
 
 
 @dataclass
@@ -73,6 +75,8 @@ class State:
     extensions: dict[str, str] = field(default_factory=dict)
     #: Constraints by table (`schema.name`) and constraint name.
     constraints: dict[str, dict[str, ConstraintInfo]] = field(default_factory=dict)
+    #: Views and materialized views -> the relations their query reads (DROP needs CASCADE).
+    view_deps: dict[str, set[str]] = field(default_factory=dict)
     #: Inheritance: child table -> [(parent, is_partition)] (INHERITS, PARTITION OF, ATTACH).
     parents: dict[str, list[tuple[str, bool]]] = field(default_factory=dict)
     #: Extensions created that the catalog has no data for: their objects are unknown.

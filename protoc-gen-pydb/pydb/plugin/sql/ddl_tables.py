@@ -273,7 +273,9 @@ def add_constraint(state: State, key: str, con: PgNode, on_columns: tuple[str, .
         state.error(f"constraint {name} for relation {table.qualified} already exists", con.location)
         return
     existing[name] = ConstraintInfo(
-        {"pkey": "p", "key": "u", "excl": "x", "fkey": "f", "check": "c"}.get(label, "n"), cols
+        {"pkey": "p", "key": "u", "excl": "x", "fkey": "f", "check": "c"}.get(label, "n"),
+        cols,
+        state.relation_key(con.pktable) if kind == ConstrType.CONSTR_FOREIGN and con.pktable is not None else None,
     )
     if kind == ConstrType.CONSTR_PRIMARY:
         if _has_primary(state, key, name):
