@@ -156,6 +156,14 @@ def test_natural_order_puts_2_before_10(tmp_path: Path) -> None:
     assert natural_key("v2") < natural_key("v10") and natural_key("a") < natural_key("b")
 
 
+def test_an_empty_migrations_directory_is_an_error(tmp_path: Path) -> None:
+    (tmp_path / "README.md").write_text("migrations go here\n", encoding="utf-8")
+    _, diagnostics = load_catalog(read_files(tmp_path), tmp_path)
+    assert [d.message for d in diagnostics] == [
+        f"migrations directory {tmp_path} holds no .sql migration (see docs/workflow.md)"
+    ]
+
+
 def test_down_sections_are_blanked_keeping_lines_and_columns() -> None:
     text = "-- migrate:up\nCREATE TABLE t (id int);\n-- migrate:down\nDROP TABLE t;\n"
     up = up_sections(text)
