@@ -190,6 +190,17 @@ def test_diagnostics_point_at_the_name(catalog: Catalog) -> None:
     assert problems[0].span is not None and sql[problems[0].span.start : problems[0].span.end + 1] == "@name"
 
 
+def test_notify_with_a_parameter_teaches_pg_notify(catalog: Catalog) -> None:
+    sql = "NOTIFY jobs, @payload"
+    _, problems = analyze(sql, catalog)
+    (problem,) = problems
+    assert problem.message.startswith('syntax error at or near "@payload"')  # PostgreSQL's, as written
+    assert "SELECT pg_notify(@channel, @payload)" in problem.message
+    assert problem.span is not None and sql[problem.span.start : problem.span.end + 1] == "@payload"
+    _, problems = analyze("SELECT pg_notify(@channel, @payload)", catalog)
+    assert problems == []
+
+
 # -- end to end ------------------------------------------------------------------------------------
 
 PROTO = """
