@@ -38,6 +38,11 @@ CREATE PROCEDURE bump(a int, OUT next int, INOUT label text) LANGUAGE plpgsql
 CREATE PROCEDURE pick(a int) LANGUAGE sql AS $$ SELECT 1 $$;
 CREATE PROCEDURE pick(a text) LANGUAGE sql AS $$ SELECT 2 $$;
 CREATE FUNCTION twice(x int) RETURNS int LANGUAGE sql AS $$ SELECT 2 * x $$;
+CREATE PROCEDURE with_default(a int, b text DEFAULT 'x') LANGUAGE sql AS $$ SELECT 1 $$;
+CREATE PROCEDURE echo(INOUT v anyelement) LANGUAGE plpgsql AS $$ BEGIN END $$;
+CREATE SCHEMA ops;
+CREATE PROCEDURE ops.reset_items(OUT removed int, keep int DEFAULT 0) LANGUAGE plpgsql
+  AS $$ BEGIN removed := 0; END $$;
 """
 
 #: Accepted and rejected alike; PostgreSQL decides which.
@@ -57,6 +62,15 @@ CASES = [
     "CALL no_such_proc(1)",
     "CALL twice(1)",
     "CALL log_item(1)",
+    "CALL with_default(@a)",
+    "CALL with_default(@a, @b)",
+    "CALL with_default(b => @b, a => 1)",
+    "CALL echo(1)",
+    "CALL echo(@v::text)",
+    "CALL echo(@v)",
+    "CALL ops.reset_items(NULL)",
+    "CALL ops.reset_items(@removed, @keep)",
+    "CALL reset_items(NULL)",
     # TRUNCATE / LOCK / REFRESH: the relation exists and is of the right kind
     "TRUNCATE audit",
     "TRUNCATE TABLE audit, items CASCADE",
