@@ -6,8 +6,9 @@ What PostgreSQL checks when it prepares them is little: a utility statement gets
 analysis until it runs. What is checked here is what would fail at run time and is easy to know
 offline: CALL resolves its procedure by PostgreSQL's overload rules (its `@params` typed by the
 resolution; OUT/INOUT parameters make the one row it returns), and the relations TRUNCATE, LOCK
-and REFRESH name exist and are of the right kind. The bodies of DO blocks and of DDL are not
-analysed. Statements that cannot run where a generated handler runs them (in the RPC's own
+and REFRESH name exist and are of the right kind; the query inside CREATE TABLE AS, SELECT INTO
+and EXPLAIN is analysed by the statement analyzer. The bodies of DO blocks and of other DDL are
+not analysed. Statements that cannot run where a generated handler runs them (in the RPC's own
 transaction: VACUUM, COMMIT, COPY FROM STDIN, ...) are errors.
 """
 
@@ -16,6 +17,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from pglast import ast
+from pglast.enums import ObjectType
 
 from ..diagnostics import Problem, SqlSpan
 from . import types as t
@@ -31,10 +33,12 @@ from .types import PgType
 
 __all__ = ["analyze_utility"]
 
-#: Statements whose `$n` PostgreSQL types in parse analysis: it prepares them with parameters.
-#: (A SelectStmt comes here only as SELECT ... INTO, which is CREATE TABLE AS.)
-_TYPED_PARAMETERS = (ast.CallStmt, ast.ExplainStmt, ast.CreateTableAsStmt, ast.DeclareCursorStmt, ast.SelectStmt)
+#: Statements whose `$n` PostgreSQL types in parse analysis (those with a query inside that
+#: `inner_query` does not find).
+_TYPED_PARAMETERS = (ast.DeclareCursorStmt,)
 _TABLES: frozenset[RelationKind] = frozenset({"table", "partitioned_table"})
+#: The settings pg_settings does not spell in lower case (PostgreSQL 15): SHOW's column names.
+_MIXED_CASE_SETTINGS = {name.lower(): name for name in ("DateStyle", "IntervalStyle", "TimeZone")}
 _LOCKABLE: frozenset[RelationKind] = frozenset({"table", "partitioned_table", "view", "foreign_table"})
 
 
@@ -61,7 +65,17 @@ class _Utility:
             return self.call(node)
         verb = self.verb()
         columns: tuple[ResultColumn, ...] | None = None
-        if self.grammar.parameters:
+        params: tuple[Param, ...] = ()
+        inner = self.inner_query(node)
+        if (
+            self.grammar.parameters
+            and isinstance(node, ast.CreateTableAsStmt)
+            and node.objtype == ObjectType.OBJECT_MATVIEW
+        ):
+            self.error("materialized views may not be defined using bound parameters", self.grammar.parameters[0].span)
+        elif inner is not None:
+            params = self.analyse_inner(inner)
+        elif self.grammar.parameters:
             self.parameters_refused(node, verb)
         not_in_transaction = _outside_transaction(node)
         if not_in_transaction is not None:
@@ -92,11 +106,18 @@ class _Utility:
         elif isinstance(node, ast.RefreshMatViewStmt):
             self.refresh(node)
         elif isinstance(node, ast.VariableShowStmt):
-            # SHOW x returns one text row, its column named after the setting.
-            columns = (ResultColumn(str(node.name), t.TEXT, False, None),)
+            # SHOW x returns one text row, its column named after the setting as pg_settings
+            # spells it; SHOW ALL a row per setting. (Whether x exists is not known offline.)
+            if node.name == "all":
+                columns = tuple(ResultColumn(n, t.TEXT, False, None) for n in ("name", "setting", "description"))
+            else:
+                name = str(node.name)
+                columns = (ResultColumn(_MIXED_CASE_SETTINGS.get(name, name), t.TEXT, False, None),)
         elif isinstance(node, ast.ExplainStmt):
-            columns = (ResultColumn("QUERY PLAN", t.TEXT, False, None),)
-        return Analysis("utility", (), columns, None, None, False, tuple(self.problems))
+            formats = [str(o.arg.sval).lower() for o in node.options or () if o.defname == "format"]
+            plan = {"json": PgType("json"), "xml": PgType("xml")}.get(formats[-1] if formats else "", t.TEXT)
+            columns = (ResultColumn("QUERY PLAN", plan, False, None),)
+        return Analysis("utility", params, columns, None, None, False, tuple(self.problems))
 
     # -- CALL ------------------------------------------------------------------------------
     def call(self, node: ast.CallStmt) -> Analysis:
@@ -230,6 +251,60 @@ class _Utility:
         for param in analysis.params:
             param_types.setdefault(param.name, param.type)
         return analysis.columns[0].type
+
+    # -- a query inside: CREATE TABLE AS, SELECT INTO, EXPLAIN ------------------------------
+    def inner_query(self, node: ast.Node) -> list[SqlSpan] | None:
+        """Where the query of `CREATE TABLE t AS query`, `SELECT ... INTO t ...` (without its
+        INTO clause) or `EXPLAIN query` stands, as the spans of the annotation that make it up;
+        None for other statements. PostgreSQL analyses these queries, parameters included."""
+        positional = self.grammar.positional
+        tokens = [tok for tok in scan(positional) if tok.name not in ("C_COMMENT", "SQL_COMMENT")]
+        words = [positional[tok.start : tok.end + 1].upper() for tok in tokens]
+        depths: list[int] = []
+        depth = 0
+        for word in words:
+            depth -= word in (")", "]")
+            depths.append(depth)
+            depth += word in ("(", "[")
+        last = len(positional) - 1
+        if isinstance(node, ast.SelectStmt) and node.intoClause is not None and node.intoClause.rel is not None:
+            at = node.intoClause.rel.location or 0
+            into = max(i for i, tok in enumerate(tokens) if words[i] == "INTO" and tok.start < at)
+            name_end = next(i for i, tok in enumerate(tokens) if tok.start >= at)
+            while name_end + 2 < len(tokens) and words[name_end + 1] == ".":
+                name_end += 2
+            return [self.original(0, tokens[into].start - 1), self.original(tokens[name_end].end + 1, last)]
+        if isinstance(node, ast.CreateTableAsStmt):
+            as_ = next(i for i, word in enumerate(words) if word == "AS" and depths[i] == 0)
+            end = next(
+                (
+                    tokens[i].start - 1
+                    for i in range(as_ + 1, len(tokens) - 1)
+                    if depths[i] == 0 and words[i] == "WITH" and words[i + 1] in ("DATA", "NO")
+                ),
+                last,
+            )
+            return [self.original(tokens[as_].end + 1, end)]
+        if isinstance(node, ast.ExplainStmt):
+            i = 1
+            if i < len(words) and words[i] == "(":
+                i = next(k for k in range(i + 1, len(words)) if depths[k] == 0 and words[k] == ")") + 1
+            while i < len(words) and words[i] in ("ANALYZE", "ANALYSE", "VERBOSE"):
+                i += 1
+            return [self.original(tokens[i].start, last)] if i < len(tokens) else None
+        return None
+
+    def analyse_inner(self, spans: list[SqlSpan]) -> tuple[Param, ...]:
+        """The inner query by the statement analyzer, laid out at its offsets (the rest
+        blanked): its problems, and its parameters typed."""
+        from .analyze import analyze  # analyze.py calls this module: imported at use
+
+        text = [" "] * len(self.sql)
+        for span in spans:
+            text[span.start : span.end + 1] = self.sql[span.start : span.end + 1]
+        analysis, problems = analyze("".join(text), self.catalog)
+        self.problems.extend(problems)
+        return analysis.params if analysis is not None else ()
 
     # -- relations -----------------------------------------------------------------------------
     def relation(self, rv: ast.RangeVar, kinds: frozenset[RelationKind], wrong_kind: str | None) -> None:
