@@ -13,7 +13,7 @@ export PYTHONHASHSEED := 0
 PROTO_ROOT := example_protos
 PROTOS := $(shell cd $(PROTO_ROOT) && find . -name '*.proto' | sed 's|^\./||' | LC_ALL=C sort)
 
-.PHONY: help venv generate check-generated lint typecheck test test-fast serve bench clean
+.PHONY: help venv generate check-generated lint typecheck test test-fast serve bench clean corpus-update
 
 help:
 	@echo "make generate         (re)create generated/ from $(PROTO_ROOT)/ (main job)"
@@ -21,6 +21,7 @@ help:
 	@echo "make check-generated  fail with a diff when generated/ is not what the plugin makes"
 	@echo "make serve            run GenerationDataService (DATABASE_URL, LISTEN_ADDR)"
 	@echo "make bench            benchmarks -> benchmarks/RESULTS.md"
+	@echo "make corpus-update    rewrite tests/corpus/*/expected and the docs catalogue (review the diff)"
 
 $(VENV)/.installed: requirements-dev.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -67,6 +68,10 @@ test: lint typecheck check-generated
 
 test-fast: venv
 	$(VENV)/bin/pytest -q -p no:cacheprovider -m "not slow"
+
+# The test corpus' expectations (tests/corpus/README.md) from what the plugin gives now.
+corpus-update: venv
+	$(PY) tests/corpus/run.py --update
 
 serve: venv
 	PYTHONPATH=generated $(PY) -m generation.task.v1.task_pydb_server
