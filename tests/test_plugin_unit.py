@@ -15,7 +15,7 @@ from pydb.plugin.bind import compiler
 from pydb.plugin.bind import typemap as t
 from pydb.plugin.diagnostics import Diagnostic, SqlSpan, unterminated_at
 from pydb.plugin.sql.analyze import analyze
-from pydb.plugin.sql.catalog import build_catalog, split_statements
+from pydb.plugin.sql.catalog import build_catalog
 from pydb.plugin.sql.types import PgType
 from pydb.v1 import options_pb2
 
@@ -151,25 +151,23 @@ def test_a_crash_in_one_rpc_is_an_internal_error_naming_it(tmp_path: Path, monke
 def test_a_crash_reading_the_schema_is_an_internal_error_naming_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    def explode(text: str) -> object:
+    def explode(files: object) -> object:
         raise ValueError("bad")
 
-    monkeypatch.setattr(compiler, "build_catalog", explode)
+    monkeypatch.setattr(compiler, "load_catalog", explode)
     error, _, _ = run(tmp_path, person_file("SELECT id FROM app.people WHERE id = @id"))
     assert f"internal error in protoc-gen-pydb while compiling schema {tmp_path}/schema.sql: ValueError: bad" in error
     assert "Traceback" not in error
 
 
 def test_schema_errors_name_the_schema_line(tmp_path: Path) -> None:
-    schema = SCHEMA + "CREATE TABLE app.broken (id int PRIMARY KEY, x text DEFAULT);\nGRANT ALL ON app.people TO x;\n"
+    schema = SCHEMA + "CREATE TABLE app.broken (id int PRIMARY KEY, x text DEFAULT);\nCREATE TABLE app.s (id STRING);\n"
     error, _, files = run(tmp_path, person_file("SELECT id FROM app.people WHERE id = @id"), schema=schema)
     assert files == []
     lines = [row for row in error.splitlines() if ": error: " in row]
     assert lines == [
         f'{tmp_path}/schema.sql:10:60: error: syntax error at or near ")"',
-        f"{tmp_path}/schema.sql:11:1: error: unsupported statement in schema: GRANT ALL ON app.people TO x "
-        "(schema.sql takes CREATE SCHEMA/TYPE/TABLE/INDEX/FUNCTION/TRIGGER, ALTER TABLE and COMMENT; "
-        "see docs/diagnostics.md)",
+        f"{tmp_path}/schema.sql:11:24: error: type string does not exist (column id); PostgreSQL calls it text",
     ]
 
 
@@ -265,18 +263,12 @@ def test_the_catalog_reads_the_supported_ddl() -> None:
     assert catalog.enums["s.kind"] == ("a", "c", "b")
     kind = table.column("kind")
     assert kind is not None and kind.type.labels == ("a", "c", "b")
-    assert catalog.indexes["t_live"].partial
+    assert catalog.indexes["s.t_live"].partial
     u = catalog.table("s.u")
     assert u is not None and ("t_id", "id") in u.unique_keys
 
 
-def test_statements_split_on_semicolons_outside_strings_comments_and_bodies() -> None:
-    sql = "CREATE TABLE a (x text DEFAULT ';');\n-- a ; comment\nCREATE FUNCTION f() AS $b$ x; y $b$;\nSELECT 1"
-    assert [text for _, text in split_statements(sql)] == [
-        "CREATE TABLE a (x text DEFAULT ';');",
-        "CREATE FUNCTION f() AS $b$ x; y $b$;",
-        "SELECT 1",
-    ]
+def test_unterminated_strings_and_comments_are_located() -> None:
     assert unterminated_at("SELECT 'ok', $$x$$, 'open") == SqlSpan(20, 20)
     assert unterminated_at("SELECT 1 /* never closed") == SqlSpan(9, 10)
     assert unterminated_at("SELECT 'it''s', \"q\"") is None
@@ -393,14 +385,14 @@ def render_type_table() -> str:
 
 
 def render_builtins() -> str:
-    from pydb.plugin.sql.analyze import _WINDOW_ONLY, BUILTINS
+    from pydb.plugin.sql.functions import BUILTINS, WINDOW_ONLY
 
     special = {"coalesce", "greatest", "least", "nullif", "make_interval", "sum", "avg", "count", "current_timestamp"}
     names = sorted(set(BUILTINS) | special)
     aggregates = {n for n, sig in BUILTINS.items() if sig.aggregate} | {"sum", "avg", "count"}
 
     def label(n: str) -> str:
-        return f"`{n}`" + (" (aggregate)" if n in aggregates else " (window)" if n in _WINDOW_ONLY else "")
+        return f"`{n}`" + (" (aggregate)" if n in aggregates else " (window)" if n in WINDOW_ONLY else "")
 
     return ", ".join(label(n) for n in names) + "."
 

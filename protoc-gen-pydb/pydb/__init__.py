@@ -1,7 +1,9 @@
 """protoc-gen-pydb: SQL-annotated gRPC services into typed async Python on psycopg 3.
 
-`pydb.plugin` is the protoc plugin (build time); `pydb.runtime` is the small library the
-generated handlers and server import (run time); `pydb.v1` holds the annotation options.
+`pydb.plugin` is the protoc plugin (build time; its dependencies come with the `compiler`
+extra); `pydb.runtime` is the small library the generated handlers and server import (run time,
+the base install); `pydb.v1` holds the annotation options; `python -m pydb.serve` serves several
+generated server modules in one process.
 """
 
 from __future__ import annotations

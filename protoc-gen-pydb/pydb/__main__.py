@@ -1,3 +1,3 @@
-from pydb.plugin.main import main
+from pydb.plugin.entry import main
 
 raise SystemExit(main())

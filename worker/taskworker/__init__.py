@@ -7,12 +7,15 @@ redis. See docs/worker.md.
 from __future__ import annotations
 
 from .config import environment, redis_url, wake_channel
+from .connect import ChannelSettings, ConnectionSetupError, open_channel
 from .fleet import FleetStats, Process, TaskContext, TaskResult, WorkerFleet
 from .reconciler import Reconciler, SweepResult
 from .run import run_reconciler, run_worker
 from .wake import ListenWakeSubscriber, RedisWakeSubscriber, WakePublisher, enqueue
 
 __all__ = [
+    "ChannelSettings",
+    "ConnectionSetupError",
     "FleetStats",
     "ListenWakeSubscriber",
     "Process",
@@ -25,6 +28,7 @@ __all__ = [
     "WorkerFleet",
     "enqueue",
     "environment",
+    "open_channel",
     "redis_url",
     "run_reconciler",
     "run_worker",

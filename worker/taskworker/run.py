@@ -2,7 +2,8 @@
 signal, drain on SIGTERM/SIGINT. And the reconciler's entry point: `python -m taskworker reconcile`.
 
 Environment: DATA_PLANE_ADDR (default 127.0.0.1:50051, what `make serve` listens on),
-WAKE (listen | redis | none; default listen), REDIS_ADDR / REDIS_URL and ENVIRONMENT (redis),
+DATA_PLANE_TLS / DATA_PLANE_TLS_CA / DATA_PLANE_TLS_CERT / DATA_PLANE_TLS_KEY and
+DATA_PLANE_TOKEN / DATA_PLANE_TOKEN_FILE (connect.py, docs/security.md), WAKE (listen | redis | none; default listen), REDIS_ADDR / REDIS_URL and ENVIRONMENT (redis),
 POLL_INTERVAL_SECONDS, HEARTBEAT_INTERVAL_SECONDS, DRAIN_TIMEOUT_SECONDS,
 RECONCILE_INTERVAL_SECONDS.
 """
@@ -20,6 +21,7 @@ import grpc
 from generation.task.v1 import task_pb2 as pb
 from generation.task.v1 import task_pb2_grpc
 
+from .connect import ChannelSettings, ConnectionSetupError, open_channel, wait_for_server
 from .fleet import Process, WorkerFleet
 from .reconciler import Reconciler
 from .wake import ListenWakeSubscriber, RedisWakeSubscriber
@@ -27,6 +29,8 @@ from .wake import ListenWakeSubscriber, RedisWakeSubscriber
 log = logging.getLogger("taskworker")
 
 DEFAULT_ADDR = "127.0.0.1:50051"
+#: How long a starting worker waits for the server to come up.
+CONNECT_TIMEOUT_SECONDS = 60.0
 
 
 def _env_float(name: str, default: float) -> float:
@@ -40,9 +44,14 @@ async def run_worker(
     *,
     concurrency: int | Mapping[str, int] = 1,
     wake: str | None = None,
+    channel_settings: ChannelSettings | None = None,
     **fleet_options: Any,
 ) -> WorkerFleet:
-    """Serve `tools` ({tool name: process}) until SIGTERM/SIGINT, then drain. Returns the fleet."""
+    """Serve `tools` ({tool name: process}) until SIGTERM/SIGINT, then drain. Returns the fleet.
+
+    `channel_settings` (default: from the environment, see connect.py) carry TLS, the client
+    certificate and the bearer token. Settings that cannot work with the server raise
+    ConnectionSetupError at once; a server not up yet is waited for up to 60 s."""
     address = address or os.environ.get("DATA_PLANE_ADDR", DEFAULT_ADDR)
     wake = (wake or os.environ.get("WAKE", "listen")).lower()
     if wake not in ("listen", "redis", "none"):
@@ -53,11 +62,13 @@ async def run_worker(
         "drain_timeout": _env_float("DRAIN_TIMEOUT_SECONDS", 30.0),
         **fleet_options,
     }
-    async with grpc.aio.insecure_channel(address) as channel:
+    settings = ChannelSettings.from_env() if channel_settings is None else channel_settings
+    async with open_channel(address, settings) as channel:
+        await wait_for_server(channel, address, settings, CONNECT_TIMEOUT_SECONDS)
         stub = task_pb2_grpc.GenerationDataServiceStub(channel)
         fleet = WorkerFleet(stub, **options)
         for name, process in tools.items():
-            tool = (await stub.RegisterTool(pb.RegisterToolRequest(name=name), wait_for_ready=True, timeout=60)).tool
+            tool = (await _register(stub, name, address)).tool
             lanes = concurrency if isinstance(concurrency, int) else concurrency.get(name, 1)
             fleet.add_tool(tool.id, process, concurrency=lanes)
             log.info("hosting tool %s (%s) with %d lane(s)", name, tool.id, lanes)
@@ -70,14 +81,30 @@ async def run_worker(
         return fleet
 
 
-async def run_reconciler(address: str | None = None) -> None:
+async def _register(
+    stub: task_pb2_grpc.GenerationDataServiceAsyncStub, name: str, address: str
+) -> pb.RegisterToolResponse:
+    try:
+        return await stub.RegisterTool(pb.RegisterToolRequest(name=name), wait_for_ready=True, timeout=60)
+    except grpc.aio.AioRpcError as err:
+        if err.code() == grpc.StatusCode.UNAUTHENTICATED:  # the health probe may be open, the queue not
+            raise ConnectionSetupError(
+                f"the server at {address} refused this worker: set DATA_PLANE_TOKEN or DATA_PLANE_TOKEN_FILE "
+                f"to an accepted bearer token ({err.details()})"
+            ) from None
+        raise
+
+
+async def run_reconciler(address: str | None = None, channel_settings: ChannelSettings | None = None) -> None:
     """The reaper as a process of its own; safe to run in several replicas."""
     address = address or os.environ.get("DATA_PLANE_ADDR", DEFAULT_ADDR)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    async with grpc.aio.insecure_channel(address) as channel:
+    settings = ChannelSettings.from_env() if channel_settings is None else channel_settings
+    async with open_channel(address, settings) as channel:
+        await wait_for_server(channel, address, settings, CONNECT_TIMEOUT_SECONDS)
         reconciler = Reconciler(
             task_pb2_grpc.GenerationDataServiceStub(channel),
             interval=_env_float("RECONCILE_INTERVAL_SECONDS", 60.0),

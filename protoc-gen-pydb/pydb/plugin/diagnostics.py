@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import re
+import unicodedata
 from dataclasses import dataclass
 from typing import Literal
 
@@ -47,8 +48,10 @@ class Diagnostic:
         head = f"{self.path}:{self.line}:{self.col}: {self.severity}: {self.message}"
         if self.sql is None or self.span is None:
             return head
-        start = min(max(self.span.start, 0), max(len(self.sql) - 1, 0))
-        end = min(max(self.span.end, start), max(len(self.sql) - 1, 0))
+        # A span may start just past the last character ("syntax error at end of input").
+        last = len(self.sql.rstrip())
+        start = min(max(self.span.start, 0), last)
+        end = min(max(self.span.end, start), max(last - 1, start))
         line_start = self.sql.rfind("\n", 0, start) + 1
         line_end = self.sql.find("\n", start)
         if line_end == -1:
@@ -56,12 +59,22 @@ class Diagnostic:
         sql_line_no = self.sql.count("\n", 0, start) + 1
         sql_col = start - line_start + 1
         text = self.sql[line_start:line_end]
-        width = max(1, min(end, line_end - 1) - start + 1)
-        caret = " " * (start - line_start) + "^" * width
+        marked = self.sql[start : min(end, line_end - 1) + 1]
+        caret = _blank(self.sql[line_start:start]) + "^" * max(1, _width(marked))
         return f"{head}\n    {text}\n    {caret}\n    (SQL line {sql_line_no}, column {sql_col})"
 
     def sort_key(self) -> tuple[str, int, int, str]:
         return (self.path, self.line, self.col, self.message)
+
+
+def _width(text: str) -> int:
+    """Terminal columns of `text`: wide (East Asian) characters take two."""
+    return sum(2 if unicodedata.east_asian_width(c) in ("W", "F") else 1 for c in text)
+
+
+def _blank(text: str) -> str:
+    """Blanks as wide as `text` on a terminal, tabs kept, so a caret lines up under it."""
+    return "".join(c if c == "\t" else " " * _width(c) for c in text)
 
 
 def format_all(diagnostics: list[Diagnostic]) -> str:

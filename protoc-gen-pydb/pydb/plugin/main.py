@@ -22,6 +22,7 @@ from pydb.v1 import options_pb2  # noqa: F401  (import for its side effect)
 from .bind.compiler import compile_request
 from .diagnostics import format_all
 from .pygen.render import render
+from .sql.schema_source import SchemaRoots
 
 # proto3 `optional` is handled (presence becomes HasField / None). Editions are not declared:
 # field presence under editions features is not modelled, so protoc refuses an editions file
@@ -37,6 +38,9 @@ A protoc plugin; protoc runs it. For example:
 
 Parameters (--pydb_opt=KEY=VALUE, comma-separated):
   proto_path=DIR   a root to look schema files up in (repeatable; default: the working directory)
+  schema=PATH      the default schema under those roots: a .sql file (hand-written or a pg_dump
+                   --schema-only) or a migrations directory (default: schema.sql beside each proto;
+                   option (pydb.v1.schema) in a proto overrides it)
 
   --include-dir    print the directory to pass to protoc with -I for pydb/v1/options.proto
   --version        print the version"""
@@ -46,10 +50,11 @@ class ParameterError(Exception):
     pass
 
 
-def parse_parameters(raw: str) -> list[str]:
-    """`proto_path=DIR` (repeatable) -> the roots to look schema files up in. Strict: an
-    unknown key or a malformed entry is an error."""
+def parse_parameters(raw: str) -> SchemaRoots:
+    """`proto_path=DIR` (repeatable) -> the roots to look schema files up in; `schema=PATH` -> the
+    default schema under them. Strict: an unknown key or a malformed entry is an error."""
     roots: list[str] = []
+    schema: str | None = None
     for item in filter(None, (p.strip() for p in raw.split(","))):
         key, sep, value = item.partition("=")
         if key == "proto_path":
@@ -61,34 +66,29 @@ def parse_parameters(raw: str) -> list[str]:
                     f"the directory protoc runs in, {os.getcwd()})"
                 )
             roots.append(value)
+        elif key == "schema":
+            if not sep or not value:
+                raise ParameterError(f"bad parameter {item!r}: schema needs a path, schema=FILE_OR_DIRECTORY")
+            if schema is not None:
+                raise ParameterError(f"bad parameter {item!r}: schema is given twice")
+            schema = value
         else:
             raise ParameterError(
-                f"unknown parameter {key!r} in {raw!r}; protoc-gen-pydb accepts proto_path=DIR (repeatable)"
+                f"unknown parameter {key!r} in {raw!r}; protoc-gen-pydb accepts proto_path=DIR (repeatable) "
+                "and schema=PATH"
             )
-    return roots or ["."]
-
-
-def _reader(roots: list[str]):  # type: ignore[no-untyped-def]
-    def read(rel: str) -> tuple[str, str] | None:
-        for root in roots:
-            path = Path(root) / rel
-            if path.is_file():
-                display = os.path.normpath(str(path))
-                return display, path.read_text(encoding="utf-8")
-        return None
-
-    return read
+    return SchemaRoots(tuple(roots or ["."]), schema)
 
 
 def generate(request: plugin_pb2.CodeGeneratorRequest) -> plugin_pb2.CodeGeneratorResponse:
     response = plugin_pb2.CodeGeneratorResponse(supported_features=_FEATURES)
     try:
-        roots = parse_parameters(request.parameter)
+        schema_roots = parse_parameters(request.parameter)
     except ParameterError as err:
         response.error = f"protoc-gen-pydb: {err}"
         return response
     try:
-        files, diagnostics = compile_request(list(request.proto_file), list(request.file_to_generate), _reader(roots))
+        files, diagnostics = compile_request(list(request.proto_file), list(request.file_to_generate), schema_roots)
         rendered = render(files) if not any(d.severity == "error" for d in diagnostics) else []
     except Exception:  # an internal error: say so, and ask for a report
         response.error = (

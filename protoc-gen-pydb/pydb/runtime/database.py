@@ -13,7 +13,7 @@ import psycopg
 from psycopg import AsyncConnection
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
-from .errors import RpcError, status_for_db_error
+from .errors import RpcError, describe_for_log, status_for_db_error
 
 log = logging.getLogger("pydb")
 
@@ -45,7 +45,8 @@ class Database:
       backend to stop, and the connection goes back to the pool clean. (Were that task
       cancelled twice, as gRPC's own deadline handling would do, psycopg would give up and
       drop the connection while a backend blocked on a lock kept running the statement.)
-    - Waiting for a pooled connection is bounded by the pool's `timeout` (UNAVAILABLE after it).
+    - Waiting for a pooled connection is bounded by the pool's `timeout` (UNAVAILABLE after it:
+      "server busy" when every connection is in use, "database unavailable" when none can be opened).
     - `RpcError`s raised by a handler become their status; database errors are mapped by
       SQLSTATE (see errors.py); nothing else leaks: an unexpected exception is logged with
       its traceback and answered with a bare INTERNAL.
@@ -69,12 +70,12 @@ class Database:
             return await self._bounded(handler, request, context.time_remaining())
         except RpcError as err:
             code, message = err.code, err.message
-        except PoolTimeout as err:  # an OperationalError without SQLSTATE: the database is unreachable
-            code, message = grpc.StatusCode.UNAVAILABLE, "database unavailable"
+        except PoolTimeout as err:  # no pooled connection within --pool-timeout: busy, or unreachable
+            code, message = grpc.StatusCode.UNAVAILABLE, pool_timeout_message(self.pool)
             cause = f"error={_quote(str(err))}"
         except psycopg.Error as err:
             code, message = status_for_db_error(err)
-            cause = f"sqlstate={err.sqlstate or '-'} error={_quote(str(err))}"
+            cause = describe_for_log(err)
         except TimeoutError:  # from _bounded only: psycopg raises its own errors
             code, message = grpc.StatusCode.DEADLINE_EXCEEDED, "deadline exceeded"
         except asyncio.CancelledError:
@@ -111,7 +112,43 @@ class Database:
         self, handler: Callable[[AsyncConnection[Any], Req], Awaitable[Resp]], request: Req
     ) -> Resp:
         async with self.pool.connection() as conn:
-            return await handler(conn, request)
+            key = id(self.pool)
+            _holding[key] = _holding.get(key, 0) + 1
+            try:
+                return await handler(conn, request)
+            finally:
+                _holding[key] -= 1
+
+
+SERVER_BUSY = "server busy: every database connection is in use, retry"
+DATABASE_UNAVAILABLE = "database unavailable"
+
+
+# Connections each pool has lent to calls right now (the pool's own statistics cannot tell a
+# connection in use from one it is still trying to open while the database is down).
+_holding: dict[int, int] = {}
+
+
+def pool_timeout_message(pool: AsyncConnectionPool[Any]) -> str:
+    """Why no connection came within the pool timeout: calls hold every one the pool may open
+    (the server is busy, the database fine), or the pool cannot open them (the database is
+    unreachable)."""
+    return SERVER_BUSY if _holding.get(id(pool), 0) >= pool.max_size else DATABASE_UNAVAILABLE
+
+
+def session_settings(lock_timeout: float) -> Callable[[AsyncConnection[Any]], Awaitable[None]]:
+    """The pool's `configure` hook: settings every pooled session gets once, when it is opened.
+
+    `lock_timeout` bounds each wait for a lock (a row another transaction holds): past it the
+    statement fails with 55P03, answered ABORTED "row busy", and its connection goes back to the
+    pool instead of being tied up for as long as the other transaction lasts. 0 turns it off.
+    """
+    value = f"{round(lock_timeout * 1000)}ms"
+
+    async def configure(conn: AsyncConnection[Any]) -> None:
+        await conn.execute("SELECT set_config('lock_timeout', %s, false)", (value,))
+
+    return configure
 
 
 # Every handler task until it finishes, with the pool it runs on (strong references: a task

@@ -45,6 +45,8 @@ class DeadlineExceeded(RpcError):
     code = grpc.StatusCode.DEADLINE_EXCEEDED
 
 
+ROW_BUSY = "row busy (locked by another transaction), retry"
+
 # SQLSTATE classes and codes -> gRPC status. Documented in docs/errors.md.
 _BY_SQLSTATE: dict[str, grpc.StatusCode] = {
     "23505": grpc.StatusCode.ALREADY_EXISTS,  # unique_violation
@@ -54,7 +56,7 @@ _BY_SQLSTATE: dict[str, grpc.StatusCode] = {
     "23P01": grpc.StatusCode.FAILED_PRECONDITION,  # exclusion_violation
     "40001": grpc.StatusCode.ABORTED,  # serialization_failure
     "40P01": grpc.StatusCode.ABORTED,  # deadlock_detected
-    "55P03": grpc.StatusCode.UNAVAILABLE,  # lock_not_available
+    "55P03": grpc.StatusCode.ABORTED,  # lock_not_available (lock_timeout): the row is busy, retry
     "57014": grpc.StatusCode.DEADLINE_EXCEEDED,  # query_canceled (statement_timeout / cancel)
     "57P01": grpc.StatusCode.UNAVAILABLE,  # admin_shutdown
     "57P02": grpc.StatusCode.UNAVAILABLE,  # crash_shutdown
@@ -83,6 +85,10 @@ def status_for_db_error(err: psycopg.Error) -> tuple[grpc.StatusCode, str]:
         return code, f"database error (SQLSTATE {state or 'unknown'})"
     if code == grpc.StatusCode.UNAVAILABLE:
         return code, "database unavailable"
+    if state == "55P03":
+        # The statement waited --lock-timeout for a row another transaction holds, and gave its
+        # connection back rather than tie it up: not the database failing, a conflict to retry.
+        return code, ROW_BUSY
     diag = err.diag
     primary = diag.message_primary or type(err).__name__
     if isinstance(err, pg_errors.ForeignKeyViolation):
@@ -96,3 +102,42 @@ def status_for_db_error(err: psycopg.Error) -> tuple[grpc.StatusCode, str]:
         detail = diag.message_detail or ""
         return code, f"already exists: {detail}" if detail else primary
     return code, primary
+
+
+# Whether log lines may carry PostgreSQL's messages in full (`--log-database-detail`). Off, a
+# database error is logged by its SQLSTATE and the names PostgreSQL attaches to it (schema,
+# table, column, constraint): never its DETAIL ("Failing row contains (...)": a whole row) nor
+# its primary message, which may quote a value ('invalid input syntax for type uuid: "..."').
+_log_detail = False
+
+
+def set_log_detail(enabled: bool) -> None:
+    global _log_detail
+    _log_detail = enabled
+
+
+def describe_for_log(err: BaseException) -> str:
+    """logfmt fields describing `err` for the server log, without row contents unless enabled."""
+    if not isinstance(err, psycopg.Error) or not err.sqlstate:
+        # Connection-level failures (refused, lost, pool timeout): libpq's text names hosts, not rows.
+        return f"error={_quote(str(err))}"
+    diag = err.diag
+    fields = [f"sqlstate={err.sqlstate}"]
+    for key, value in (
+        ("schema", diag.schema_name),
+        ("table", diag.table_name),
+        ("column", diag.column_name),
+        ("constraint", diag.constraint_name),
+    ):
+        if value:
+            fields.append(f"{key}={_quote(value)}")
+    if _log_detail:
+        fields.append(f"error={_quote(diag.message_primary or '')}")
+        if diag.message_detail:
+            fields.append(f"detail={_quote(diag.message_detail)}")
+    return " ".join(fields)
+
+
+def _quote(text: str) -> str:
+    """A logfmt value: one line, double-quoted."""
+    return '"' + " ".join(text.split()).replace("\\", "\\\\").replace('"', '\\"') + '"'

@@ -24,8 +24,12 @@ from grpc_reflection.v1alpha import reflection
 from psycopg.conninfo import conninfo_to_dict
 from psycopg_pool import AsyncConnectionPool
 
-from .database import drain
-from .listen import close_streams
+from . import auth
+from .database import drain, session_settings
+from .decoding import DecodeGuard
+from .descriptors import public_pool
+from .errors import set_log_detail
+from .listen import close_streams, configure_streams
 
 log = logging.getLogger("pydb.server")
 
@@ -48,6 +52,16 @@ class Config:
     health_interval: float
     #: How long a call waits for a pooled connection before UNAVAILABLE (its deadline may cut it shorter).
     pool_timeout: float = 5.0
+    # Security settings (docs/security.md); the defaults are the safe ones.
+    tls_client_ca: str | None = None
+    auth_tokens: str | None = None
+    auth_tokens_file: str | None = None
+    health_open: bool = True
+    allow_unauthenticated: bool = False
+    reflection_options: bool = False
+    lock_timeout: float = 1.0
+    max_listen_streams: int = 1000
+    log_database_detail: bool = False
 
 
 @dataclass(frozen=True)
@@ -82,6 +96,60 @@ SETTINGS = (
         "time in-flight calls get to finish on SIGTERM/SIGINT",
     ),
     _Setting("--health-interval", "HEALTH_INTERVAL_SECONDS", "1", "float", "seconds between database health probes"),
+    *(
+        # Security (docs/security.md).
+        _Setting(
+            "--tls-client-ca",
+            "TLS_CLIENT_CA",
+            None,
+            "path",
+            "PEM CA certificate(s): with TLS, clients must present a certificate signed by one (mTLS)",
+        ),
+        _Setting(
+            "--auth-tokens",
+            "AUTH_TOKENS",
+            None,
+            "str",
+            "bearer tokens accepted (comma-separated; prefer the variable or a file: flags show in `ps`)",
+        ),
+        _Setting("--auth-tokens-file", "AUTH_TOKENS_FILE", None, "path", "file of bearer tokens, one a line"),
+        _Setting("--health-open", "HEALTH_OPEN", "true", "bool", "health checks need no bearer token"),
+        _Setting(
+            "--allow-unauthenticated",
+            "ALLOW_UNAUTHENTICATED",
+            "false",
+            "bool",
+            "serve a non-loopback address with neither tokens nor mTLS (else the server refuses to start)",
+        ),
+        _Setting(
+            "--reflection-options",
+            "REFLECTION_OPTIONS",
+            "false",
+            "bool",
+            "reflection serves the pydb options (every RPC's SQL); off, they are stripped",
+        ),
+        _Setting(
+            "--lock-timeout",
+            "LOCK_TIMEOUT_SECONDS",
+            "1",
+            "float",
+            'longest wait for a locked row before ABORTED "row busy" (0: no limit)',
+        ),
+        _Setting(
+            "--max-listen-streams",
+            "MAX_LISTEN_STREAMS",
+            "1000",
+            "int",
+            "concurrent LISTEN streams at most; more are refused with RESOURCE_EXHAUSTED",
+        ),
+        _Setting(
+            "--log-database-detail",
+            "LOG_DATABASE_DETAIL",
+            "false",
+            "bool",
+            "log PostgreSQL's messages and DETAIL in full (they may quote row contents)",
+        ),
+    ),
 )
 
 _TRUE = ("1", "true", "yes", "on")
@@ -137,9 +205,14 @@ def parser(prog: str) -> argparse.ArgumentParser:
 
 def parse_config(argv: Sequence[str] | None, prog: str, env: Mapping[str, str] | None = None) -> Config:
     """Flags over environment over defaults; a bad value, from either, exits with a usage error."""
-    env = os.environ if env is None else env
     p = parser(prog)
-    a = p.parse_args(argv)
+    return config_from_args(p, p.parse_args(argv), env)
+
+
+def config_from_args(p: argparse.ArgumentParser, a: argparse.Namespace, env: Mapping[str, str] | None = None) -> Config:
+    """The Config of flags already parsed by `p` (a `parser(...)`, possibly with arguments of its
+    own, as `pydb.serve` adds its modules) over the environment; a bad value exits via `p.error`."""
+    env = os.environ if env is None else env
     values: dict[str, Any] = {}
     for s in SETTINGS:
         dest = s.flag[2:].replace("-", "_")
@@ -152,13 +225,17 @@ def parse_config(argv: Sequence[str] | None, prog: str, env: Mapping[str, str] |
                 try:
                     value = _TYPES[s.kind](raw)
                 except (ValueError, argparse.ArgumentTypeError) as err:
-                    shown = "<hidden>" if s.env == "DATABASE_URL" else repr(raw)
+                    shown = "<hidden>" if s.env in ("DATABASE_URL", "AUTH_TOKENS") else repr(raw)
                     p.error(f"environment variable {s.env}={shown} is not valid for {s.flag}: {err}")
         values[dest] = value
     if bool(values["tls_cert"]) != bool(values["tls_key"]):
         p.error("--tls-cert and --tls-key go together")
     if values["pool_min"] < 0 or values["pool_max"] < max(values["pool_min"], 1):
         p.error("need 0 <= --pool-min <= --pool-max and --pool-max >= 1")
+    if values["tls_client_ca"] and not values["tls_cert"]:
+        p.error("--tls-client-ca needs --tls-cert and --tls-key (client certificates are checked by TLS)")
+    if values["lock_timeout"] < 0 or values["max_listen_streams"] < 1:
+        p.error("need --lock-timeout >= 0 and --max-listen-streams >= 1")
     for name in ("pool_timeout", "grace_seconds", "health_interval"):
         if values[name] < 0 or (name != "grace_seconds" and values[name] == 0):
             p.error(f"--{name.replace('_', '-')} must be positive")
@@ -223,6 +300,7 @@ def make_pool(cfg: Config) -> AsyncConnectionPool[Any]:
         # so a database back from a long outage is found again within seconds, not minutes.
         reconnect_timeout=10.0,
         name="pydb",
+        configure=session_settings(cfg.lock_timeout) if cfg.lock_timeout > 0 else None,
     )
 
 
@@ -236,29 +314,32 @@ async def serve(
     """Run until SIGTERM/SIGINT (or `stop` is set), then shut down gracefully: health goes
     NOT_SERVING, no new calls are accepted, in-flight calls get `grace_seconds` to finish
     (then are cancelled, which cancels their statements), and the pool is closed."""
+    interceptors = server_interceptors(cfg)  # first: a refused configuration opens nothing
     pool = make_pool(cfg)
+    configure_streams(pool, cfg.max_listen_streams)
+    set_log_detail(cfg.log_database_detail)
     await pool.open(wait=False)
-    grpc_server = grpc.aio.server()
+    grpc_server = grpc.aio.server(interceptors=interceptors)
     register(grpc_server, pool)
     health_servicer = HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, grpc_server)
     for name in ("", *service_names):
         await health_servicer.set(name, health_pb2.HealthCheckResponse.NOT_SERVING)
     if cfg.reflection:
-        reflection.enable_server_reflection((*service_names, health.SERVICE_NAME, reflection.SERVICE_NAME), grpc_server)
+        enable_reflection(cfg, service_names, grpc_server)
     if cfg.tls_cert and cfg.tls_key:
-        with open(cfg.tls_key, "rb") as kf, open(cfg.tls_cert, "rb") as cf:
-            creds = grpc.ssl_server_credentials([(kf.read(), cf.read())])
+        creds = auth.server_credentials(cfg.tls_cert, cfg.tls_key, cfg.tls_client_ca)
         port = grpc_server.add_secure_port(cfg.listen_addr, creds)
     else:
         port = grpc_server.add_insecure_port(cfg.listen_addr)
     await grpc_server.start()
     log.info(
-        "event=serving services=%s addr=%s port=%d tls=%s reflection=%s database=%s",
+        "event=serving services=%s addr=%s port=%d tls=%s auth=%s reflection=%s database=%s",
         ",".join(service_names),
         cfg.listen_addr,
         port,
         str(bool(cfg.tls_cert)).lower(),
+        authentication(cfg),
         str(cfg.reflection).lower(),
         _quote(redact_dsn(cfg.database_url)),
     )
@@ -291,6 +372,34 @@ async def serve(
             # kill the process halfway through its graceful shutdown.
             for sig in handled:
                 loop.remove_signal_handler(sig)
+
+
+def authentication(cfg: Config) -> str:
+    """How callers are authenticated, for the log: `mtls`, `token`, both (`mtls+token`) or `none`."""
+    kinds = [k for k, on in (("mtls", cfg.tls_client_ca), ("token", cfg.auth_tokens or cfg.auth_tokens_file)) if on]
+    return "+".join(kinds) or "none"
+
+
+def server_interceptors(cfg: Config) -> list[grpc.aio.ServerInterceptor]:  # type: ignore[type-arg]
+    """Bearer-token check (when tokens are configured), then the undecodable-request guard.
+
+    Raises `auth.UnsafeConfiguration` for a configuration the server must not start with: a
+    non-loopback address with no authentication (docs/security.md), or weak tokens."""
+    tokens = auth.load_tokens(cfg.auth_tokens, cfg.auth_tokens_file)
+    auth.check_exposure(cfg.listen_addr, bool(tokens) or bool(cfg.tls_client_ca), cfg.allow_unauthenticated)
+    chain: list[grpc.aio.ServerInterceptor] = []  # type: ignore[type-arg]
+    if tokens:
+        chain.append(auth.AuthInterceptor(tokens, open_methods=auth.HEALTH_METHODS if cfg.health_open else ()))
+    chain.append(DecodeGuard())
+    return chain
+
+
+def enable_reflection(cfg: Config, service_names: Sequence[str], grpc_server: grpc.aio.Server) -> None:
+    """Server reflection over descriptors without the pydb options (the SQL), unless
+    --reflection-options asks for them."""
+    names = (*service_names, health.SERVICE_NAME, reflection.SERVICE_NAME)
+    pool = None if cfg.reflection_options else public_pool(names)
+    reflection.enable_server_reflection(names, grpc_server, pool=pool)
 
 
 def _quote(text: str) -> str:
@@ -329,8 +438,26 @@ def configure_logging(level: str) -> None:
     logging.getLogger("grpc").setLevel(logging.WARNING)
 
 
-def main(argv: Sequence[str] | None, *, register: Register, service_names: Sequence[str], prog: str) -> int:
-    cfg = parse_config(argv, prog)
+def main(
+    argv: Sequence[str] | None,
+    *,
+    register: Register,
+    service_names: Sequence[str],
+    prog: str,
+    config: Config | None = None,
+) -> int:
+    """Serve until SIGTERM/SIGINT; `config`, when given, is already parsed (`pydb.serve` parses its modules too)."""
+    cfg = config if config is not None else parse_config(argv, prog)
     configure_logging(cfg.log_level)
-    asyncio.run(serve(cfg, register, service_names))
+    return run(cfg, register, service_names, prog)
+
+
+def run(cfg: Config, register: Register, service_names: Sequence[str], prog: str) -> int:
+    """`serve` until stopped: exit status 0, or 2 (a usage error, said on stderr) for a
+    configuration the server refuses to start with (docs/security.md)."""
+    try:
+        asyncio.run(serve(cfg, register, service_names))
+    except auth.UnsafeConfiguration as err:
+        print(f"{prog}: error: {err}", file=sys.stderr)
+        return 2
     return 0

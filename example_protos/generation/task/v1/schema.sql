@@ -11,9 +11,12 @@ CREATE SCHEMA generation;
 CREATE TYPE generation.task_status AS ENUM ('queued', 'dispatched', 'processing', 'completed', 'failed');
 
 -- A worker pool: every task names the tool that processes it.
+-- The CHECK constraints below state what the data may hold, so a caller's bad value is refused
+-- by PostgreSQL (check_violation, answered INVALID_ARGUMENT) whatever client wrote it.
 CREATE TABLE generation.tools (
     id uuid PRIMARY KEY DEFAULT gen_random_uuid(),
-    name text NOT NULL UNIQUE,
+    -- A name is an identifier, not a payload: non-empty and at most 200 characters.
+    name text NOT NULL UNIQUE CHECK (name <> '' AND char_length(name) <= 200),
     created_at timestamptz NOT NULL DEFAULT now()
 );
 
@@ -21,17 +24,19 @@ CREATE TABLE generation.tasks (
     id uuid PRIMARY KEY DEFAULT gen_random_uuid(),
     tool_id uuid NOT NULL REFERENCES generation.tools (id),
     status generation.task_status NOT NULL DEFAULT 'queued',
-    -- Subscription-tier priority: higher is claimed sooner.
-    priority integer NOT NULL DEFAULT 0,
-    -- Bounded retry: a row is claimable only while retry_count < max_retries.
+    -- Subscription-tier priority: higher is claimed sooner. Bounded so no caller can outrank
+    -- every tier by picking 2^31-1.
+    priority integer NOT NULL DEFAULT 0 CHECK (priority BETWEEN -1000 AND 1000),
+    -- Bounded retry: a row is claimable only while retry_count < max_retries; at most 100
+    -- attempts, so a poisoned task cannot be retried (nearly) forever.
     retry_count integer NOT NULL DEFAULT 0 CHECK (retry_count >= 0),
-    max_retries integer NOT NULL DEFAULT 3 CHECK (max_retries >= 0),
+    max_retries integer NOT NULL DEFAULT 3 CHECK (max_retries BETWEEN 0 AND 100),
     input jsonb NOT NULL DEFAULT '{}',
     output jsonb,
     error text,
     reported_usage jsonb,
     -- Durable billing context, read back to settle against the terminal task.
-    reserved_token_amount bigint,
+    reserved_token_amount bigint CHECK (reserved_token_amount >= 0),
     billing_idempotency_key text UNIQUE,
     -- Parent span captured at enqueue, so the worker continues the same trace.
     w3c_traceparent text,

@@ -5,6 +5,9 @@
     python -m generation.task.v1.task_pydb_server --help
 
 Configuration comes from flags and the environment (DATABASE_URL, LISTEN_ADDR, ...).
+With the services of other generated modules, in one process on one pool:
+
+    python -m pydb.serve generation.task.v1.task_pydb_server other.v1.other_pydb_server ...
 """
 
 from __future__ import annotations

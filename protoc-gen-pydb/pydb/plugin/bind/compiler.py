@@ -11,7 +11,6 @@ import difflib
 import posixpath
 import re
 import traceback
-from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from google.protobuf import descriptor_pb2
@@ -19,12 +18,13 @@ from google.protobuf import descriptor_pb2
 from pydb import __version__
 from pydb.v1 import options_pb2
 
-from ..diagnostics import Diagnostic, Problem, Severity, SqlSpan
+from ..diagnostics import Diagnostic, Severity, SqlSpan
 from ..protos import Enum, Field, Message, ProtoIndex, leading_comment, location, python_module, snake_case
 from ..pygen import model
 from ..sql.analysis import Analysis, ResultColumn
 from ..sql.analyze import analyze
-from ..sql.catalog import Catalog, build_catalog
+from ..sql.catalog import Catalog
+from ..sql.schema_source import SchemaRoots, load_catalog, read_files, schema_path
 from ..sql.types import NULL, PgType
 from . import typemap as t
 
@@ -50,7 +50,6 @@ _LISTEN_PAYLOAD_PARSERS: dict[str, str | None] = {
     "int8": "rt.parse_ints",
 }
 
-SchemaReader = Callable[[str], "tuple[str, str] | None"]
 """Looks a schema file up by its path relative to a proto root: (display path, text) or None."""
 
 
@@ -85,8 +84,8 @@ class FileCompiler:
         self,
         file: descriptor_pb2.FileDescriptorProto,
         index: ProtoIndex,
-        read_schema: SchemaReader,
-        catalogs: dict[str, tuple[Catalog, list[Problem], str, str]],
+        read_schema: SchemaRoots,
+        catalogs: dict[str, tuple[Catalog | None, list[Diagnostic]]],
     ) -> None:
         self.file = file
         self.index = index
@@ -112,10 +111,10 @@ class FileCompiler:
     # -- schema ----------------------------------------------------------------------------
     def catalog(self) -> Catalog | None:
         opts = self.file.options
-        rel = opts.Extensions[options_pb2.schema] if opts.HasExtension(options_pb2.schema) else "schema.sql"
-        path = posixpath.normpath(posixpath.join(posixpath.dirname(self.file.name), rel))
+        option = opts.Extensions[options_pb2.schema] if opts.HasExtension(options_pb2.schema) else None
+        path = schema_path(self.file.name, option, self.read_schema)
         if path not in self.catalogs:
-            found = self.read_schema(path)
+            found = self.read_schema.find(path)
             if found is None:
                 line, col = location(self.file, [8], [12], [2])
                 self.diagnostics.append(
@@ -123,24 +122,19 @@ class FileCompiler:
                         self.file.name,
                         line,
                         col,
-                        f"schema file {path} not found in any proto_path root (set it with option (pydb.v1.schema) or the proto_path= parameter)",
+                        f"schema file or migrations directory {path} not found in any proto_path root (set it "
+                        "with option (pydb.v1.schema), the schema= parameter or the proto_path= parameter)",
                     )
                 )
                 return None
-            display, text = found
             try:
-                catalog, problems = build_catalog(text)
+                self.catalogs[path] = load_catalog(read_files(found))
             except Exception as err:  # a bug in protoc-gen-pydb, not in the schema
-                problems = [Problem(internal_error(f"schema {display}", err))]
-                catalog = Catalog(frozenset(), {}, {}, {})
-            self.catalogs[path] = (catalog, problems, display, text)
-            for p in problems:
-                line, col = _line_col(text, p.span.start) if p.span else (1, 1)
-                self.diagnostics.append(
-                    Diagnostic(display, line, col, p.message, p.severity, text if p.span else None, p.span)
-                )
-        catalog, problems, _, _ = self.catalogs[path]
-        return None if any(p.severity == "error" for p in problems) else catalog
+                self.catalogs[path] = (None, [Diagnostic(str(found), 1, 1, internal_error(f"schema {found}", err))])
+            self.diagnostics.extend(self.catalogs[path][1])
+        # A schema with errors still gives the catalog of what applied: each RPC's statement
+        # is checked against it, and one using a missing object gets its error there.
+        return self.catalogs[path][0]
 
     # -- compile ---------------------------------------------------------------------------
     def compile(self) -> model.File | None:
@@ -677,19 +671,13 @@ def internal_error(what: str, err: Exception) -> str:
     )
 
 
-def _line_col(text: str, offset: int) -> tuple[int, int]:
-    line = text.count("\n", 0, offset) + 1
-    col = offset - (text.rfind("\n", 0, offset) + 1) + 1
-    return line, col
-
-
 def compile_request(
     files: list[descriptor_pb2.FileDescriptorProto],
     to_generate: list[str],
-    read_schema: SchemaReader,
+    read_schema: SchemaRoots,
 ) -> tuple[list[model.File], list[Diagnostic]]:
     index = ProtoIndex(files)
-    catalogs: dict[str, tuple[Catalog, list[Problem], str, str]] = {}
+    catalogs: dict[str, tuple[Catalog | None, list[Diagnostic]]] = {}
     out: list[model.File] = []
     diagnostics: list[Diagnostic] = []
     for name in to_generate:

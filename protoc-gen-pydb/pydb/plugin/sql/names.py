@@ -3,7 +3,7 @@ the search_path. The one module that knows the `public` rule."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -54,6 +54,59 @@ class QualifiedName:
 
     def __str__(self) -> str:
         return f"{self.schema}.{self.name}"
+
+
+def candidates(schema: str | None, name: str, search_path: Iterable[str]) -> Iterator[QualifiedName]:
+    """Where a possibly unqualified name may live, in PostgreSQL's order of search (without the
+    implicit pg_catalog, which holds no schema-declared object)."""
+    if schema is not None:
+        yield QualifiedName(schema, name)
+        return
+    for candidate in search_path:
+        yield QualifiedName(candidate, name)
+
+
+def split_name(parts: Sequence[str]) -> tuple[str | None, str]:
+    """(schema or None, name) from a parsed dotted name (`name`, `schema.name`, or
+    `database.schema.name`); the parts are already folded by PostgreSQL's parser."""
+    if len(parts) == 1:
+        return None, parts[0]
+    return parts[-2], parts[-1]
+
+
+def parse_search_path(value: str) -> tuple[str, ...]:
+    """The schemas of a search_path setting's text (`a, "B", "$user"`), folded as PostgreSQL's
+    SplitIdentifierString folds them; `$user` names no schema offline and is dropped."""
+    out: list[str] = []
+    i, n = 0, len(value)
+    while i < n:
+        while i < n and (value[i].isspace() or value[i] == ","):
+            i += 1
+        if i >= n:
+            break
+        if value[i] == '"':
+            j = i + 1
+            part = []
+            while j < n:
+                if value[j] == '"':
+                    if j + 1 < n and value[j + 1] == '"':
+                        part.append('"')
+                        j += 2
+                        continue
+                    break
+                part.append(value[j])
+                j += 1
+            name = "".join(part)
+            i = j + 1
+        else:
+            j = i
+            while j < n and value[j] != "," and not value[j].isspace():
+                j += 1
+            name = fold(value[i:j])
+            i = j
+        if name and name != "$user":
+            out.append(name)
+    return tuple(out)
 
 
 def lookup(

@@ -17,6 +17,8 @@ FunctionKind = Literal["f", "a", "w", "p"]
 Volatility = Literal["i", "s", "v"]
 #: pg_cast.castcontext: implicit, assignment, explicit.
 CastContext = Literal["i", "a", "e"]
+#: pg_cast.castmethod: function, binary-coercible, I/O conversion.
+CastMethod = Literal["f", "b", "i"]
 
 
 @dataclass(frozen=True)
@@ -37,8 +39,14 @@ class FunctionSig:
     out_columns: tuple[tuple[str, PgType], ...] = ()
     volatility: Volatility = "v"
     strict: bool = False
-    #: An ordered-set aggregate (`WITHIN GROUP (ORDER BY ...)`).
+    #: An ordered-set aggregate (`WITHIN GROUP (ORDER BY ...)`), incl. hypothetical-set ones.
     ordered_set: bool = False
+    #: A hypothetical-set aggregate (`rank(3) WITHIN GROUP (ORDER BY x)`): pg_aggregate.aggkind 'h'.
+    hypothetical: bool = False
+    #: Ordered-set aggregates: how many leading arguments are direct (before WITHIN GROUP).
+    n_direct_args: int = 0
+    #: The contrib extension that provides it ("" for the core catalog and schema-declared ones).
+    extension: str = ""
 
 
 @dataclass(frozen=True)
@@ -48,6 +56,7 @@ class OperatorSig:
     left: PgType | None  # None for a prefix operator
     right: PgType
     result: PgType
+    extension: str = ""
 
 
 @dataclass(frozen=True)
@@ -55,3 +64,6 @@ class CastSig:
     source: PgType
     target: PgType
     context: CastContext
+    #: pg_cast.castmethod: f (function), b (binary-coercible), i (I/O conversion).
+    method: CastMethod = "f"
+    extension: str = ""

@@ -1,0 +1,45 @@
+-- The role the generated GenerationDataService connects as: exactly the privileges its RPCs
+-- need (task.proto's statements), nothing else. Run it as the schema's owner (or a superuser) in
+-- the queue's database, after schema.sql and after every change to task.proto's statements:
+--
+--     psql "$ADMIN_URL" -v ON_ERROR_STOP=1 -f service_role.sql
+--
+-- then give the role a way to log in (a password, `ALTER ROLE pydb_task_service PASSWORD '...'`,
+-- or a client certificate in pg_hba.conf) and point the server's DATABASE_URL at it.
+-- docs/security.md explains the choice of each privilege. Safe to run again.
+--
+-- What the role can NOT do: DELETE or TRUNCATE rows, write the columns the database owns (ids,
+-- created_at, tool_id of an existing task), change or create any table, type or function, or
+-- reach any other schema. The foreign key check and the wake trigger need nothing more:
+-- PostgreSQL runs foreign key checks as the table owner, and the trigger function (EXECUTE is
+-- granted to PUBLIC) only calls pg_notify.
+
+DO $$
+BEGIN
+    CREATE ROLE pydb_task_service LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOINHERIT;
+EXCEPTION
+    -- Already there: roles are per cluster, the grants below per database.
+    WHEN duplicate_object OR unique_violation THEN NULL;
+END
+$$;
+
+-- Start from nothing, so a privilege dropped from this file is dropped from the role too.
+REVOKE ALL ON ALL TABLES IN SCHEMA generation FROM pydb_task_service;
+REVOKE ALL ON SCHEMA generation FROM pydb_task_service;
+
+GRANT USAGE ON SCHEMA generation TO pydb_task_service;
+
+-- RegisterTool: INSERT ... ON CONFLICT (name) DO UPDATE SET name ... RETURNING id, name, created_at.
+GRANT SELECT (id, name, created_at), INSERT (name), UPDATE (name) ON generation.tools TO pydb_task_service;
+
+-- Every read returns whole rows (RETURNING *, SELECT *).
+GRANT SELECT ON generation.tasks TO pydb_task_service;
+-- QueueTask: the columns a caller may set.
+GRANT INSERT (tool_id, input, priority, max_retries, reserved_token_amount, billing_idempotency_key, w3c_traceparent)
+    ON generation.tasks TO pydb_task_service;
+-- ClaimNextTask / ClaimTasks / HeartbeatTask / CompleteTask(s) / FailTask (the state machine),
+-- QueueTask's idempotent ON CONFLICT DO UPDATE (billing_idempotency_key). FOR UPDATE needs an
+-- UPDATE privilege too, which these give.
+GRANT UPDATE (status, started_at, claim_expires_at, lease_token, retry_count, output, reported_usage, completed_at, error,
+              billing_idempotency_key)
+    ON generation.tasks TO pydb_task_service;

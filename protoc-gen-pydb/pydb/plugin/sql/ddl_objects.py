@@ -1,0 +1,736 @@
+"""Types (enums, domains, composites, ranges), sequences, views, CREATE TABLE AS, functions,
+extensions, triggers, and DROP / RENAME / SET SCHEMA of all of them, applied as PostgreSQL
+applies them."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import replace
+from typing import Any
+
+from pglast import ast
+from pglast.enums import DropBehavior, FunctionParameterMode, ObjectType
+
+from .builtins import load_builtins
+from .catalog import Column, CompositeType, Domain, RangeType, Sequence, Table
+from .ddl_state import PgNode, State, qualified, strings, suggest
+from .ddl_tables import deparse
+from .names import split_name
+from .signatures import FunctionSig, Volatility
+from .types import PgType
+
+_RELATION_KINDS = {
+    ObjectType.OBJECT_TABLE: ("table", "partitioned_table"),
+    ObjectType.OBJECT_VIEW: ("view",),
+    ObjectType.OBJECT_MATVIEW: ("materialized_view",),
+    ObjectType.OBJECT_FOREIGN_TABLE: ("foreign_table",),
+}
+_INPUT_MODES = (
+    FunctionParameterMode.FUNC_PARAM_IN,
+    FunctionParameterMode.FUNC_PARAM_INOUT,
+    FunctionParameterMode.FUNC_PARAM_VARIADIC,
+    FunctionParameterMode.FUNC_PARAM_DEFAULT,
+)
+_OUTPUT_MODES = (
+    FunctionParameterMode.FUNC_PARAM_OUT,
+    FunctionParameterMode.FUNC_PARAM_INOUT,
+    FunctionParameterMode.FUNC_PARAM_TABLE,
+)
+
+
+def _new_type_key(state: State, names: list[str], location: int | None = None) -> str | None:
+    schema, name = split_name(names)
+    created_in = state.creation_schema(schema, location)
+    if created_in is None:
+        return None
+    key = f"{created_in}.{name}"
+    if key in state.types:
+        state.error(f"type {key} already exists", location)
+        return None
+    return key
+
+
+# -- types ----------------------------------------------------------------------------------
+def create_enum(state: State, node: PgNode) -> None:
+    key = _new_type_key(state, [s.sval for s in node.typeName])
+    if key is None:
+        return
+    labels = tuple(s.sval for s in node.vals or ())
+    if len(set(labels)) != len(labels):
+        state.error(f"enum {key} repeats a label (enum labels must be unique)")
+    state.enums[key] = labels
+    state.types[key] = PgType(key, labels=labels)
+
+
+def alter_enum(state: State, node: PgNode) -> None:
+    names = [s.sval for s in node.typeName]
+    key = state.find_key(*split_name(names), state.enums)
+    if key is None:
+        state.error(f"type {'.'.join(names)} does not exist (ALTER TYPE)", word=names[-1])
+        return
+    labels = list(state.enums[key])
+    if node.oldVal is not None:  # RENAME VALUE
+        if node.oldVal not in labels:
+            state.error(f"{node.oldVal!r} is not an existing enum label of {key}")
+            return
+        if node.newVal in labels:
+            state.error(f"enum label {node.newVal!r} already exists in {key}")
+            return
+        labels[labels.index(node.oldVal)] = node.newVal
+    else:
+        if node.newVal in labels:
+            if not node.skipIfNewValExists:
+                state.error(f"enum label {node.newVal!r} already exists in {key}")
+            return
+        if node.newValNeighbor is not None:
+            if node.newValNeighbor not in labels:
+                state.error(f"{node.newValNeighbor!r} is not an existing enum label of {key}")
+                return
+            at = labels.index(node.newValNeighbor) + (1 if node.newValIsAfter else 0)
+            labels.insert(at, node.newVal)
+        else:
+            labels.append(node.newVal)
+    state.enums[key] = tuple(labels)
+    state.types[key] = PgType(key, labels=tuple(labels))
+    state.retype(key, state.types[key])
+
+
+def create_domain(state: State, node: PgNode) -> None:
+    key = _new_type_key(state, [s.sval for s in node.domainname])
+    if key is None:
+        return
+    base = state.resolve_type(node.typeName, f"domain {key}")
+    base_names = [s.sval for s in node.typeName.names]
+    base_domain = state.find_key(*split_name(base_names), state.domains)
+    not_null = base_domain is not None and state.domains[base_domain].not_null
+    checks: list[str] = []
+    for con in node.constraints or ():
+        if con.contype.name == "CONSTR_NOTNULL":
+            not_null = True
+        elif con.contype.name == "CONSTR_CHECK" and con.raw_expr is not None:
+            checks.append(deparse(con.raw_expr))
+    state.domains[key] = Domain(qualified(key), base, not_null, tuple(checks))
+    state.types[key] = base
+
+
+def alter_domain(state: State, node: PgNode) -> None:
+    names = [s.sval for s in node.typeName]
+    key = state.find_key(*split_name(names), state.domains)
+    if key is None:
+        if not node.missing_ok:
+            state.error(f"domain {'.'.join(names)} does not exist")
+        return
+    if node.subtype in ("N", "O"):  # DROP / SET NOT NULL
+        state.domains[key] = replace(state.domains[key], not_null=node.subtype == "O")
+
+
+def create_composite(state: State, node: PgNode) -> None:
+    rv = node.typevar
+    key = _new_type_key(state, [*([rv.schemaname] if rv.schemaname else []), rv.relname], rv.location)
+    if key is None:
+        return
+    attrs = tuple(
+        (cd.colname, state.resolve_type(cd.typeName, f"attribute {cd.colname}")) for cd in node.coldeflist or ()
+    )
+    state.composites[key] = CompositeType(qualified(key), attrs)
+    state.types[key] = PgType(key)
+
+
+def create_range(state: State, node: PgNode) -> None:
+    key = _new_type_key(state, [s.sval for s in node.typeName])
+    if key is None:
+        return
+    subtype = PgType("unknown")
+    multirange = None
+    for opt in node.params or ():
+        if opt.defname == "subtype" and isinstance(opt.arg, ast.TypeName):
+            subtype = state.resolve_type(opt.arg, f"range {key}")
+        elif opt.defname == "multirange_type_name" and isinstance(opt.arg, ast.TypeName):
+            multirange = ".".join(strings(opt.arg.names))
+    state.ranges[key] = RangeType(qualified(key), subtype)
+    state.types[key] = PgType(key)
+    schema, name = key.split(".", 1)
+    # PostgreSQL names the multirange type after the range: `range` -> `multirange`, else + `_multirange`.
+    multi = multirange or (name.replace("range", "multirange", 1) if "range" in name else f"{name}_multirange")
+    multi_key = multi if "." in multi else f"{schema}.{multi}"
+    state.types[multi_key] = PgType(multi_key)
+    # The constructor functions PostgreSQL creates with a range type.
+    rng, many = state.types[key], state.types[multi_key]
+    multi_schema, multi_name = multi_key.split(".", 1)
+    constructors = [
+        (schema, name, (subtype, subtype), rng, False),
+        (schema, name, (subtype, subtype, PgType("text")), rng, False),
+        (multi_schema, multi_name, (), many, False),
+        (multi_schema, multi_name, (rng,), many, False),
+        (multi_schema, multi_name, (rng.array(),), many, True),
+    ]
+    for fschema, fname, args, result, variadic in constructors:
+        sig = FunctionSig(fschema, fname, args, ("",) * len(args), result, variadic=variadic, volatility="i")
+        state.routines.setdefault(f"{fschema}.{fname}", []).append(sig)
+
+
+def define(state: State, node: PgNode) -> None:
+    """CREATE TYPE name (a shell or base type), CREATE AGGREGATE, CREATE OPERATOR, text search
+    and collation objects."""
+    names = [s.sval for s in node.defnames]
+    if node.kind == ObjectType.OBJECT_TYPE:
+        schema, name = split_name(names)
+        created_in = state.creation_schema(schema, None)
+        if created_in is not None:
+            state.types.setdefault(f"{created_in}.{name}", PgType(f"{created_in}.{name}"))
+    elif node.kind in (ObjectType.OBJECT_AGGREGATE, ObjectType.OBJECT_OPERATOR):
+        what = "aggregate" if node.kind == ObjectType.OBJECT_AGGREGATE else "operator"
+        state.warning(
+            f"{what} {'.'.join(names)} is not modelled by the catalog: a statement using it will say it does not exist"
+        )
+
+
+# -- sequences ------------------------------------------------------------------------------
+def _owned_by(state: State, opts: PgNode) -> tuple[str, str] | bool | None:
+    """OWNED BY table.column -> (table key, column); OWNED BY NONE -> None; absent -> False."""
+    for opt in opts or ():
+        if opt.defname == "owned_by":
+            parts = [s.sval for s in opt.arg]
+            if parts == ["none"]:
+                return None
+            schema, table = split_name(parts[:-1])
+            key = state.find_key(schema, table, state.tables)
+            if key is None or state.tables[key].column(parts[-1]) is None:
+                state.error(f"OWNED BY {'.'.join(parts)}: no such table column")
+                return False
+            return key, parts[-1]
+    return False
+
+
+def create_sequence(state: State, node: PgNode) -> None:
+    rv = node.sequence
+    schema = state.creation_schema(rv.schemaname, rv.location)
+    if schema is None:
+        return
+    key = f"{schema}.{rv.relname}"
+    if state.relation_exists(key):
+        if not node.if_not_exists:
+            state.error(f"relation {key} already exists", rv.location, len(rv.relname))
+        return
+    seqtype = PgType("int8")
+    for opt in node.options or ():
+        if opt.defname == "as" and isinstance(opt.arg, ast.TypeName):
+            seqtype = state.resolve_type(opt.arg, f"sequence {key}")
+    owner = _owned_by(state, node.options)
+    state.sequences[key] = Sequence(qualified(key), seqtype, owner if isinstance(owner, tuple) else None)
+
+
+def alter_sequence(state: State, node: PgNode) -> None:
+    rv = node.sequence
+    key = state.find_key(rv.schemaname, rv.relname, state.sequences)
+    if key is None:
+        if not node.missing_ok:
+            state.error(f"relation {rv.relname} does not exist (ALTER SEQUENCE)", rv.location, len(rv.relname))
+        return
+    owner = _owned_by(state, node.options)
+    if owner is not False:
+        state.sequences[key] = replace(state.sequences[key], owned_by=owner if isinstance(owner, tuple) else None)
+    for opt in node.options or ():
+        if opt.defname == "as" and isinstance(opt.arg, ast.TypeName):
+            state.sequences[key] = replace(state.sequences[key], type=state.resolve_type(opt.arg))
+
+
+# -- views and CREATE TABLE AS --------------------------------------------------------------
+def _query_columns(state: State, query: PgNode, what: str, names: list[str]) -> tuple[Column, ...]:
+    """The columns of a view's or CREATE TABLE AS's query, analysed by the statement checker."""
+    from .analyze import analyze  # the analyzer reads the Catalog: imported here to avoid the cycle
+
+    sql = deparse(query)
+    analysis, problems = analyze(sql, state.freeze(state.search_path))
+    errors = [p.message for p in problems if p.severity == "error"]
+    if errors:
+        state.warning(f"{what}: its query could not be fully analysed ({errors[0]}); columns may be missing or untyped")
+    result = analysis.columns if analysis is not None and analysis.columns is not None else ()
+    out = []
+    for i, rc in enumerate(result):
+        name = names[i] if i < len(names) else rc.name
+        out.append(Column(name, rc.type or PgType("unknown"), not rc.nullable, False))
+    return tuple(out)
+
+
+def create_view(state: State, node: PgNode) -> None:
+    rv = node.view
+    schema = state.creation_schema(rv.schemaname, rv.location)
+    if schema is None:
+        return
+    key = f"{schema}.{rv.relname}"
+    existing = state.tables.get(key)
+    if state.relation_exists(key) and not (node.replace and existing is not None and existing.kind == "view"):
+        state.error(f"relation {key} already exists", rv.location, len(rv.relname))
+        return
+    aliases = [s.sval for s in node.aliases or ()]
+    columns = _query_columns(state, node.query, f"view {key}", aliases)
+    state.tables[key] = Table(schema, rv.relname, columns, kind="view")
+    state.types[key] = PgType(key)
+
+
+def create_table_as(state: State, node: PgNode) -> None:
+    rv = node.into.rel
+    schema = state.creation_schema(rv.schemaname, rv.location)
+    if schema is None:
+        return
+    key = f"{schema}.{rv.relname}"
+    if state.relation_exists(key):
+        if not node.if_not_exists:
+            state.error(f"relation {key} already exists", rv.location, len(rv.relname))
+        return
+    matview = node.objtype == ObjectType.OBJECT_MATVIEW
+    names = [s.sval for s in node.into.colNames or ()]
+    what = f"{'materialized view' if matview else 'table'} {key}"
+    columns = _query_columns(state, node.query, what, names)
+    if not matview:  # a table made from a query has no NOT NULL columns
+        columns = tuple(replace(c, not_null=False) for c in columns)
+    state.tables[key] = Table(schema, rv.relname, columns, kind="materialized_view" if matview else "table")
+    state.types[key] = PgType(key)
+    state.constraints[key] = {}
+
+
+# -- functions ------------------------------------------------------------------------------
+def create_function(state: State, node: PgNode) -> None:
+    names = [s.sval for s in node.funcname]
+    schema, name = split_name(names)
+    created_in = state.creation_schema(schema, None)
+    if created_in is None:
+        return
+    arg_types: list[PgType] = []
+    arg_names: list[str] = []
+    outs: list[tuple[str, PgType]] = []
+    n_defaults = 0
+    variadic = False
+    for param in node.parameters or ():
+        ptype = state.resolve_type(param.argType, f"argument {param.name or len(arg_types) + 1} of {name}")
+        if param.mode in _INPUT_MODES:
+            arg_types.append(ptype)
+            arg_names.append(param.name or "")
+            n_defaults = n_defaults + 1 if param.defexpr is not None else 0
+            variadic = param.mode == FunctionParameterMode.FUNC_PARAM_VARIADIC
+        if param.mode in _OUTPUT_MODES:
+            outs.append((param.name or f"column{len(outs) + 1}", ptype))
+    returns_set = bool(node.returnType is not None and node.returnType.setof)
+    if node.returnType is not None and not (outs and _is_record(node.returnType)):
+        return_type = state.resolve_type(node.returnType, f"result of {name}")
+    elif len(outs) == 1:
+        return_type = outs[0][1]
+    elif outs:
+        return_type = PgType("record")
+    else:
+        return_type = PgType("void")
+    volatility: Volatility = "v"
+    strict = False
+    for opt in node.options or ():
+        if opt.defname == "volatility":
+            volatility = "i" if opt.arg.sval == "immutable" else "s" if opt.arg.sval == "stable" else "v"
+        elif opt.defname == "strict":
+            strict = bool(opt.arg.boolval)
+    sig = FunctionSig(
+        schema=created_in,
+        name=name,
+        arg_types=tuple(arg_types),
+        arg_names=tuple(arg_names),
+        return_type=return_type,
+        returns_set=returns_set,
+        kind="p" if node.is_procedure else "f",
+        variadic=variadic,
+        n_defaults=n_defaults,
+        out_columns=tuple(outs) if len(outs) > 1 or _is_record(node.returnType) or (returns_set and outs) else (),
+        volatility=volatility,
+        strict=strict,
+    )
+    key = f"{created_in}.{name}"
+    sigs = state.routines.setdefault(key, [])
+    for i, old in enumerate(sigs):
+        if old.arg_types == sig.arg_types:
+            if not node.replace:
+                state.error(
+                    f"function {name}({', '.join(map(str, sig.arg_types))}) already exists with same argument types"
+                )
+            elif (old.return_type, old.returns_set) != (sig.return_type, sig.returns_set):
+                state.error(f"cannot change return type of existing function {name}")
+            else:
+                sigs[i] = sig
+            return
+    sigs.append(sig)
+
+
+def _is_record(tn: PgNode) -> bool:
+    return tn is not None and [s.sval for s in tn.names][-1] == "record"
+
+
+# -- extensions -----------------------------------------------------------------------------
+def create_extension(state: State, node: PgNode) -> None:
+    name = node.extname
+    if name in state.extensions:
+        if not node.if_not_exists:
+            state.error(f"extension {name} already exists")
+        return
+    schema = None
+    for opt in node.options or ():
+        if opt.defname == "schema" and isinstance(opt.arg, ast.String):
+            schema = opt.arg.sval
+    created_in = state.creation_schema(schema, None)
+    if created_in is None:
+        return
+    state.extensions[name] = created_in
+    if name == "plpgsql":
+        return  # the procedural language: no types, functions or operators for statements
+    data = load_builtins().extension(name)
+    if data is None:
+        state.unknown_extensions.append(name)
+        state.warning(
+            f"extension {name} is not known to the catalog: its types, functions and operators are unknown, and "
+            "a statement using them will say they do not exist"
+        )
+        return
+    # Extension types keep their bare name (`citext`), as built-in types do: the binder and the
+    # resolver know them by it; the schema they are installed in decides only their visibility.
+    for info in data.types:
+        if not info.type.is_array:
+            state.types[f"{created_in}.{info.type.name}"] = info.type
+    for sig in data.functions:
+        state.routines.setdefault(f"{created_in}.{sig.name}", []).append(replace(sig, schema=created_in))
+    state.operators.extend(replace(op, schema=created_in) for op in data.operators)
+
+
+# -- triggers -------------------------------------------------------------------------------
+def create_trigger(state: State, node: PgNode) -> None:
+    if state.relation_key(node.relation) is None:
+        state.missing_relation(node.relation)
+
+
+# -- DROP -----------------------------------------------------------------------------------
+def drop(state: State, node: PgNode) -> None:
+    kind = node.removeType
+    cascade = node.behavior == DropBehavior.DROP_CASCADE
+    for obj in node.objects or ():
+        if kind in _RELATION_KINDS:
+            _drop_relation(state, [s.sval for s in obj], _RELATION_KINDS[kind], bool(node.missing_ok))
+        elif kind == ObjectType.OBJECT_INDEX:
+            parts = [s.sval for s in obj]
+            key = state.find_key(*split_name(parts), state.indexes)
+            if key is None:
+                if not node.missing_ok:
+                    state.error(f"index {'.'.join(parts)} does not exist")
+                continue
+            index = state.indexes.pop(key)
+            table = state.tables.get(index.table)
+            if table is not None and index.unique and not index.partial and index.columns in table.unique_keys:
+                keys = list(table.unique_keys)
+                keys.remove(index.columns)
+                state.tables[index.table] = replace(table, unique_keys=tuple(keys))
+        elif kind == ObjectType.OBJECT_SEQUENCE:
+            parts = [s.sval for s in obj]
+            key = state.find_key(*split_name(parts), state.sequences)
+            if key is None:
+                if not node.missing_ok:
+                    state.error(f"sequence {'.'.join(parts)} does not exist")
+                continue
+            del state.sequences[key]
+        elif kind in (ObjectType.OBJECT_TYPE, ObjectType.OBJECT_DOMAIN):
+            _drop_type(state, [s.sval for s in obj.names], bool(node.missing_ok), cascade)
+        elif kind in (ObjectType.OBJECT_FUNCTION, ObjectType.OBJECT_PROCEDURE, ObjectType.OBJECT_ROUTINE):
+            _drop_function(state, obj, bool(node.missing_ok))
+        elif kind == ObjectType.OBJECT_SCHEMA:
+            _drop_schema(state, obj.sval, bool(node.missing_ok), cascade)
+        elif kind == ObjectType.OBJECT_EXTENSION:
+            if state.extensions.pop(obj.sval, None) is None and not node.missing_ok:
+                state.error(f"extension {obj.sval} does not exist")
+        elif kind in (ObjectType.OBJECT_TRIGGER, ObjectType.OBJECT_POLICY, ObjectType.OBJECT_RULE):
+            parts = [s.sval for s in obj][:-1]
+            if state.find_key(*split_name(parts), state.tables) is None and not node.missing_ok:
+                state.error(f"relation {'.'.join(parts)} does not exist")
+        # casts, operators, aggregates, roles, text search objects, ...: not in the catalog
+
+
+def _drop_relation(state: State, parts: list[str], kinds: tuple[str, ...], missing_ok: bool) -> None:
+    key = state.find_key(*split_name(parts), state.tables)
+    if key is None:
+        if not missing_ok:
+            state.error(f"{kinds[0].replace('_', ' ')} {'.'.join(parts)} does not exist")
+        return
+    if state.tables[key].kind not in kinds:
+        state.error(f"{'.'.join(parts)} is not a {kinds[0].replace('_', ' ')}")
+        return
+    del state.tables[key]
+    state.types.pop(key, None)
+    state.constraints.pop(key, None)
+    for ikey in [k for k, i in state.indexes.items() if i.table == key]:
+        del state.indexes[ikey]
+    for skey in [k for k, s in state.sequences.items() if s.owned_by and s.owned_by[0] == key]:
+        del state.sequences[skey]
+
+
+def _drop_type(state: State, parts: list[str], missing_ok: bool, cascade: bool) -> None:
+    key = state.type_key(*split_name(parts))
+    if key is None or key in state.tables:
+        if not missing_ok:
+            state.error(f"type {'.'.join(parts)} does not exist")
+        return
+    users = [t.qualified for t in state.tables.values() if any(c.type.name == key for c in t.columns)]
+    if users and not cascade:
+        state.error(f"cannot drop type {key} because other objects depend on it (columns of {', '.join(users)})")
+        return
+    for tkey in users:
+        table = state.tables[tkey]
+        state.tables[tkey] = replace(table, columns=tuple(c for c in table.columns if c.type.name != key))
+    for objects in (state.types, state.enums, state.domains, state.composites, state.ranges):
+        objects.pop(key, None)
+
+
+def _drop_function(state: State, obj: PgNode, missing_ok: bool) -> None:
+    parts = [s.sval for s in obj.objname]
+    key = state.find_key(*split_name(parts), state.routines)
+    sigs = state.routines.get(key, []) if key else []
+    if obj.args_unspecified:
+        if len(sigs) > 1:
+            state.error(f"function name {'.'.join(parts)} is not unique (name its argument types)")
+            return
+        matches = list(sigs)
+    else:
+        args = tuple(state.resolve_type(tn) for tn in obj.objargs or ())
+        matches = [s for s in sigs if s.arg_types == args]
+    if not matches:
+        if not missing_ok:
+            state.error(f"function {'.'.join(parts)} does not exist")
+        return
+    assert key is not None
+    state.routines[key] = [s for s in sigs if s not in matches]
+
+
+def _drop_schema(state: State, name: str, missing_ok: bool, cascade: bool) -> None:
+    if name not in state.schemas:
+        if not missing_ok:
+            state.error(f"schema {name} does not exist")
+        return
+    prefix = f"{name}."
+    dicts: list[dict[str, Any]] = [
+        state.tables,
+        state.types,
+        state.enums,
+        state.domains,
+        state.composites,
+        state.ranges,
+        state.sequences,
+        state.indexes,
+        state.routines,
+        state.constraints,
+    ]
+    contents = [k for d in dicts for k in d if k.startswith(prefix)]
+    if contents and not cascade:
+        state.error(f"cannot drop schema {name} because other objects depend on it")
+        return
+    for d in dicts:
+        for k in [k for k in d if k.startswith(prefix)]:
+            del d[k]
+    state.schemas.discard(name)
+
+
+# -- RENAME and SET SCHEMA ------------------------------------------------------------------
+def rename(state: State, node: PgNode) -> None:
+    kind = node.renameType
+    if kind in (*_RELATION_KINDS, ObjectType.OBJECT_SEQUENCE, ObjectType.OBJECT_INDEX):
+        _move_relation(state, node.relation, node.relation.schemaname, node.newname, bool(node.missing_ok))
+    elif kind in (ObjectType.OBJECT_COLUMN, ObjectType.OBJECT_ATTRIBUTE):
+        _rename_column(state, node)
+    elif kind == ObjectType.OBJECT_TABCONSTRAINT:
+        key = state.relation_key(node.relation)
+        if key is None:
+            if not node.missing_ok:
+                state.missing_relation(node.relation)
+            return
+        info = state.constraints.get(key, {}).pop(node.subname or "", None)
+        if info is not None:
+            state.constraints[key][node.newname] = info
+            schema = key.split(".", 1)[0]
+            index = state.indexes.pop(f"{schema}.{node.subname}", None)
+            if index is not None:
+                state.indexes[f"{schema}.{node.newname}"] = replace(index, name=f"{schema}.{node.newname}")
+    elif kind in (ObjectType.OBJECT_TYPE, ObjectType.OBJECT_DOMAIN):
+        parts = [s.sval for s in node.object]
+        key = state.type_key(*split_name(parts))
+        if key is None:
+            state.error(f"type {'.'.join(parts)} does not exist")
+            return
+        _move_type(state, key, f"{key.split('.', 1)[0]}.{node.newname}")
+    elif kind == ObjectType.OBJECT_SCHEMA:
+        _rename_schema(state, node.subname or "", node.newname)
+    elif kind in (ObjectType.OBJECT_FUNCTION, ObjectType.OBJECT_PROCEDURE, ObjectType.OBJECT_ROUTINE):
+        parts = [s.sval for s in node.object.objname]
+        key = state.find_key(*split_name(parts), state.routines)
+        if key is None:
+            state.error(f"function {'.'.join(parts)} does not exist")
+            return
+        schema = key.split(".", 1)[0]
+        moved = [replace(s, name=node.newname) for s in state.routines.pop(key)]
+        state.routines.setdefault(f"{schema}.{node.newname}", []).extend(moved)
+
+
+def _move_relation(state: State, rv: PgNode, schema: str | None, new_name: str, missing_ok: bool) -> None:
+    """ALTER TABLE/VIEW/INDEX/SEQUENCE ... RENAME TO / SET SCHEMA."""
+    for objects in (state.tables, state.indexes, state.sequences):
+        key = state.find_key(rv.schemaname, rv.relname, objects)
+        if key is not None:
+            break
+    else:
+        if not missing_ok:
+            state.missing_relation(rv)
+        return
+    new_key = f"{schema or key.split('.', 1)[0]}.{new_name}"
+    if state.relation_exists(new_key):
+        state.error(f"relation {new_key} already exists", rv.location)
+        return
+    if key in state.indexes:
+        state.indexes[new_key] = replace(state.indexes.pop(key), name=new_key)
+        return
+    if key in state.sequences:
+        state.sequences[new_key] = replace(state.sequences.pop(key), name=qualified(new_key))
+        return
+    table = state.tables.pop(key)
+    new_schema, _, name = new_key.partition(".")
+    state.tables[new_key] = replace(table, schema=new_schema, name=name)
+    state.types.pop(key, None)
+    state.types[new_key] = PgType(new_key)
+    state.constraints[new_key] = state.constraints.pop(key, {})
+    for ikey, index in list(state.indexes.items()):
+        if index.table == key:
+            state.indexes[ikey] = replace(index, table=new_key)
+    for skey, seq in list(state.sequences.items()):
+        if seq.owned_by and seq.owned_by[0] == key:
+            state.sequences[skey] = replace(seq, owned_by=(new_key, seq.owned_by[1]))
+    state.retype(key, PgType(new_key))
+
+
+def _rename_column(state: State, node: PgNode) -> None:
+    old, new = node.subname or "", node.newname
+    if node.relationType == ObjectType.OBJECT_TYPE:
+        key = state.find_key(node.relation.schemaname, node.relation.relname, state.composites)
+        if key is None:
+            state.error(f"type {node.relation.relname} is not a composite type")
+            return
+        comp = state.composites[key]
+        state.composites[key] = replace(comp, attributes=tuple((new if n == old else n, t) for n, t in comp.attributes))
+        return
+    key = state.relation_key(node.relation)
+    if key is None:
+        if not node.missing_ok:
+            state.missing_relation(node.relation)
+        return
+    for child in state.descendants(key) if node.relation.inh else ():
+        _rename_in(state, child, old, new, recursing=True)
+    _rename_in(state, key, old, new)
+
+
+def _rename_in(state: State, key: str, old: str, new: str, recursing: bool = False) -> None:
+    """RENAME COLUMN in one table (`recursing`: an inheriting table, renamed along)."""
+    table = state.tables[key]
+    names = [c.name for c in table.columns]
+    if recursing and old not in names:
+        return
+    if old not in names:
+        state.error(f"column {old} does not exist in {table.qualified}{suggest(old, names)}", word=old)
+        return
+    if new in names:
+        state.error(f"column {new} of relation {table.qualified} already exists", word=new)
+        return
+
+    def swap(cols: tuple[str, ...]) -> tuple[str, ...]:
+        return tuple(new if c == old else c for c in cols)
+
+    state.tables[key] = replace(
+        table,
+        columns=tuple(replace(c, name=new) if c.name == old else c for c in table.columns),
+        primary_key=swap(table.primary_key),
+        unique_keys=tuple(swap(u) for u in table.unique_keys),
+    )
+    for ikey, index in list(state.indexes.items()):
+        if index.table == key:
+            state.indexes[ikey] = replace(index, columns=swap(index.columns))
+    for info in state.constraints.get(key, {}).values():
+        info.columns = swap(info.columns)
+
+
+def _move_type(state: State, key: str, new_key: str) -> None:
+    if new_key in state.types:
+        state.error(f"type {new_key} already exists")
+        return
+    if key in state.enums:
+        labels = state.enums.pop(key)
+        state.enums[new_key] = labels
+        state.types[new_key] = PgType(new_key, labels=labels)
+    elif key in state.domains:
+        state.domains[new_key] = replace(state.domains.pop(key), name=qualified(new_key))
+        state.types[new_key] = state.types[key]
+    elif key in state.composites:
+        state.composites[new_key] = replace(state.composites.pop(key), name=qualified(new_key))
+        state.types[new_key] = PgType(new_key)
+    elif key in state.ranges:
+        state.ranges[new_key] = replace(state.ranges.pop(key), name=qualified(new_key))
+        state.types[new_key] = PgType(new_key)
+    else:
+        state.types[new_key] = PgType(new_key)
+    del state.types[key]
+    if key not in state.domains:
+        state.retype(key, state.types[new_key])
+
+
+def _rename_schema(state: State, old: str, new: str) -> None:
+    if old not in state.schemas:
+        state.error(f"schema {old} does not exist")
+        return
+    if new in state.schemas:
+        state.error(f"schema {new} already exists")
+        return
+    state.schemas.discard(old)
+    state.schemas.add(new)
+    prefix = f"{old}."
+    for key in [k for k in state.tables if k.startswith(prefix)]:
+        table = state.tables[key]
+        _move_relation(state, ast.RangeVar(schemaname=old, relname=table.name), new, table.name, False)
+    for key in [k for k in state.types if k.startswith(prefix)]:
+        _move_type(state, key, f"{new}.{key[len(prefix) :]}")
+    movable: tuple[dict[str, Any], ...] = (state.indexes, state.sequences, state.routines)
+    for objects in movable:
+        for key in [k for k in objects if k.startswith(prefix)]:
+            objects[f"{new}.{key[len(prefix) :]}"] = objects.pop(key)
+
+
+def set_schema(state: State, node: PgNode) -> None:
+    if node.newschema not in state.schemas:
+        state.error(f"schema {node.newschema} does not exist")
+        return
+    kind = node.objectType
+    if kind in (*_RELATION_KINDS, ObjectType.OBJECT_SEQUENCE):
+        _move_relation(state, node.relation, node.newschema, node.relation.relname, bool(node.missing_ok))
+    elif kind in (ObjectType.OBJECT_TYPE, ObjectType.OBJECT_DOMAIN):
+        parts = [s.sval for s in node.object]
+        key = state.type_key(*split_name(parts))
+        if key is None:
+            if not node.missing_ok:
+                state.error(f"type {'.'.join(parts)} does not exist")
+            return
+        _move_type(state, key, f"{node.newschema}.{parts[-1]}")
+
+
+HANDLERS: dict[str, Callable[[State, PgNode], None]] = {
+    "CreateEnumStmt": create_enum,
+    "AlterEnumStmt": alter_enum,
+    "CreateDomainStmt": create_domain,
+    "AlterDomainStmt": alter_domain,
+    "CompositeTypeStmt": create_composite,
+    "CreateRangeStmt": create_range,
+    "DefineStmt": define,
+    "CreateSeqStmt": create_sequence,
+    "AlterSeqStmt": alter_sequence,
+    "ViewStmt": create_view,
+    "CreateTableAsStmt": create_table_as,
+    "CreateFunctionStmt": create_function,
+    "CreateExtensionStmt": create_extension,
+    "CreateTrigStmt": create_trigger,
+    "DropStmt": drop,
+    "RenameStmt": rename,
+    "AlterObjectSchemaStmt": set_schema,
+}

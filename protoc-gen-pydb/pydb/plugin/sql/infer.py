@@ -1,0 +1,364 @@
+"""Expression inference: the type and nullability of an expression from what it is (`infer`) or
+where it is used (`expect`, `assign`), literal checks, casts, CASE, and output column names."""
+
+from __future__ import annotations
+
+from sqlglot import exp
+
+from . import types as t
+from .coercion import assignable, castable, describe, is_untyped
+from .context import AnalyzerCore, suggest
+from .funcnames import function_name
+from .grouping import aggregates
+from .literals import BOOLEAN_INPUTS, is_date_like, is_int, is_interval, is_json, is_number, is_temporal, is_uuid
+from .operators import ARITHMETIC, COMPARISONS, CONTAINMENT, KEY_TESTS
+from .scope import Scope, Typed
+from .types import PgType, UnknownType
+
+
+class ExpressionInference(AnalyzerCore):
+    """Types and nullability of expressions."""
+
+    def expect(self, node: exp.Expr, want: PgType, scope: Scope) -> Typed:
+        """Type `node` where a value of type `want` is required: binds parameters, checks
+        literals (enum labels, numbers, UUIDs) and rejects plainly incompatible types."""
+        if isinstance(node, exp.Paren):
+            return self.expect(node.this, want, scope)
+        if isinstance(node, exp.Parameter):
+            self.bind(node, want)
+            return Typed(want, node.name in self.nullable_params)
+        if isinstance(node, exp.Literal):
+            self.check_literal(node, want)
+            return Typed(want, False)
+        if isinstance(node, exp.Null):
+            return Typed(want, True)
+        if isinstance(node, exp.Case):
+            return self.case(node, scope, want)
+        if isinstance(node, exp.Array) and want.is_array:
+            for element in node.expressions:
+                self.expect(element, want.element, scope)
+            return Typed(want, False)
+        if isinstance(node, (exp.Coalesce, exp.Nullif)):
+            args = [node.this, *node.expressions] if isinstance(node, exp.Coalesce) else [node.this, node.expression]
+            typed_args = [self.expect(a, want, scope) for a in args if isinstance(a, exp.Expr)]
+            if isinstance(node, exp.Coalesce):
+                return Typed(want, all(a.nullable for a in typed_args))
+            return Typed(want, True)
+        typed = self.infer(node, scope)
+        if typed.type is not None and not assignable(typed.type, want):
+            self.error(f"expected {describe(want)}, got {describe(typed.type)}", node)
+        return typed
+
+    def assign(self, value: exp.Expr, want: PgType, scope: Scope) -> Typed:
+        """Type `value` stored into a column of type `want` (INSERT, SET): like `expect`, but
+        with Postgres' assignment casts, under which any type may be stored in a text column."""
+        if not is_untyped(value) and want.name in t.TEXTUAL and not want.is_array:
+            return self.infer(value, scope)
+        return self.expect(value, want, scope)
+
+    def check_literal(self, lit: exp.Literal, want: PgType) -> None:
+        value = str(lit.this)
+        if want.is_array:
+            if lit.is_string and not value.lstrip().startswith(("{", "[")):
+                self.error(f"malformed array literal: '{value}' (an array literal is written '{{a,b}}')", lit)
+            return
+        if lit.is_string:
+            if want.is_enum:
+                assert want.labels is not None
+                if value not in want.labels:
+                    self.error(
+                        f"'{value}' is not a label of enum {want.name} ({', '.join(want.labels)}){suggest(value, list(want.labels))}",
+                        lit,
+                    )
+            elif want.name in t.INTEGER:
+                if not is_int(value):
+                    self.error(f"invalid input syntax for type {want.name}: '{value}'", lit)
+            elif want.name in t.NUMERIC:
+                if not is_number(value):
+                    self.error(f"invalid input syntax for type {want.name}: '{value}'", lit)
+            elif want.name in t.JSON:
+                if not is_json(value):
+                    self.error(f"invalid input syntax for type {want.name}: '{value}' is not JSON", lit)
+            elif want.name == "interval" and not is_interval(value):
+                self.error(f"invalid input syntax for type interval: '{value}'", lit)
+            elif want.name in ("date", "timestamp", "timestamptz") and not is_date_like(value):
+                self.error(f"date/time field value out of range: '{value}'", lit)
+            elif want.name == "uuid" and not is_uuid(value):
+                self.error(f"invalid input syntax for type uuid: '{value}'", lit)
+            elif want.name == "bool" and value.strip().lower() not in BOOLEAN_INPUTS:
+                self.error(f"invalid input syntax for type boolean: '{value}'", lit)
+            elif want.name in t.TEMPORAL and not is_temporal(value):
+                self.error(f"invalid input syntax for type {want.name}: '{value}'", lit)
+            elif want.name == "interval" and not any(ch.isdigit() for ch in value):
+                self.error(f"invalid input syntax for type interval: '{value}'", lit)
+            return
+        # A number literal.
+        if want.name in t.NUMERIC:
+            return  # Postgres compares 1.5 with an integer, and rounds it when assigned
+        self.error(f"a number ({value}) cannot be used as {describe(want)}", lit)
+
+    def case(self, node: exp.Case, scope: Scope, want: PgType | None) -> Typed:
+        subject = node.this
+        subject_type = self.infer(subject, scope).type if isinstance(subject, exp.Expr) else None
+        result: PgType | None = want
+        nullable = node.args.get("default") is None
+        branches: list[exp.Expr] = []
+        for if_ in node.args.get("ifs") or []:
+            cond = if_.this
+            if subject_type is not None:
+                self.expect(cond, subject_type, scope)
+            else:
+                self.expect(cond, t.BOOL, scope)
+            branches.append(if_.args["true"])
+        if node.args.get("default") is not None:
+            branches.append(node.args["default"])
+        if result is None:
+            for b in branches:
+                if is_untyped(b):
+                    continue
+                typed = self.infer(b, scope)
+                if typed.type is not None and typed.type != t.NULL:
+                    result = typed.type
+                    break
+        for b in branches:
+            if result is not None:
+                typed = self.expect(b, result, scope)
+            else:
+                typed = self.infer(b, scope)
+            nullable = nullable or typed.nullable
+        if result is None and any(isinstance(b, exp.Literal) and b.is_string for b in branches):
+            result = t.TEXT  # Postgres resolves a CASE of untyped literals to text
+        return Typed(result, nullable)
+
+    def infer(self, node: exp.Expr, scope: Scope, allow_output: bool = False) -> Typed:
+        """The type of `node` in `scope` from what it is, not where it is used."""
+        if isinstance(node, exp.Paren):
+            return self.infer(node.this, scope, allow_output)
+        if isinstance(node, exp.Alias):
+            return self.infer(node.this, scope)
+        if isinstance(node, exp.Column):
+            if isinstance(node.this, exp.Star):
+                return Typed(None, False)
+            return self.column(node, scope, allow_output)
+        if isinstance(node, exp.Parameter):
+            self.see_param(node.name)
+            return Typed(self.param_types.get(node.name), node.name in self.nullable_params)
+        if isinstance(node, exp.Literal):
+            if node.is_string:
+                return Typed(t.UNKNOWN, False)
+            return Typed(t.INT4 if is_int(str(node.this)) else t.NUMERIC_T, False)
+        if isinstance(node, exp.Null):
+            return Typed(t.NULL, True)
+        if isinstance(node, exp.Boolean):
+            return Typed(t.BOOL, False)
+        call = (
+            self.calls.get(node.meta["start"])
+            if isinstance(node, (exp.Func, exp.Cast)) and "start" in node.meta
+            else None
+        )
+        if call is not None and not isinstance(node, _MODELED_CALLS):
+            resolved = self.resolved_call(node, call, scope)
+            if resolved is not None:
+                return resolved
+        if isinstance(node, exp.Cast):
+            return self.cast(node, scope)
+        if isinstance(node, exp.Interval):
+            # INTERVAL '2 minutes' (sqlglot splits off the unit) or INTERVAL '1' DAY.
+            value, unit = node.this, node.args.get("unit")
+            if isinstance(value, exp.Literal) and value.is_string:
+                text = f"{value.this} {unit.name if isinstance(unit, exp.Expr) else ''}"
+                if not is_interval(text):
+                    span = self.interval_span(text)
+                    written = self.sql[span.start : span.end + 1] if span else f"INTERVAL '{text.strip()}'"
+                    self.error(f"invalid input syntax for type interval: {written}", node, span=span)
+            elif isinstance(value, exp.Expr):
+                self.infer(value, scope)
+            return Typed(t.INTERVAL, False)
+        if isinstance(node, exp.Case):
+            return self.case(node, scope, None)
+        if isinstance(node, COMPARISONS):
+            return self.comparison(node, scope)
+        if isinstance(node, (exp.And, exp.Or)):
+            a = self.expect(node.this, t.BOOL, scope)
+            b = self.expect(node.expression, t.BOOL, scope)
+            return Typed(t.BOOL, a.nullable or b.nullable)
+        if isinstance(node, exp.Not):
+            a = self.expect(node.this, t.BOOL, scope)
+            return Typed(t.BOOL, a.nullable)
+        if isinstance(node, exp.Is):
+            self.infer(node.this, scope)
+            return Typed(t.BOOL, False)
+        if isinstance(node, exp.In):
+            return self.in_(node, scope)
+        if isinstance(node, exp.Between):
+            subject = self.infer(node.this, scope)
+            for key in ("low", "high"):
+                bound = node.args.get(key)
+                if isinstance(bound, exp.Expr):
+                    if subject.type is not None:
+                        self.expect(bound, subject.type, scope)
+                    else:
+                        self.infer(bound, scope)
+            return Typed(t.BOOL, subject.nullable)
+        if isinstance(node, (exp.RegexpLike, exp.RegexpILike, exp.SimilarTo)):  # ~, ~*, SIMILAR TO
+            a = self.expect(node.this, t.TEXT, scope)
+            b = self.expect(node.expression, t.TEXT, scope)
+            return Typed(t.BOOL, a.nullable or b.nullable)
+        if isinstance(node, exp.AtTimeZone):
+            # timestamptz AT TIME ZONE z is a timestamp, and the other way round.
+            typed = self.infer(node.this, scope)
+            zone = node.args.get("zone")
+            if isinstance(zone, exp.Expr):
+                self.expect(zone, t.TEXT, scope)
+            swapped = {"timestamptz": PgType("timestamp"), "timestamp": t.TIMESTAMPTZ}
+            return Typed(swapped.get(typed.type.name) if typed.type is not None else None, typed.nullable)
+        if isinstance(node, (exp.Like, exp.ILike)):
+            a = self.expect(node.this, t.TEXT, scope)
+            self.expect(node.expression, t.TEXT, scope)
+            return Typed(t.BOOL, a.nullable)
+        if isinstance(node, exp.Exists):
+            self.query(node.this, Scope(parent=scope))
+            return Typed(t.BOOL, False)
+        if isinstance(node, exp.Subquery):
+            rows = self.query(node.this, Scope(parent=scope))
+            if len(rows) != 1:
+                self.error(f"subquery must return only one column, not {len(rows)}", node)
+                return Typed(None, True)
+            # One aggregate row (no GROUP BY, HAVING or OFFSET) is always there: only its value
+            # may be NULL. Any other subquery may return no row at all.
+            return Typed(rows[0][1].type, rows[0][1].nullable if _one_row(node.this) else True)
+        if isinstance(node, (exp.Select, exp.Union)):
+            rows = self.query(node, Scope(parent=scope))
+            return Typed(rows[0][1].type if len(rows) == 1 else None, True)
+        if isinstance(node, ARITHMETIC):
+            return self.arithmetic(node, scope)
+        if isinstance(node, exp.Neg):
+            return self.infer(node.this, scope)
+        if isinstance(node, exp.DPipe):
+            return self.concat(node, scope)
+        if isinstance(node, CONTAINMENT):
+            return self.containment(node, scope)
+        if isinstance(node, KEY_TESTS):
+            subject = self.expect_json(node.this, scope, "?" if isinstance(node, exp.JSONBContainsTopKey) else "?|")
+            key_type = t.TEXT if isinstance(node, exp.JSONBContainsTopKey) else t.TEXT.array()
+            key_typed = self.expect(node.expression, key_type, scope)
+            return Typed(t.BOOL, subject.nullable or key_typed.nullable)
+        if isinstance(node, exp.MatchAgainst) and len(node.expressions) == 1:
+            # `tsvector @@ tsquery` (sqlglot reads it as MySQL's MATCH ... AGAINST, reversed)
+            return self.operator("@@", node.expressions[0], node.this, node, scope)
+        if isinstance(node, exp.WithinGroup):
+            return self.ordered_set_aggregate(node, scope)
+        if isinstance(node, exp.Filter):  # agg(...) FILTER (WHERE cond)
+            typed = self.infer(node.this, scope)
+            where = node.expression
+            if isinstance(where, exp.Where):
+                self.expect(where.this, t.BOOL, scope)
+            return typed
+        if isinstance(node, exp.Window):
+            # The window's own clauses: PARTITION BY and ORDER BY name columns of the query.
+            for part in node.args.get("partition_by") or []:
+                self.infer(part, scope)
+            window_order = node.args.get("order")
+            if isinstance(window_order, exp.Order):
+                for ordered in window_order.expressions:
+                    self.infer(ordered.this if isinstance(ordered, exp.Ordered) else ordered, scope)
+            # An aggregate over a window frame that holds the current row is NULL only if
+            # its argument can be: sum(priority) OVER w of a NOT NULL column is NOT NULL.
+            self.window_depth += 1
+            try:
+                return self.infer(node.this, scope)
+            finally:
+                self.window_depth -= 1
+        if isinstance(node, exp.Bracket):
+            base = self.infer(node.this, scope)
+            for e in node.expressions:
+                self.expect(e, t.INT4, scope)
+            return Typed(base.type.element if base.type is not None and base.type.is_array else None, True)
+        if isinstance(node, exp.Array):
+            elems = [self.infer(e, scope) for e in node.expressions]
+            first = next((e.type for e in elems if e.type not in (None, t.UNKNOWN, t.NULL)), None)
+            return Typed(first.array() if first is not None else None, False)
+        if isinstance(node, (exp.JSONExtract, exp.JSONBExtract, exp.JSONExtractScalar, exp.JSONBExtractScalar)):
+            return self.json_extract(node, scope)
+        if isinstance(node, exp.Func):
+            return self.function(node, scope)
+        for child in node.iter_expressions():
+            self.infer(child, scope)
+        return Typed(None, True)
+
+    def cast(self, node: exp.Cast, scope: Scope) -> Typed:
+        to = node.args.get("to")
+        target: PgType | None = None
+        if isinstance(to, exp.DataType):
+            try:
+                target = t.resolve_datatype(to, self.catalog.enums)
+            except UnknownType as err:
+                self.error(f"type {err} does not exist", to)
+        inner = node.this
+        if isinstance(inner, exp.Parameter):
+            self.bind(inner, target)
+            return Typed(target, inner.name in self.nullable_params)
+        if isinstance(inner, exp.Literal) and target is not None:
+            if inner.is_string:
+                self.check_literal(inner, target)
+            else:
+                number = t.INT4 if is_int(str(inner.this)) else t.NUMERIC_T
+                if not castable(number, target):
+                    self.error(f"cannot cast type {describe(number)} to {describe(target)}", node)
+            return Typed(target, False)
+        if isinstance(inner, exp.Array) and target is not None and target.is_array:
+            # ARRAY[@a, @b]::uuid[]: the elements take the element type.
+            for element in inner.expressions:
+                if is_untyped(element):
+                    self.expect(element, target.element, scope)
+                else:
+                    element_type = self.infer(element, scope).type
+                    if element_type is not None and not castable(element_type, target.element):
+                        self.error(f"cannot cast type {describe(element_type)} to {describe(target.element)}", element)
+            return Typed(target, False)
+        typed = self.infer(inner, scope)
+        if typed.type is not None and target is not None and not castable(typed.type, target):
+            self.error(f"cannot cast type {describe(typed.type)} to {describe(target)}", node)
+        return Typed(target, typed.nullable)
+
+
+def output_name(item: exp.Expr) -> str:
+    """The column name Postgres gives a select-list item."""
+    if isinstance(item, exp.Alias):
+        return item.alias
+    if isinstance(item, exp.Column):
+        return item.name
+    if isinstance(item, exp.Cast):
+        return output_name(item.this) if isinstance(item.this, exp.Column) else "?column?"
+    if isinstance(item, exp.Func):
+        return function_name(item)
+    if isinstance(item, exp.Window):
+        return output_name(item.this)
+    return "?column?"
+
+
+def _one_row(query: exp.Expr) -> bool:
+    """Whether a query always returns exactly one row: an aggregate without GROUP BY or HAVING
+    (and no LIMIT or OFFSET that could drop it)."""
+    if not isinstance(query, exp.Select) or any(query.args.get(k) for k in ("group", "having", "limit", "offset")):
+        return False
+    return any(next(aggregates(item), None) is not None for item in query.expressions)
+
+
+#: Calls sqlglot models with a meaning of their own that the analyzer types directly: COUNT(*),
+#: the conditional expressions, make_interval's named parts, date_trunc/extract's unit keyword,
+#: array_agg(x ORDER BY y), and sum/avg (typed as PostgreSQL's sum/avg overloads widen).
+_MODELED_CALLS = (
+    exp.Count,
+    exp.Coalesce,
+    exp.Greatest,
+    exp.Least,
+    exp.Nullif,
+    exp.MakeInterval,
+    exp.TimestampTrunc,
+    exp.DateTrunc,
+    exp.Extract,
+    exp.ArrayAgg,
+    exp.Sum,
+    exp.Avg,
+)

@@ -1,0 +1,509 @@
+"""Statements: SELECT (incl. set operations and VALUES), INSERT (incl. ON CONFLICT), UPDATE and
+DELETE, with their RETURNING lists."""
+
+from __future__ import annotations
+
+from sqlglot import exp
+
+from ..diagnostics import SqlSpan
+from . import types as t
+from .analysis import Expansion
+from .catalog import Column, Table
+from .coercion import assignable, describe, is_untyped, wider
+from .context import AnalyzerCore, suggest
+from .grouping import grouping_items, sometimes_grouped
+from .infer import output_name
+from .literals import is_int
+from .scope import SYSTEM_COLUMNS, Relation, Scope, StarColumn, Typed, all_relations, local_column_names
+from .types import span_of
+
+
+class Statements(AnalyzerCore):
+    """SELECT, VALUES, set operations, INSERT, UPDATE, DELETE, RETURNING."""
+
+    def statement_rows(self, body: exp.Expr, scope: Scope) -> list[tuple[str, Typed, SqlSpan | None]] | None:
+        """Rows of a statement that may stand in a CTE: a query or data-modifying statement."""
+        if isinstance(body, exp.Insert):
+            return self.insert(body, scope)[1]
+        if isinstance(body, exp.Update):
+            return self.update(body, scope)[1]
+        if isinstance(body, exp.Delete):
+            return self.delete(body, scope)[1]
+        return self.query(body, scope)
+
+    def query(self, node: exp.Expr, scope: Scope) -> list[tuple[str, Typed, SqlSpan | None]]:
+        if isinstance(node, exp.Subquery):
+            return self.query(node.this, scope)
+        if isinstance(node, (exp.Union, exp.Intersect, exp.Except)):
+            scope = self.with_ctes(node, scope)
+            left = self.query(node.this, scope)
+            right = self.query(node.expression, scope)
+            if len(left) != len(right):
+                self.error(
+                    f"each side of {type(node).__name__.upper()} must have the same number of columns ({len(left)} vs {len(right)})",
+                    node,
+                )
+            merged = []
+            for i, (name, typed, span) in enumerate(left):
+                other = right[i][1] if i < len(right) else typed
+                a, b = typed.type, other.type
+                if (
+                    a is not None
+                    and b is not None
+                    and t.UNKNOWN not in (a, b)
+                    and t.NULL not in (a, b)
+                    and not (assignable(a, b) or assignable(b, a))
+                ):
+                    kind = type(node).__name__.upper()
+                    self.error(f"{kind} types {describe(a)} and {describe(b)} cannot be matched", span=span)
+                known = a if a not in (None, t.UNKNOWN, t.NULL) else b
+                if known in (None, t.UNKNOWN) and t.UNKNOWN in (a, b):
+                    known = t.TEXT  # Postgres resolves a column of untyped literals to text
+                elif a is not None and b is not None and {a.name, b.name} <= t.NUMERIC and not a.is_array:
+                    known = wider(a, b)  # int4 UNION numeric is numeric
+                merged.append((name, Typed(known, typed.nullable or other.nullable), span))
+            return merged
+        if isinstance(node, exp.Values):
+            return self.values_rows(node, scope)
+        if not isinstance(node, exp.Select):
+            self.error(f"unsupported query {type(node).__name__}", node)
+            return []
+        scope = self.with_ctes(node, scope)
+        local = Scope(parent=scope)
+        self.from_clause(node, local)
+        where = node.args.get("where")
+        if where is not None:
+            self.expect(where.this, t.BOOL, local)
+        group = node.args.get("group")
+        if group is not None:
+            output_aliases = {e.alias for e in node.expressions if isinstance(e, exp.Alias)}
+            for g in grouping_items(group):
+                if (
+                    isinstance(g, exp.Column)
+                    and not g.table
+                    and g.name in output_aliases
+                    and g.name not in local_column_names(local)
+                ):
+                    continue  # GROUP BY an output name: checked as that output
+                self.infer(g, local)
+            # ROLLUP, CUBE, GROUPING SETS: in the rows of a set that leaves a column out, it is NULL.
+            nulled = sometimes_grouped(group)
+            for rel in local.relations:
+                rel.columns = [
+                    (n, Typed(typed.type, True, typed.embedded) if _grouped_sql(rel, n) & nulled else typed)
+                    for n, typed in rel.columns
+                ]
+            local.merged = {n: Typed(ty.type, True) if n in nulled else ty for n, ty in local.merged.items()}
+        having = node.args.get("having")
+        if having is not None:
+            self.expect(having.this, t.BOOL, local)
+        distinct = node.args.get("distinct")
+        if isinstance(distinct, exp.Distinct) and distinct.args.get("on") is not None:
+            on = distinct.args["on"]
+            for e in on.expressions if isinstance(on, exp.Tuple) else [on]:
+                self.infer(e, local)
+        outputs = self.projections(node, node.expressions, local)
+        local.output = {n: typed for n, typed, _ in outputs}
+        order = node.args.get("order")
+        if order is not None:
+            for o in order.expressions:
+                key = o.this if isinstance(o, exp.Ordered) else o
+                if isinstance(key, exp.Literal) and not key.is_string and is_int(str(key.this)):
+                    if not 1 <= int(str(key.this)) <= len(outputs):
+                        self.error(f"ORDER BY position {key.this} is not in select list", key)
+                elif isinstance(key, (exp.Literal, exp.Boolean, exp.Null)):
+                    self.error("non-integer constant in ORDER BY", key)
+                else:
+                    self.infer(key, local, allow_output=True)
+            if isinstance(distinct, exp.Distinct) and distinct.args.get("on") is not None:
+                self.check_distinct_on(distinct.args["on"], order)
+        for key in ("limit", "offset"):
+            clause = node.args.get(key)
+            if clause is not None:
+                value = (
+                    clause.args.get("expression") if key == "limit" else clause.args.get("expression") or clause.this
+                )
+                if isinstance(value, exp.Expr):
+                    self.expect(value, t.INT8, local)
+        self.check_grouping(node, local)
+        return outputs
+
+    def values_rows(self, node: exp.Values, scope: Scope) -> list[tuple[str, Typed, SqlSpan | None]]:
+        rows = [row.expressions if isinstance(row, exp.Tuple) else [row] for row in node.expressions]
+        if not rows:
+            return []
+        for row, row_node in zip(rows[1:], node.expressions[1:], strict=True):
+            if len(row) != len(rows[0]):
+                self.error("VALUES lists must all be the same length", row_node)
+                rows = rows[:1]  # type the first row only; its columns stay known
+                break
+        out: list[tuple[str, Typed, SqlSpan | None]] = []
+        for i, first in enumerate(rows[0]):
+            cells = [row[i] for row in rows]
+            typed = [None if is_untyped(c) else self.infer(c, scope) for c in cells]
+            # A column's type is its first typed value's; all-untyped literals are text.
+            known = next((x.type for x in typed if x is not None and x.type not in (None, t.UNKNOWN, t.NULL)), None)
+            if known is None and any(isinstance(c, exp.Literal) and c.is_string for c in cells):
+                known = t.TEXT
+            for x in typed:  # (1), (2.5): numeric
+                other = x.type if x is not None else None
+                if known is not None and other is not None and {known.name, other.name} <= t.NUMERIC:
+                    known = wider(known, other) if not (known.is_array or other.is_array) else known
+            nullable = False
+            for cell, cell_type in zip(cells, typed, strict=True):
+                if cell_type is None:
+                    cell_type = self.expect(cell, known, scope) if known is not None else self.infer(cell, scope)
+                elif known is not None and cell_type.type is not None:
+                    self.check_comparable(cell_type.type, known, cell)
+                nullable = nullable or cell_type.nullable
+            out.append((f"column{i + 1}", Typed(known, nullable), span_of(first)))
+        return out
+
+    def projections(
+        self, owner: exp.Expr, items: list[exp.Expr], scope: Scope
+    ) -> list[tuple[str, Typed, SqlSpan | None]]:
+        """The output columns of a select list or RETURNING list (`owner` holds it). In the
+        statement's own lists, each `*`, `t.*` and whole-row reference is also recorded as the
+        explicit column list it stands for."""
+        out: list[tuple[str, Typed, SqlSpan | None]] = []
+        top = id(owner) in self.top_level
+        names = self.output_names.names([self.item_start(item) for item in items])
+        for position, item in enumerate(items):
+            star: list[StarColumn] | None = None
+            if isinstance(item, exp.Star):
+                star = scope.star
+                if not scope.relations and not scope.lenient():
+                    self.error("SELECT * with no FROM", item)
+            elif isinstance(item, exp.Column) and isinstance(item.this, exp.Star):
+                star_rel = self.find_relation(item.table, scope, item)
+                star = star_rel.star() if star_rel is not None else []
+            if star is not None:
+                out.extend((c.name, c.typed, span_of(item)) for c in star)
+                if top:
+                    self.expand(item, star)
+                continue
+            typed = self.infer(item, scope)
+            out.append((names[position] if names is not None else output_name(item), typed, span_of(item)))
+            if top and typed.embedded is not None and isinstance(item, exp.Column) and not item.table:
+                row = next((rel for rel in all_relations(scope) if item.name in rel.names), None)
+                if row is not None:
+                    self.expand(item, row.star())
+        return out
+
+    def expand(self, item: exp.Expr, star: list[StarColumn]) -> None:
+        span = span_of(item)
+        if span is not None and star:
+            self.expansions.append(Expansion(span, ", ".join(c.sql for c in star)))
+
+    def insert(
+        self, node: exp.Insert, scope: Scope
+    ) -> tuple[Table | None, list[tuple[str, Typed, SqlSpan | None]] | None, bool]:
+        scope = self.with_ctes(node, scope)
+        target_node = node.this
+        col_nodes: list[exp.Expr] = []
+        if isinstance(target_node, exp.Schema):
+            col_nodes = list(target_node.expressions)
+            target_node = target_node.this
+        alias_name = target_node.alias if isinstance(target_node, exp.Table) and target_node.alias else None
+        table = self.table(target_node, scope) if isinstance(target_node, exp.Table) else None
+        if table is None:
+            self.query_sources_only(node.expression, scope)
+            return None, self.returning(node, Scope(parent=scope, broken=True)), False
+        columns: list[tuple[str, Column | None]] = []
+        for c in col_nodes:
+            cname = c.name
+            col = table.column(cname)
+            if col is None:
+                self.error(
+                    f"column {cname} of table {table.qualified} does not exist{suggest(cname, [x.name for x in table.columns])}",
+                    c,
+                )
+            elif any(name == cname for name, _ in columns):
+                self.error(f"column {cname} specified more than once", c)
+            columns.append((cname, col))
+        if not col_nodes:
+            columns = [(c.name, c) for c in table.columns]
+        named = {n for n, _ in columns}
+        for col in table.columns:
+            if col.not_null and not col.has_default and col.name not in named:
+                self.error(
+                    f"column {col.name} of {table.qualified} is NOT NULL and has no default, but the INSERT does not set it",
+                    target_node,
+                )
+        source = node.expression
+        if isinstance(source, exp.Values):
+            for row in source.expressions:
+                values = row.expressions if isinstance(row, exp.Tuple) else [row]
+                if len(values) != len(columns):
+                    more = "more" if len(values) > len(columns) else "fewer"
+                    self.error(
+                        f"INSERT has {more} expressions ({len(values)}) than target columns ({len(columns)})", row
+                    )
+                for (cname, col), value in zip(columns, values, strict=False):
+                    if col is None:
+                        self.infer(value, scope)
+                    elif not isinstance(value, exp.Var) or value.name.upper() != "DEFAULT":
+                        typed = self.assign(value, col.type, scope)
+                        if col.not_null and isinstance(value, exp.Null):
+                            self.error(
+                                f"column {cname} is NOT NULL, but NULL is inserted",
+                                span=self.keyword_after(
+                                    SqlSpan(0, (self.span(row) or SqlSpan(0, 0)).start - 1), "NULL"
+                                ),
+                            )
+                        del typed
+        elif isinstance(source, exp.Expr):
+            rows = self.query(source, Scope(parent=scope))
+            if len(rows) != len(columns):
+                self.error(f"INSERT has {len(rows)} expressions but {len(columns)} target columns", source)
+            if isinstance(source, exp.Select):
+                # INSERT ... SELECT @p: the parameter takes the target column's type.
+                for (_, col), item in zip(columns, source.expressions, strict=False):
+                    value = item.this if isinstance(item, exp.Alias) else item
+                    if col is not None and is_untyped(value):
+                        self.expect(value, col.type, scope)
+                rows = [
+                    (
+                        n,
+                        Typed(self.param_types.get(v.name), typed.nullable) if isinstance(v, exp.Parameter) else typed,
+                        sp,
+                    )
+                    for (n, typed, sp), v in zip(
+                        rows, [e.this if isinstance(e, exp.Alias) else e for e in source.expressions], strict=False
+                    )
+                ]
+            for (cname, col), (_, typed, span) in zip(columns, rows, strict=False):
+                if col is not None and typed.type is not None and not assignable(typed.type, col.type, assignment=True):
+                    self.error(
+                        f"column {cname} is {describe(col.type)} but the SELECT gives {describe(typed.type)}",
+                        span=span,
+                    )
+        rel = Relation(
+            alias_name or table.name,
+            (alias_name,) if alias_name else (table.name, table.qualified),
+            [(c.name, Typed(c.type, not c.not_null)) for c in table.columns],
+            table,
+            system=list(SYSTEM_COLUMNS),
+        )
+        conflict = node.args.get("conflict")
+        do_nothing = False
+        if isinstance(conflict, exp.OnConflict):
+            keys = [k.this if isinstance(k, exp.Ordered) else k for k in conflict.args.get("conflict_keys") or []]
+            key_names = []
+            unknown_key = False
+            for k in keys:
+                kname = k.name
+                key_names.append(kname)
+                if table.column(kname) is None:
+                    unknown_key = True
+                    self.error(
+                        f"ON CONFLICT column {kname} does not exist in {table.qualified}"
+                        f"{suggest(kname, [c.name for c in table.columns])}",
+                        k,
+                    )
+            arbiters = [set(u) for u in table.unique_keys] + [
+                set(index.columns)
+                for index in self.catalog.indexes.values()
+                if index.unique
+                and index.table == table.qualified
+                and (not index.partial or conflict.args.get("where") is not None)
+            ]
+            if key_names and not unknown_key and set(key_names) not in arbiters:
+                self.error(
+                    f"there is no unique or exclusion constraint matching the ON CONFLICT specification ({', '.join(key_names)})",
+                    conflict,
+                )
+            action = str(conflict.args.get("action") or "").upper()
+            do_nothing = "NOTHING" in action
+            if not do_nothing and not key_names and conflict.args.get("constraint") is None:
+                self.error("ON CONFLICT DO UPDATE requires inference specification or constraint name", conflict)
+            if conflict.expressions:
+                excluded = Relation("excluded", ("excluded", "EXCLUDED"), list(rel.columns), table)
+                upd_scope = Scope(parent=scope)
+                upd_scope.add_relation(rel)
+                upd_scope.add_relation(excluded)
+                self.assignments(conflict.expressions, table, upd_scope)
+                where = conflict.args.get("where")
+                if where is not None:
+                    self.expect(where.this, t.BOOL, upd_scope)
+        ret_scope = Scope(parent=scope)
+        ret_scope.add_relation(rel)
+        return table, self.returning(node, ret_scope), do_nothing
+
+    def assignments(self, items: list[exp.Expr], table: Table, scope: Scope) -> None:
+        """SET col = v, SET (a, b) = (v, w) or = (SELECT ...), SET arr[i] = v."""
+        assigned: set[str] = set()
+        for item in items:
+            if not isinstance(item, exp.EQ):
+                self.error("expected column = value", item)
+                continue
+            if isinstance(item.this, exp.Tuple):
+                targets = list(item.this.expressions)
+                source = item.expression
+                if isinstance(source, exp.Tuple):
+                    values: list[exp.Expr | None] = list(source.expressions)
+                    if len(values) != len(targets):
+                        self.error(
+                            f"number of columns does not match number of values ({len(targets)} vs {len(values)})",
+                            item,
+                        )
+                    for target, value in zip(targets, values, strict=False):
+                        self.assign_target(target, value, table, scope, assigned)
+                else:  # = (SELECT ...): the row's columns in order
+                    inner = source.this if isinstance(source, exp.Subquery) else source
+                    rows = self.query(inner, Scope(parent=scope))
+                    if len(rows) != len(targets):
+                        self.error(
+                            f"number of columns does not match number of values ({len(targets)} vs {len(rows)})",
+                            item,
+                        )
+                    for target, (_, typed, span) in zip(targets, rows, strict=False):
+                        col = self.assign_target(target, None, table, scope, assigned)
+                        if col is not None and typed.type is not None and not assignable(typed.type, col.type, True):
+                            self.error(
+                                f"column {col.name} is {describe(col.type)} but the SELECT gives {describe(typed.type)}",
+                                span=span,
+                            )
+                continue
+            self.assign_target(item.this, item.expression, table, scope, assigned)
+
+    def assign_target(
+        self, target: exp.Expr, value: exp.Expr | None, table: Table, scope: Scope, assigned: set[str]
+    ) -> Column | None:
+        """One SET target (a column, or an element `arr[i]` of an array column) and its value."""
+        subscripts: list[exp.Expr] = []
+        if isinstance(target, exp.Bracket):
+            subscripts = list(target.expressions)
+            target = target.this
+        if not isinstance(target, exp.Column):
+            self.error("expected column = value", target)
+            return None
+        cname = target.name
+        if cname in assigned and not subscripts:
+            self.error(f"multiple assignments to same column {cname}", target)
+        assigned.add(cname)
+        col = table.column(cname)
+        if col is None:
+            self.error(
+                f"column {cname} of table {table.qualified} does not exist{suggest(cname, [c.name for c in table.columns])}",
+                target,
+            )
+            if value is not None:
+                self.infer(value, scope)
+            return None
+        want = col.type
+        if subscripts:
+            if not want.is_array:
+                self.error(f"cannot subscript type {describe(want)} because it does not support subscripting", target)
+                return col
+            for subscript in subscripts:
+                bounds = subscript.expressions if isinstance(subscript, exp.Slice) else [subscript]
+                for bound in bounds:
+                    if isinstance(bound, exp.Expr):
+                        self.expect(bound, t.INT4, scope)
+            if not any(isinstance(x, exp.Slice) for x in subscripts):
+                want = want.element
+        if value is None:
+            return col
+        if col.not_null and isinstance(value, exp.Null) and not subscripts:
+            self.error(
+                f"column {cname} is NOT NULL, but is set to NULL",
+                span=self.keyword_after(self.span(target), "NULL"),
+            )
+        self.assign(value, want, scope)
+        return col
+
+    def update(
+        self, node: exp.Update, scope: Scope
+    ) -> tuple[Table | None, list[tuple[str, Typed, SqlSpan | None]] | None, str | None]:
+        scope = self.with_ctes(node, scope)
+        local = Scope(parent=scope)
+        target_node = node.this
+        rel = self.relation_of(target_node, local) if isinstance(target_node, exp.Table) else None
+        table = rel.table if rel is not None else None
+        if rel is not None:
+            local.add_relation(rel)
+        from_ = node.args.get("from_") or node.args.get("from")
+        if isinstance(from_, exp.From):
+            self.add_source(from_.this, local, nullable=False)
+            for join in from_.this.args.get("joins") or []:  # UPDATE ... FROM a JOIN b ON ...
+                self.join(join, local)
+        for join in node.args.get("joins") or []:
+            self.join(join, local)
+        if table is not None:
+            self.assignments(node.expressions, table, local)
+        where = node.args.get("where")
+        if where is not None:
+            self.expect(where.this, t.BOOL, local)
+            self.check_per_row(where.this, "WHERE")
+        key = _key_param(where.this if where is not None else None, table, rel)
+        return table, self.returning(node, local), key
+
+    def delete(
+        self, node: exp.Delete, scope: Scope
+    ) -> tuple[Table | None, list[tuple[str, Typed, SqlSpan | None]] | None, str | None]:
+        scope = self.with_ctes(node, scope)
+        local = Scope(parent=scope)
+        target_node = node.this
+        rel = self.relation_of(target_node, local) if isinstance(target_node, exp.Table) else None
+        table = rel.table if rel is not None else None
+        if rel is not None:
+            local.add_relation(rel)
+        using = node.args.get("using")
+        for u in using or []:
+            self.add_source(u, local, nullable=False)
+            for join in u.args.get("joins") or []:  # DELETE ... USING a JOIN b ON ...
+                self.join(join, local)
+        where = node.args.get("where")
+        if where is not None:
+            self.expect(where.this, t.BOOL, local)
+            self.check_per_row(where.this, "WHERE")
+        key = _key_param(where.this if where is not None else None, table, rel)
+        return table, self.returning(node, local), key
+
+    def query_sources_only(self, source: exp.Expr | None, scope: Scope) -> None:
+        """The VALUES or query of an INSERT into an unknown table: still bind what it can."""
+        if isinstance(source, exp.Values):
+            for row in source.expressions:
+                for value in row.expressions if isinstance(row, exp.Tuple) else [row]:
+                    self.infer(value, scope)
+        elif isinstance(source, exp.Expr):
+            self.query(source, Scope(parent=scope, broken=True))
+
+    def returning(self, node: exp.Expr, scope: Scope) -> list[tuple[str, Typed, SqlSpan | None]] | None:
+        ret = node.args.get("returning")
+        if not isinstance(ret, exp.Returning):
+            return None
+        if not scope.relations:
+            return []
+        return self.projections(node, ret.expressions, scope)
+
+
+def _grouped_sql(rel: Relation, column: str) -> set[str]:
+    """How a GROUP BY may spell a column of `rel`: bare or qualified."""
+    return {column, *(f"{name}.{column}" for name in rel.names)}
+
+
+def _key_param(where: exp.Expr | None, table: Table | None, rel: Relation | None) -> str | None:
+    """The parameter in `pk = @param`, a top-level conjunct of WHERE, if the target has a
+    single-column primary key."""
+    if where is None or table is None or rel is None or len(table.primary_key) != 1:
+        return None
+    pk = table.primary_key[0]
+    conjuncts = list(where.flatten()) if isinstance(where, exp.And) else [where]
+    for c in conjuncts:
+        if isinstance(c, exp.Paren):
+            c = c.this
+        if not isinstance(c, exp.EQ):
+            continue
+        for col, param in ((c.this, c.expression), (c.expression, c.this)):
+            if isinstance(param, exp.Cast):
+                param = param.this
+            if (
+                isinstance(col, exp.Column)
+                and isinstance(param, exp.Parameter)
+                and col.name == pk
+                and (not col.table or col.table in rel.names)
+            ):
+                return param.name
+    return None
