@@ -491,6 +491,10 @@ MESSAGE_WORDS = frozenset(
 )
 
 
+#: Errors the plugin reports on purpose where PostgreSQL would fail only when the statement runs.
+DELIBERATE = ("NOT NULL and has no default", "is NOT NULL, but NULL is inserted", "is NOT NULL, but is set to NULL")
+
+
 def message_class(message: str, source: str) -> str:
     """A diagnostic with the names from the statement (or schema) masked: `column X does not exist`."""
     head = re.split(r"[;:]| \(|, which", message, maxsplit=1)[0] if not message.startswith("syntax") else message
@@ -501,6 +505,8 @@ def message_class(message: str, source: str) -> str:
         return "X" if word.lower() in words or not word.isalpha() else word
 
     masked = re.sub(r"'[^']*'|\"[^\"]*\"|@\w+|[\w.$]+", mask, head)
+    # The name after `column` is the statement's even when the statement does not spell it (`*`).
+    masked = re.sub(r"\b(column) (?!X\b)[\w.]+", r"\1 X", masked)
     return re.sub(r"(X[ ,.]*)+X", "X", masked)
 
 
@@ -654,14 +660,33 @@ def _is_binding(message: str) -> bool:
     return any(marker in message for marker in MISMATCH_MARKERS) or "may be NULL" in message
 
 
+def _unmapped_type(message: str) -> str | None:
+    """The pg type of `result column x is T, which does not fit` or `... where Postgres expects T`
+    when the type table has no entry for it (nor for its element type)."""
+    for before, after in ((" is ", ", which does not fit"), ("where Postgres expects ", " (see")):
+        if before in message and after in message:
+            pg = message.split(after, 1)[0].rsplit(before, 1)[-1].removesuffix("[]")
+            return pg if pg not in COMPATIBLE else None
+    return None
+
+
 def _cause(plugin: dict[str, Any], sql: str, schema: str) -> tuple[str, str]:
     if plugin.get("internal_error"):
         return "internal error", "internal error"
     if plugin.get("schema_errors"):
         return "schema refused", message_class(plugin["schema_errors"][0], schema)
     first = plugin["errors"][0]
+    if "may be NULL" in first and "(repeated " in first:
+        return "a nullable array column: a repeated field cannot tell NULL from empty", message_class(first, sql)
     if "may be NULL" in first:
         return "nullability", message_class(first, sql)
+    if any(marker in first for marker in DELIBERATE):
+        return "stricter than PostgreSQL on purpose (it fails only at run time)", message_class(first, sql)
+    if first.startswith("unsupported statement"):
+        return "a statement kind pydb does not run", first.split(":")[0]
+    unmapped = _unmapped_type(first)
+    if unmapped is not None:
+        return "a pg type with no proto mapping (bind/typemap.py)", unmapped
     if _is_binding(first):
         return "type or name mismatch vs PostgreSQL", message_class(first, sql)
     return "statement error", message_class(first, sql)
@@ -813,6 +838,67 @@ def render_text(summary: dict[str, Any], records: list[dict[str, Any]]) -> str:
     return "\n".join(out) + "\n"
 
 
+DOCS = REPO / "docs" / "diagnostics.md"
+DOCS_SECTION = re.compile(r"(<!-- BEGIN differential -->\n)(.*?)(<!-- END differential -->)", re.S)
+
+
+def render_markdown(summary: dict[str, Any], records: list[dict[str, Any]]) -> str:
+    """The figures and every false positive by cause, for docs/diagnostics.md. Names cases and
+    the plugin's messages, never the cases' SQL (third-party text stays out of the repository)."""
+    s = summary
+    examples = {(r["case"], st["name"]): st for r in records for st in r.get("statements", [])}
+    bad = s["expected_failures_postgres_rejects"]
+    set_aside = sum(g["count"] for g in s["not_expressible"].values())
+    out = [
+        f"- {s['cases']} distinct PostgreSQL cases ({s['duplicates_folded']} copies of the same SQL folded); "
+        f"PostgreSQL applies {s['schemas_applied']} of their schemas and prepares {s['postgres_prepares']} "
+        "of their statements.",
+        f"- Set aside, because no proto can express them: {set_aside} (by reason below). Statements of cases "
+        "sqlc itself expects to fail are counted apart: "
+        f"{s['postgres_prepares_in_cases_sqlc_expects_to_fail']['accepted']} of their "
+        f"{s['postgres_prepares_in_cases_sqlc_expects_to_fail']['expressible']} are accepted.",
+        f"- **Accepted: {s['accepted']} of {s['expressible']} ({percent(s['accepted'], s['expressible'])})**; "
+        f"with exactly PostgreSQL's parameter types, column names and types: {s['accepted_same_as_postgres']} "
+        f"({percent(s['accepted_same_as_postgres'], s['expressible'])}).",
+        f"- **Cases sqlc expects to fail that PostgreSQL also rejects: {bad}; caught {s['caught']} "
+        f"({percent(s['caught'], bad)})**"
+        + (": missed " + "; ".join(f"`{m['case']}` ({m['postgres']})" for m in s["missed"]) if s["missed"] else "")
+        + ".",
+        f"- Internal errors: {len(s['internal_errors'])}.",
+        "",
+        "What no proto can express, set aside:",
+        "",
+        "| statements | reason |",
+        "| ---: | --- |",
+        *(f"| {g['count']} | {reason} |" for reason, g in s["not_expressible"].items()),
+        "",
+        "False positives (PostgreSQL prepares the statement, the plugin rejects it), by cause and message, "
+        "with one example each:",
+        "",
+        "| statements | cause | message | example |",
+        "| ---: | --- | --- | --- |",
+    ]
+    for cause, classes in s["rejected_by_cause"].items():
+        for cls, group in classes.items():
+            example = examples[tuple(group["example"])]
+            plugin = example.get("plugin", {})
+            first = str((plugin.get("schema_errors") or plugin.get("errors") or [""])[0])
+            first = re.sub(r"diff\.c[0-9a-f]+\.", "", first.split(" (protoc-gen-pydb knows")[0])
+            cell = f"`{group['example'][0]}` {group['example'][1]}: {first}".replace("|", "\\|")
+            out.append(f"| {group['count']} | {cause} | {cls.replace('|', chr(92) + '|')} | {cell} |")
+    if s["accepted_with_mismatches"]:
+        out += ["", "Accepted, but with another type or name than PostgreSQL's:", ""]
+        out += [f"- `{m['case']}` {m['name']}: {'; '.join(m['mismatches'])}" for m in s["accepted_with_mismatches"]]
+    return "\n".join(out) + "\n"
+
+
+def write_docs(markdown: str) -> None:
+    text = DOCS.read_text(encoding="utf-8")
+    if DOCS_SECTION.search(text) is None:
+        raise SystemExit(f"{DOCS} has no <!-- BEGIN differential --> section")
+    DOCS.write_text(DOCS_SECTION.sub(lambda m: m.group(1) + markdown + m.group(3), text), encoding="utf-8")
+
+
 def run(root: Path, server_url: str, jobs: int) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     started = time.monotonic()
     cases, skipped = discover(root)
@@ -832,6 +918,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--json", type=Path, help="write the summary and every statement's result here")
     parser.add_argument("--text", type=Path, help="write the printed summary here too")
+    parser.add_argument("--docs", action="store_true", help="rewrite the figures in docs/diagnostics.md")
     parser.add_argument("--jobs", type=int, default=3, help="cases in flight at once (default 3)")
     args = parser.parse_args(argv)
     summary, records = run(args.cases, args.database_url, args.jobs)
@@ -839,6 +926,8 @@ def main(argv: list[str] | None = None) -> int:
     print(text, end="")
     if args.text:
         args.text.write_text(text, encoding="utf-8")
+    if args.docs:
+        write_docs(render_markdown(summary, records))
     if args.json:
         args.json.write_text(
             json.dumps({"summary": summary, "cases": records}, indent=1, default=list), encoding="utf-8"

@@ -109,6 +109,19 @@ def test_the_differential_counts_what_it_should(pg_server: tuple[str, Cluster | 
     text = differential.render_text(summary, records)
     assert "accepted 4 / 4 (100.0%)" in text
     assert "caught 2 (100.0%), missed 0" in text
+    markdown = differential.render_markdown(summary, records)
+    assert "**Accepted: 4 of 4 (100.0%)**" in markdown
+    assert "SELECT" not in markdown, "the docs name cases and messages, never the cases' SQL"
+
+
+def test_rejections_are_sorted_by_cause() -> None:
+    cause = differential._cause
+    unmapped = {"errors": ["result column v is inet, which does not fit R.v (optional string); see the type table"]}
+    assert cause(unmapped, "SELECT v FROM t", "") == ("a pg type with no proto mapping (bind/typemap.py)", "inet")
+    unknown = {"errors": ["column nam does not exist; did you mean name?"]}
+    assert cause(unknown, "SELECT nam FROM t", "") == ("statement error", "column X does not exist")
+    schema = {"errors": [], "schema_errors": ["type mood does not exist (column m)"]}
+    assert cause(schema, "SELECT 1", "CREATE TABLE t (m mood)") == ("schema refused", "type X does not exist")
 
 
 @pytest.mark.parametrize("message", ["column nam does not exist; did you mean name?", "column nam does not exist"])
