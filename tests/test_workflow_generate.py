@@ -75,7 +75,12 @@ NOTES = "generation/notes/v1/notes.proto"
 
 
 def tree(root: Path) -> dict[str, bytes]:
-    return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+    """Every file the plugin wrote under `root`; bytecode caches that importing left are not output."""
+    return {
+        p.relative_to(root).as_posix(): p.read_bytes()
+        for p in sorted(root.rglob("*"))
+        if p.is_file() and "__pycache__" not in p.parts
+    }
 
 
 def env(**extra: str) -> dict[str, str]:
