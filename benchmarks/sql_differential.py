@@ -31,6 +31,8 @@ from __future__ import annotations
 
 import argparse
 import concurrent.futures
+import concurrent.futures.process
+import contextlib
 import hashlib
 import itertools
 import json
@@ -538,7 +540,8 @@ def _run_case(case: Case, server_url: str, record: dict[str, Any]) -> None:
         admin.execute(f'CREATE DATABASE "{database}"')
         try:
             url = psycopg.conninfo.make_conninfo(server_url, dbname=database)
-            with psycopg.connect(url, autocommit=True) as conn:
+            # A bound on every statement: a schema or statement must never hang the run.
+            with psycopg.connect(url, autocommit=True, options="-c statement_timeout=20s") as conn:
                 try:
                     conn.execute(schema.encode())  # simple protocol: many statements at once
                     record["schema_postgres"] = None
@@ -714,10 +717,30 @@ def run(root: Path, server_url: str, jobs: int) -> tuple[dict[str, Any], list[di
     cases, skipped = discover(root)
     if jobs <= 1:
         records = [run_case(case, server_url) for case in cases]
-    else:  # processes, not threads: the plugin is CPU-bound Python, and the harness redirects stderr
-        with concurrent.futures.ProcessPoolExecutor(max_workers=jobs) as pool:
-            records = list(pool.map(run_case, cases, [server_url] * len(cases), chunksize=4))
+    else:
+        records = run_parallel(cases, server_url, jobs)
     return summarize(records, skipped, time.monotonic() - started), records
+
+
+def run_parallel(cases: list[Case], server_url: str, jobs: int) -> list[dict[str, Any]]:
+    """Cases in worker processes (the plugin is CPU-bound Python; the harness redirects stderr). A
+    worker that dies (a crash in native code) breaks the pool: the cases it left unfinished are
+    then run one process each, so the one that crashes is recorded and the others still run."""
+    done: dict[str, dict[str, Any]] = {}
+    with concurrent.futures.ProcessPoolExecutor(max_workers=jobs) as pool:
+        futures = {pool.submit(run_case, case, server_url): case for case in cases}
+        for future in concurrent.futures.as_completed(futures):
+            with contextlib.suppress(concurrent.futures.process.BrokenProcessPool):
+                done[futures[future].id] = future.result()
+    for case in cases:
+        if case.id not in done:
+            with concurrent.futures.ProcessPoolExecutor(max_workers=1) as alone:
+                try:
+                    done[case.id] = alone.submit(run_case, case, server_url).result()
+                except concurrent.futures.process.BrokenProcessPool:
+                    done[case.id] = {"case": case.id, "duplicates": case.duplicates, "harness_error": "worker died"}
+                    done[case.id]["expects_failure"] = case.expects_failure
+    return [done[case.id] for case in cases]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -4,6 +4,7 @@ parameters, asks PostgreSQL, builds the proto, runs the plugin and counts what i
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -127,3 +128,18 @@ def test_rejections_are_sorted_by_cause() -> None:
 @pytest.mark.parametrize("message", ["column nam does not exist; did you mean name?", "column nam does not exist"])
 def test_message_classes_mask_the_statement_s_names(message: str) -> None:
     assert differential.message_class(message, "SELECT nam FROM app.authors") == "column X does not exist"
+
+
+def dying_run_case(case: differential.Case, server_url: str) -> dict[str, object]:
+    """Stands in for run_case: the worker process dies on the case named `dies`."""
+    if case.id.startswith("dies"):
+        os._exit(1)
+    return {"case": case.id, "duplicates": [], "expects_failure": None, "statements": []}
+
+
+def test_a_worker_that_dies_is_recorded_and_the_run_goes_on(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(differential, "run_case", dying_run_case)
+    cases = [differential.Case(name, Path(name), [], [], None) for name in ("a#0", "dies#0", "b#0", "c#0")]
+    records = differential.run_parallel(cases, "postgresql://unused", jobs=2)
+    assert [r["case"] for r in records] == ["a#0", "dies#0", "b#0", "c#0"]
+    assert [r.get("harness_error") for r in records] == [None, "worker died", None, None]
