@@ -64,7 +64,11 @@ def summarize(records: list[dict[str, Any]], skipped: Counter[str], seconds: flo
             "accepted": sum(1 for s in in_failing if s["status"] == "accepted"),
         },
         "not_expressible": _grouped([(s["reason"], s) for s in set_aside]),
-        "not_expressible_analyzer_differs": sum(1 for s in set_aside if s.get("mismatches")),
+        "not_expressible_analyzer_differs": [
+            {"case": s["case"], "name": s["name"], "mismatches": s["mismatches"]}
+            for s in set_aside
+            if s.get("mismatches")
+        ],
         "expressible": len(expressible),
         "accepted": len(accepted),
         "accepted_same_as_postgres": sum(1 for s in accepted if not s.get("mismatches")),
@@ -110,7 +114,7 @@ def render_text(summary: dict[str, Any], records: list[dict[str, Any]]) -> str:
         f"to fail, counted apart (the plugin accepts "
         f"{s['postgres_prepares_in_cases_sqlc_expects_to_fail']['accepted']})",
         f"set aside, no proto can express them: {set_aside} "
-        f"(the analyzer differs from PostgreSQL on {s['not_expressible_analyzer_differs']} of them)",
+        f"(the analyzer differs from PostgreSQL on {len(s['not_expressible_analyzer_differs'])} of them, below)",
     ]
     for reason, group in s["not_expressible"].items():
         out.append(f"    {group['count']:4d}  {reason}")
@@ -125,6 +129,11 @@ def render_text(summary: dict[str, Any], records: list[dict[str, Any]]) -> str:
         for cls, group in classes.items():
             out.append(f"        {group['count']:4d}  {cls}")
             out += _example_lines(examples[tuple(group["example"])], " " * 14)
+    out.append(f"set aside, and the analyzer differs from PostgreSQL: {len(s['not_expressible_analyzer_differs'])}")
+    out += [
+        f"    {m['case']} {m['name']}: {'; '.join(m['mismatches'])[:200]}"
+        for m in s["not_expressible_analyzer_differs"]
+    ]
     out.append(f"accepted, but types or names differ from PostgreSQL: {len(s['accepted_with_mismatches'])}")
     out += [f"    {m['case']} {m['name']}: {'; '.join(m['mismatches'])[:200]}" for m in s["accepted_with_mismatches"]]
     bad = s["expected_failures_postgres_rejects"]
