@@ -143,6 +143,7 @@ def test_core_view_hides_extensions_until_installed() -> None:
     assert [s.extension for s in with_trgm.functions("similarity")] == ["pg_trgm"]
     assert core.extension("no_such_extension") is None
     assert {"citext", "pgcrypto", "uuid-ossp", "hstore", "ltree", "pg_trgm"} <= set(core.extension_names)
+    assert "" not in core.extension_names and list(core.extension_names) == sorted(core.extension_names)
 
 
 def test_function_rows_carry_postgresqls_attributes() -> None:

@@ -11,8 +11,11 @@ sorted and the JSON is written with fixed separators, so two runs against the sa
 the same bytes.
 
 Layout (each object type grouped by owner: "" for the core pg_catalog, else the extension name):
-  types:  {owner: [[name, display, category, preferred, typtype, array_name, extra, array_category], ...]}
+  types:  {owner: [[name, display, category, preferred, typtype, array_name, extra, array_category,
+                    sort_ops], ...]}
           extra: range → [subtype, multirange]; multirange → [range]; domain → [base]; else []
+          sort_ops: what PostgreSQL finds when asked to ORDER BY ("o") and GROUP BY ("e") a value
+                    of the type, and "O" / "E" for its array type (asked by preparing both)
   procs:  {owner: [[name, "argtype argtype", return_type, flags, n_defaults, "argname ...",
                     [[out_name, out_type], ...], n_direct_args], ...]}
           flags: prokind (f/a/w/p), provolatile (i/s/v), strict (t/f), retset (t/f),
@@ -141,6 +144,23 @@ where a.attrelid = 'pg_class'::regclass and a.attnum < 0 order by a.attnum desc
 """
 
 
+def sort_ops(conn: psycopg.Connection[Any], row: tuple[Any, ...]) -> str:
+    """Ask PostgreSQL whether ORDER BY / GROUP BY of a value of the type (and of its array)
+    find an ordering / equality operator: "could not identify an ordering operator for type json"."""
+    display, typtype, array_name = row[1], row[4], row[5]
+    if typtype == "p":
+        return ""
+    flags = ""
+    for spelled, order, equal in ((display, "o", "e"), (f"{display}[]", "O", "E")):
+        if spelled != display and not array_name:
+            continue
+        for clause, flag in (("ORDER BY x", order), ("GROUP BY x", equal)):
+            sql = f"SELECT x FROM (SELECT NULL::{spelled} AS x) s {clause}"
+            if conn.pgconn.prepare(b"", sql.encode()).status == psycopg.pq.ExecStatus.COMMAND_OK:
+                flags += flag
+    return flags
+
+
 def with_dbname(dsn: str, dbname: str) -> str:
     parts = {k: str(v) for k, v in conninfo_to_dict(dsn).items() if v is not None}
     parts["dbname"] = dbname
@@ -189,7 +209,7 @@ def extract(dsn: str) -> dict[str, Any]:
         with psycopg.connect(with_dbname(dsn, scratch), autocommit=True) as conn:
             install_extensions(conn)
             params = {"uncallable": list(UNCALLABLE_TYPES)}
-            types = conn.execute(TYPES).fetchall()
+            types = [(*row[:-1], sort_ops(conn, row), row[-1]) for row in conn.execute(TYPES).fetchall()]
             procs = conn.execute(PROCS, params).fetchall()
             ops = conn.execute(OPERATORS, params).fetchall()
             casts = conn.execute(CASTS).fetchall()

@@ -10,6 +10,7 @@ Public API:
     Builtins.with_extensions(names) -> Builtins  core + those extensions (CREATE EXTENSION)
     Builtins.functions(name) -> tuple[FunctionSig, ...]
     Builtins.function_names -> frozenset[str]
+    Builtins.type_names -> frozenset[str]
     Builtins.operators(symbol) -> tuple[OperatorSig, ...]
     Builtins.cast(source, target) -> CastSig | None
     Builtins.type_info(PgType | str) -> TypeInfo | None
@@ -96,6 +97,12 @@ class TypeInfo:
     base: PgType | None = None  # domain: its base type
     extension: str = ""  # "" for the core catalog
     array_category: str = "A"  # the category of its array type (record[] is a pseudo-type: P)
+    #: ORDER BY finds an ordering operator / GROUP BY, DISTINCT, UNION an equality operator for
+    #: it (json, xml, point: no); None where not known (the resolver then assumes yes).
+    orderable: bool | None = None
+    equality: bool | None = None
+    array_orderable: bool | None = None  # the same for its array type
+    array_equality: bool | None = None
 
 
 @dataclass(frozen=True)
@@ -121,7 +128,7 @@ class _Data:
                 self.type_rows[row[0]] = (owner, row)
                 if row[5]:
                     self.array_of[row[5]] = row[0]
-        self.owners: tuple[str, ...] = tuple(sorted(set(raw["procs"]) | set(raw["types"]) | set(raw["ops"]) - {""}))
+        self.owners: tuple[str, ...] = tuple(sorted((set(raw["procs"]) | set(raw["types"]) | set(raw["ops"])) - {""}))
 
     @functools.cache  # noqa: B019 - one _Data per process
     def pgtype(self, typname: str) -> PgType:
@@ -133,7 +140,7 @@ class _Data:
         found = self.type_rows.get(typname)
         if found is None:
             return None
-        owner, (name, display, category, preferred, typtype, array_name, extra, array_category) = found
+        owner, (name, display, category, preferred, typtype, array_name, extra, array_category, sort_ops) = found
         t = PgType(name)
         return TypeInfo(
             type=t,
@@ -148,6 +155,10 @@ class _Data:
             base=self.pgtype(extra[0]) if typtype == "d" else None,
             extension=owner,
             array_category=array_category or "A",
+            orderable="o" in sort_ops if typtype != "p" else None,
+            equality="e" in sort_ops if typtype != "p" else None,
+            array_orderable="O" in sort_ops if array_name else None,
+            array_equality="E" in sort_ops if array_name else None,
         )
 
     def function(self, owner: str, row: list[Any]) -> FunctionSig:
@@ -235,7 +246,12 @@ class Builtins:
             self._functions_cache[name] = found
         return found
 
-    @property
+    @functools.cached_property
+    def type_names(self) -> frozenset[str]:
+        """Every type name in this view (pg_type names; array types not listed)."""
+        return frozenset(self._types)
+
+    @functools.cached_property
     def function_names(self) -> frozenset[str]:
         """Every function name in this view (for "did you mean" suggestions)."""
         return frozenset(self._procs)
@@ -265,8 +281,8 @@ class Builtins:
             t = named
         if t.is_enum:
             if t.is_array:
-                return TypeInfo(t, f"{t.name}[]", "A", False, "b", element=t.element)
-            return TypeInfo(t, t.name, "E", False, "e", has_array=True)
+                return TypeInfo(t, f"{t.name}[]", "A", False, "b", element=t.element, orderable=True, equality=True)
+            return TypeInfo(t, t.name, "E", False, "e", has_array=True, orderable=True, equality=True)
         if t.name not in self._types:
             return None
         element = self._data.info(t.name)
@@ -282,6 +298,8 @@ class Builtins:
                 typtype,
                 element.type,
                 extension=element.extension,
+                orderable=element.array_orderable,
+                equality=element.array_equality,
             )
         return element
 

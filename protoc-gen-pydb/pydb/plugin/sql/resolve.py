@@ -9,13 +9,20 @@ or an untyped `@param`: PostgreSQL resolves an untyped parameter like an unknown
 
 Public API:
     resolve_function(name, candidates, args, *, arg_names=None, variadic_call=False, params=None,
-                     env=None) -> FunctionResolution     raises ResolveError (42883 / 42725 / 42804 / 42704)
+                     known_names=(), env=None) -> FunctionResolution     raises ResolveError (42883 / 42725 / 42804 / 42704)
     resolve_operator(symbol, candidates, left, right, *, env=None) -> OperatorResolution
                                          left=None for a prefix operator; raises ResolveError
+    resolve_scalar_array_op(symbol, candidates, left, right, *, env=None) -> OperatorResolution
+                                         `left = ANY (right)`: right is the array (maybe unknown)
+    resolve_in_list(symbol, candidates, left, items, *, has_columns=None, env=None)
+        -> (left type, item types)       `left IN (items...)`, e.g. to type `x IN (@a, @b)`
     can_coerce(source, target, context="i", *, env=None) -> bool     context: "i" / "a" / "e"
     common_type(types, construct="CASE", *, env=None) -> PgType       raises ResolveError (42804 / 42846)
     signature_text(sig, env=None) -> str     "random()", "percentile_cont(double precision) WITHIN GROUP (...)"
     display(t, env=None) -> str              PostgreSQL's type name in messages: "integer"
+    require_ordering(t, *, env=None) / require_equality(t, *, env=None)   ORDER BY / GROUP BY,
+        DISTINCT, UNION need them: ResolveError 42883 "could not identify an ordering operator
+        for type json" (the data asks PostgreSQL about every built-in type and its array)
     ResolveError(sqlstate, message, hint, note)   note: ours (the candidates, "did you mean COALESCE?")
 `candidates` are every function (operator) visible under the name: `Builtins.functions(name)`
 first (pg_catalog leads the search path), then the schema's own. `env` is anything with
@@ -26,26 +33,62 @@ and casts; it defaults to the core built-ins.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import difflib
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
-from typing import Literal, Protocol
+from typing import Literal
 
-from .builtins import TypeInfo, load_builtins
-from .signatures import CastSig, FunctionSig, OperatorSig
+from .coerce import (
+    ANY,
+    POLYMORPHIC,
+    UNKNOWN,
+    Bindings,
+    Context,
+    ResolveError,
+    TypeEnv,
+    array_type,
+    base_type,
+    can_coerce,
+    can_coerce_all,
+    common_type,
+    display,
+    element_type,
+    generic_bindings,
+    info_of,
+    is_complex,
+    is_unknown,
+    pathway,
+    require_equality,
+    require_ordering,
+    select_common,
+    substitute,
+    type_env,
+)
+from .signatures import FunctionSig, OperatorSig
 from .types import PgType
 
-Context = Literal["i", "a", "e"]  # implicit < assignment < explicit, as pg_cast.castcontext
-FunctionKindName = Literal["function", "aggregate", "window", "procedure", "ordered_set", "hypothetical", "cast"]
-_RANK = {"i": 0, "a": 1, "e": 2}
+__all__ = [
+    "DIALECT_HINTS",
+    "OPERATOR_HINTS",
+    "Context",
+    "FunctionKindName",
+    "FunctionResolution",
+    "OperatorResolution",
+    "ResolveError",
+    "TypeEnv",
+    "can_coerce",
+    "common_type",
+    "display",
+    "require_equality",
+    "require_ordering",
+    "resolve_function",
+    "resolve_in_list",
+    "resolve_operator",
+    "resolve_scalar_array_op",
+    "signature_text",
+]
 
-UNKNOWN = PgType("unknown")
-TEXT = PgType("text")
-_ANY = "any"
-_FAMILY1 = frozenset({"anyelement", "anyarray", "anynonarray", "anyenum", "anyrange", "anymultirange"})
-_FAMILY2 = frozenset(
-    {"anycompatible", "anycompatiblearray", "anycompatiblenonarray", "anycompatiblerange", "anycompatiblemultirange"}
-)
-POLYMORPHIC = _FAMILY1 | _FAMILY2
+FunctionKindName = Literal["function", "aggregate", "window", "procedure", "ordered_set", "hypothetical", "cast"]
 
 # Other dialects' function names with an obvious PostgreSQL spelling.
 DIALECT_HINTS = {
@@ -96,23 +139,6 @@ _NO_PREFIX_OPERATOR_HINT = (
 _NOT_UNIQUE_OPERATOR_HINT = "Could not choose a best candidate operator. You might need to add explicit type casts."
 
 
-class TypeEnv(Protocol):
-    def type_info(self, t: PgType) -> TypeInfo | None: ...
-    def cast(self, source: PgType, target: PgType) -> CastSig | None: ...
-
-
-class ResolveError(Exception):
-    """PostgreSQL would reject this: its SQLSTATE, message and hint, plus `note` (ours: the
-    candidates, or the PostgreSQL spelling of another dialect's name)."""
-
-    def __init__(self, sqlstate: str, message: str, hint: str | None = None, note: str | None = None) -> None:
-        super().__init__(message)
-        self.sqlstate = sqlstate
-        self.message = message
-        self.hint = hint
-        self.note = note
-
-
 @dataclass(frozen=True)
 class FunctionResolution:
     sig: FunctionSig
@@ -139,317 +165,6 @@ class OperatorResolution:
     right: PgType
 
 
-def _env(env: TypeEnv | None) -> TypeEnv:
-    return env if env is not None else load_builtins()
-
-
-def _is_unknown(t: PgType) -> bool:
-    return t.name in ("unknown", "null") and not t.is_array
-
-
-def _info(t: PgType, env: TypeEnv) -> TypeInfo:
-    if _is_unknown(t):
-        return TypeInfo(UNKNOWN, "unknown", "X", False, "p")
-    info = env.type_info(t)
-    if info is None:  # a schema type the environment does not describe: a user-defined base type
-        return TypeInfo(t, str(t), "A" if t.is_array else "U", False, "b", element=t.element if t.is_array else None)
-    return info
-
-
-def display(t: PgType, env: TypeEnv | None = None) -> str:
-    """PostgreSQL's name for a type in messages: `integer`, `character varying`, `unknown`."""
-    return _info(t, _env(env)).display
-
-
-def _base(t: PgType, env: TypeEnv) -> PgType:
-    """getBaseType: a domain's base type (recursively), else the type itself."""
-    for _ in range(32):
-        info = env.type_info(t)
-        if info is None or info.base is None:
-            return t
-        t = info.base
-    return t
-
-
-def _element(t: PgType) -> PgType | None:
-    """get_element_type: the element of a true array type."""
-    return t.element if t.is_array else None
-
-
-def _array_of(t: PgType) -> PgType | None:
-    return None if t.is_array else t.array()
-
-
-def _is_complex(t: PgType, env: TypeEnv) -> bool:
-    return _info(t, env).typtype == "c" or (t.name == "record" and not t.is_array)
-
-
-# ---------------------------------------------------------------------------------------------
-# Coercion (parse_coerce.c)
-
-
-def _pathway(source: PgType, target: PgType, context: Context, env: TypeEnv) -> str:
-    """find_coercion_pathway: "relabel", "func", "array", "io" or "" (none)."""
-    if source == target:
-        return "relabel"
-    source, target = _base(source, env), _base(target, env)
-    if source == target:
-        return "relabel"
-    cast = env.cast(source, target)
-    if cast is not None:
-        if _RANK[context] < _RANK[cast.context]:
-            return ""
-        return {"b": "relabel", "f": "func", "i": "io"}[cast.method]
-    if target.is_array and source.is_array:
-        source_elem, target_elem = _element(source), _element(target)
-        if source_elem is not None and target_elem is not None and _pathway(source_elem, target_elem, context, env):
-            return "array"
-    if _RANK[context] >= _RANK["a"] and _info(target, env).category == "S":
-        return "io"
-    if _RANK[context] >= _RANK["e"] and _info(source, env).category == "S":
-        return "io"
-    return ""
-
-
-def can_coerce(source: PgType, target: PgType, context: Context = "i", *, env: TypeEnv | None = None) -> bool:
-    """Can a value of `source` be coerced to `target` in `context` ("i" implicit, e.g. a function
-    argument; "a" assignment, e.g. INSERT/UPDATE; "e" explicit, a CAST)? PostgreSQL's
-    can_coerce_type for one argument: pg_cast, domains ↔ base types, arrays element-wise, I/O
-    conversion to string types (assignment) and from them (explicit), unknown to anything."""
-    return _can_coerce_all((source,), (target,), context, _env(env))
-
-
-def _can_coerce_all(inputs: Sequence[PgType], targets: Sequence[PgType], context: Context, env: TypeEnv) -> bool:
-    have_generics = False
-    for source, target in zip(inputs, targets, strict=True):
-        if source == target or target.name == _ANY:
-            continue
-        if target.name in POLYMORPHIC and not target.is_array:
-            have_generics = True
-            continue
-        if _is_unknown(source):
-            continue
-        if _pathway(source, target, context, env):
-            continue
-        if source.name == "record" and not source.is_array and _is_complex(target, env):
-            continue
-        if target.name == "record" and not target.is_array and _is_complex(source, env):
-            continue
-        if target == PgType("record", True) and source.is_array and _is_complex(source.element, env):
-            continue
-        return False
-    return not have_generics or _generic_bindings(inputs, targets, env) is not None
-
-
-# ---------------------------------------------------------------------------------------------
-# Polymorphism (check_generic_type_consistency / enforce_generic_type_consistency)
-
-
-@dataclass
-class _Bindings:
-    elem: PgType | None = None
-    array: PgType | None = None
-    range: PgType | None = None
-    multirange: PgType | None = None
-    compatible: PgType | None = None
-    compatible_range: PgType | None = None
-    compatible_multirange: PgType | None = None
-    family1_unknown: bool = False
-    family2_unknown: bool = False
-
-
-def _generic_bindings(inputs: Sequence[PgType], declared: Sequence[PgType], env: TypeEnv) -> _Bindings | None:
-    """The polymorphic type variables the actual arguments bind, or None when inconsistent."""
-    b = _Bindings()
-    have_nonarray = have_enum = have_compatible_nonarray = False
-    compatible_inputs: list[PgType] = []
-    for actual, decl in zip(inputs, declared, strict=True):
-        d = decl.name if not decl.is_array else ""
-        if d not in POLYMORPHIC:
-            continue
-        if _is_unknown(actual):
-            if d in _FAMILY1:
-                b.family1_unknown = True
-            else:
-                b.family2_unknown = True
-            continue
-        if d in ("anyelement", "anynonarray", "anyenum"):
-            have_nonarray |= d == "anynonarray"
-            have_enum |= d == "anyenum"
-            if b.elem is not None and b.elem != actual:
-                return None
-            b.elem = actual
-        elif d == "anyarray":
-            actual = _base(actual, env)
-            if b.array is not None and b.array != actual:
-                return None
-            b.array = actual
-        elif d == "anyrange":
-            actual = _base(actual, env)
-            if b.range is not None and b.range != actual:
-                return None
-            b.range = actual
-        elif d == "anymultirange":
-            actual = _base(actual, env)
-            if b.multirange is not None and b.multirange != actual:
-                return None
-            b.multirange = actual
-        elif d in ("anycompatible", "anycompatiblenonarray"):
-            have_compatible_nonarray |= d == "anycompatiblenonarray"
-            compatible_inputs.append(actual)
-        elif d == "anycompatiblearray":
-            element = _element(_base(actual, env))
-            if element is None:
-                return None
-            compatible_inputs.append(element)
-        elif d == "anycompatiblerange":
-            actual = _base(actual, env)
-            subtype = _info(actual, env).range_subtype
-            if subtype is None or (b.compatible_range is not None and b.compatible_range != actual):
-                return None
-            b.compatible_range = actual
-            compatible_inputs.append(subtype)
-        else:  # anycompatiblemultirange
-            actual = _base(actual, env)
-            range_type = _info(actual, env).range
-            subtype = _info(range_type, env).range_subtype if range_type is not None else None
-            if subtype is None or (b.compatible_multirange is not None and b.compatible_multirange != actual):
-                return None
-            b.compatible_multirange = actual
-            compatible_inputs.append(subtype)
-    if b.array is not None:
-        if b.array.name == "anyarray" and not b.array.is_array:
-            pass  # a column of pseudo-type anyarray (pg_stats): nothing to deduce
-        else:
-            element = _element(b.array)
-            if element is None or (b.elem is not None and b.elem != element):
-                return None
-            b.elem = element
-    if b.multirange is not None:
-        range_type = _info(b.multirange, env).range
-        if range_type is None or (b.range is not None and b.range != range_type):
-            return None
-        b.range = range_type
-    if b.range is not None:
-        subtype = _info(b.range, env).range_subtype
-        if subtype is None or (b.elem is not None and b.elem != subtype):
-            return None
-        b.elem = subtype
-    if b.elem is not None:
-        if have_nonarray and b.elem.is_array:
-            return None
-        if have_enum and _info(b.elem, env).typtype != "e":
-            return None
-    if compatible_inputs:
-        try:
-            common = _select_common(compatible_inputs, None, env)
-        except ResolveError:
-            return None
-        if common is None or not all(_can_coerce_all((t,), (common,), "i", env) for t in compatible_inputs):
-            return None
-        if have_compatible_nonarray and common.is_array:
-            return None
-        for range_type in (b.compatible_range, _info_range(b.compatible_multirange, env)):
-            if range_type is not None and _info(range_type, env).range_subtype != common:
-                return None
-        b.compatible = common
-    return b
-
-
-def _info_range(multirange: PgType | None, env: TypeEnv) -> PgType | None:
-    return _info(multirange, env).range if multirange is not None else None
-
-
-def _substitute(decl: PgType, b: _Bindings, env: TypeEnv) -> PgType:
-    """The concrete type for a declared (possibly polymorphic) type, given the bindings."""
-    d = decl.name if not decl.is_array else ""
-    if d not in POLYMORPHIC:
-        return decl
-    if d in _FAMILY1:
-        if d in ("anyelement", "anynonarray", "anyenum"):
-            found = b.elem
-        elif d == "anyarray":
-            found = b.array if b.array is not None else (_array_of(b.elem) if b.elem is not None else None)
-        elif d == "anyrange":
-            found = b.range
-        else:
-            found = b.multirange
-            if found is None and b.range is not None:
-                found = _info(b.range, env).multirange
-        if found is None:
-            if b.elem is None and b.range is None:
-                raise ResolveError("42804", f"could not determine polymorphic type because input has type {'unknown'}")
-            what = d.removeprefix("any").removeprefix("non")
-            raise ResolveError("42704", f"could not find {what} type for data type {display(b.elem or UNKNOWN, env)}")
-        return found
-    common = b.compatible if b.compatible is not None else TEXT
-    if d in ("anycompatible", "anycompatiblenonarray"):
-        return common
-    if d == "anycompatiblearray":
-        array = _array_of(common)
-        if array is None:
-            raise ResolveError("42704", f"could not find array type for data type {display(common, env)}")
-        return array
-    if d == "anycompatiblerange":
-        if b.compatible_range is None:
-            raise ResolveError("42804", f"could not determine polymorphic type {d} because input has type unknown")
-        return b.compatible_range
-    if b.compatible_multirange is not None:
-        return b.compatible_multirange
-    if b.compatible_range is not None and (m := _info(b.compatible_range, env).multirange) is not None:
-        return m
-    raise ResolveError("42804", f"could not determine polymorphic type {d} because input has type unknown")
-
-
-# ---------------------------------------------------------------------------------------------
-# Common type (select_common_type)
-
-
-def _select_common(types: Sequence[PgType], construct: str | None, env: TypeEnv) -> PgType | None:
-    if types and all(t == types[0] for t in types) and not _is_unknown(types[0]):
-        return types[0]
-    ptype = _base(types[0], env) if not _is_unknown(types[0]) else UNKNOWN
-    pinfo = _info(ptype, env)
-    for t in types[1:]:
-        ntype = _base(t, env) if not _is_unknown(t) else UNKNOWN
-        if _is_unknown(ntype) or ntype == ptype:
-            continue
-        ninfo = _info(ntype, env)
-        if _is_unknown(ptype):
-            ptype, pinfo = ntype, ninfo
-        elif ninfo.category != pinfo.category:
-            if construct is None:
-                return None
-            raise ResolveError("42804", f"{construct} types {pinfo.display} and {ninfo.display} cannot be matched")
-        elif (
-            not pinfo.preferred
-            and _can_coerce_all((ptype,), (ntype,), "i", env)
-            and not _can_coerce_all((ntype,), (ptype,), "i", env)
-        ):
-            ptype, pinfo = ntype, ninfo
-    return TEXT if _is_unknown(ptype) else ptype
-
-
-def common_type(types: Sequence[PgType], construct: str = "CASE", *, env: TypeEnv | None = None) -> PgType:
-    """The type PostgreSQL gives UNION / CASE / COALESCE / GREATEST / ARRAY[] / VALUES branches
-    (`construct` names it in messages): select_common_type, then every input must coerce to it
-    implicitly. All unknown → text. Pass the inputs in PostgreSQL's order: a CASE without ELSE
-    has an implicit ELSE NULL that comes first (`[unknown, *then_types]`), which is why
-    `CASE WHEN .. THEN domain_value END` is the domain's base type. Only identical inputs keep a
-    domain; note that the wire protocol describes a domain-typed result column as its base type. Raises ResolveError 42804 "CASE types integer and text cannot
-    be matched" or 42846 "CASE could not convert type ... to ..."."""
-    e = _env(env)
-    if not types:
-        raise ValueError("common_type of no types")
-    common = _select_common(types, construct, e)
-    assert common is not None  # construct given: a mismatch raised
-    for t in types:
-        if not _can_coerce_all((t,), (common,), "i", e):
-            where = "CASE/WHEN" if construct == "CASE" else construct  # as transformCaseExpr says it
-            raise ResolveError("42846", f"{where} could not convert type {display(t, e)} to {display(common, e)}")
-    return common
-
-
 # ---------------------------------------------------------------------------------------------
 # Candidate selection (func_select_candidate)
 
@@ -458,8 +173,8 @@ def _select_candidate(inputs: Sequence[PgType], candidates: list[tuple[PgType, .
     """Index into `candidates` (all of which accept `inputs` implicitly) of the best one, or None
     when PostgreSQL's heuristics leave more than one."""
     nargs = len(inputs)
-    base = [UNKNOWN if _is_unknown(t) else _base(t, env) for t in inputs]
-    n_unknown = sum(1 for t in base if _is_unknown(t))
+    base = [UNKNOWN if is_unknown(t) else base_type(t, env) for t in inputs]
+    n_unknown = sum(1 for t in base if is_unknown(t))
     alive = list(range(len(candidates)))
 
     def keep_best(score: list[int]) -> None:
@@ -467,18 +182,18 @@ def _select_candidate(inputs: Sequence[PgType], candidates: list[tuple[PgType, .
         alive[:] = [i for i, s in zip(alive, score, strict=True) if s == best]
 
     # 1. most exact matches on known inputs
-    keep_best([sum(1 for k in range(nargs) if not _is_unknown(base[k]) and candidates[i][k] == base[k]) for i in alive])
+    keep_best([sum(1 for k in range(nargs) if not is_unknown(base[k]) and candidates[i][k] == base[k]) for i in alive])
     if len(alive) == 1:
         return alive[0]
     # 2. most exact-or-preferred matches at the arguments needing coercion
-    slot_category = [_info(t, env).category for t in base]
+    slot_category = [info_of(t, env).category for t in base]
     scores = []
     for i in alive:
         n = 0
         for k in range(nargs):
-            if _is_unknown(base[k]):
+            if is_unknown(base[k]):
                 continue
-            cinfo = _info(candidates[i][k], env)
+            cinfo = info_of(candidates[i][k], env)
             if candidates[i][k] == base[k] or (cinfo.category == slot_category[k] and cinfo.preferred):
                 n += 1
         scores.append(n)
@@ -491,12 +206,12 @@ def _select_candidate(inputs: Sequence[PgType], candidates: list[tuple[PgType, .
     resolved = True
     slot_preferred = [False] * nargs
     for k in range(nargs):
-        if not _is_unknown(base[k]):
+        if not is_unknown(base[k]):
             continue
         category: str | None = None
         conflict = False
         for i in alive:
-            cinfo = _info(candidates[i][k], env)
+            cinfo = info_of(candidates[i][k], env)
             if category is None:
                 category, slot_preferred[k] = cinfo.category, cinfo.preferred
             elif cinfo.category == category:
@@ -514,9 +229,9 @@ def _select_candidate(inputs: Sequence[PgType], candidates: list[tuple[PgType, .
         for i in alive:
             ok = True
             for k in range(nargs):
-                if not _is_unknown(base[k]):
+                if not is_unknown(base[k]):
                     continue
-                cinfo = _info(candidates[i][k], env)
+                cinfo = info_of(candidates[i][k], env)
                 if cinfo.category != slot_category[k] or (slot_preferred[k] and not cinfo.preferred):
                     ok = False
                     break
@@ -528,11 +243,11 @@ def _select_candidate(inputs: Sequence[PgType], candidates: list[tuple[PgType, .
             return alive[0]
     # 5. all known inputs of one type: assume the unknown ones are that type too
     if n_unknown < nargs:
-        known = {t for t in base if not _is_unknown(t)}
+        known = {t for t in base if not is_unknown(t)}
         if len(known) == 1:
             (only,) = known
             assumed = [only] * nargs
-            matching = [i for i in alive if _can_coerce_all(assumed, candidates[i], "i", env)]
+            matching = [i for i in alive if can_coerce_all(assumed, candidates[i], "i", env)]
             if len(matching) == 1:
                 return matching[0]
     return None
@@ -552,7 +267,7 @@ class _Candidate:
 
 def _variadic_element(sig: FunctionSig) -> PgType:
     last = sig.arg_types[-1]
-    if last.name == _ANY and not last.is_array:
+    if last.name == ANY and not last.is_array:
         return last
     if last.name == "anyarray" and not last.is_array:
         return PgType("anyelement")
@@ -575,6 +290,8 @@ def _candidate(
             if name is None or name not in sig.arg_names[positional:]:
                 return None
             position = sig.arg_names.index(name, positional)
+            if position >= pronargs:  # a malformed signature: more names than arguments
+                return None
             if position in order:
                 return None
             order.append(position)
@@ -596,7 +313,7 @@ def _candidate(
 
 def signature_text(sig: FunctionSig, env: TypeEnv | None = None) -> str:
     """`name(type, ...)` with PostgreSQL's display names, VARIADIC marked, as in \\df."""
-    e = _env(env)
+    e = type_env(env)
     args = [display(t, e) for t in sig.arg_types]
     if sig.variadic and args:
         args[-1] = f"VARIADIC {args[-1]}"
@@ -638,6 +355,7 @@ def resolve_function(
     arg_names: Sequence[str | None] | None = None,
     variadic_call: bool = False,
     params: Sequence[bool] | None = None,
+    known_names: Collection[str] = (),
     env: TypeEnv | None = None,
 ) -> FunctionResolution:
     """Choose among `candidates` (every function visible under `name`, built-ins first as
@@ -648,8 +366,10 @@ def resolve_function(
     substituted. `variadic_call`: the call spells `VARIADIC arr` for the last argument.
     `params[k]`: argument k is an untyped parameter rather than a literal (PostgreSQL reads
     `typename('literal')` as a cast, `typename($1)` only when the cast needs no function).
+    `known_names`: every function name visible (e.g. `Builtins.function_names`), to suggest a
+    close spelling when nothing is named `name` (`to_tsvectr` → "did you mean to_tsvector?").
     Raises ResolveError: 42883 no such function, 42725 not unique, 42804 polymorphic unknown."""
-    e = _env(env)
+    e = type_env(env)
     nargs = len(args)
     # FuncnameGetCandidates: one entry per effective signature; same signature twice → the
     # earlier in the search path, a non-expanded one over a variadic expansion.
@@ -670,7 +390,11 @@ def resolve_function(
                 ambiguous.add(cand.types)
 
     def not_found() -> ResolveError:
-        note = _candidates_note(candidates, e) if candidates else DIALECT_HINTS.get(name.lower())
+        if candidates:
+            note = _candidates_note(candidates, e)
+        else:
+            close = difflib.get_close_matches(name.lower(), sorted(known_names), n=1, cutoff=0.8)
+            note = DIALECT_HINTS.get(name.lower()) or (f"did you mean {close[0]}()?" if close else None)
         return ResolveError(
             "42883", f"function {_call_text(name, args, arg_names, e)} does not exist", _NO_FUNCTION_HINT, note
         )
@@ -689,7 +413,7 @@ def resolve_function(
         if coercion is not None:
             return coercion
     if chosen is None:
-        matching = [c for c in cands if _can_coerce_all(args, c.types, "i", e)]
+        matching = [c for c in cands if can_coerce_all(args, c.types, "i", e)]
         if not matching:
             raise not_found()
         if len(matching) == 1:
@@ -703,16 +427,14 @@ def resolve_function(
         raise not_unique()
     sig = chosen.sig
     declared = list(chosen.types)
-    bindings = _generic_bindings(args, declared, e) or _Bindings()
+    bindings = generic_bindings(args, declared, e) or Bindings()
     needs = [*declared, sig.return_type, *(t for _, t in sig.out_columns)]
     if any(t.name in POLYMORPHIC and not t.is_array for t in needs):
-        coerced = tuple(
-            _substitute(d, bindings, e) if d.name != _ANY else a for d, a in zip(declared, args, strict=True)
-        )
-        result = _substitute(sig.return_type, bindings, e)
-        outs = tuple((n, _substitute(t, bindings, e)) for n, t in sig.out_columns)
+        coerced = tuple(substitute(d, bindings, e) if d.name != ANY else a for d, a in zip(declared, args, strict=True))
+        result = substitute(sig.return_type, bindings, e)
+        outs = tuple((n, substitute(t, bindings, e)) for n, t in sig.out_columns)
     else:
-        coerced = tuple(a if d.name == _ANY and not d.is_array else d for d, a in zip(declared, args, strict=True))
+        coerced = tuple(a if d.name == ANY and not d.is_array else d for d, a in zip(declared, args, strict=True))
         result, outs = sig.return_type, sig.out_columns
     return FunctionResolution(sig, result, coerced, outs, sig.returns_set, _kind(sig), chosen.variadic_expanded)
 
@@ -723,9 +445,9 @@ def _type_coercion(name: str, arg: PgType, is_param: bool, env: TypeEnv) -> Func
     if info is None or info.typtype in ("p", "c"):
         return None
     target = info.type
-    if not (_is_unknown(arg) and not is_param):
-        path = _pathway(arg, target, "e", env)
-        if path == "io" and _is_complex(arg, env) and info.category == "S":
+    if not (is_unknown(arg) and not is_param):
+        path = pathway(arg, target, "e", env)
+        if path == "io" and is_complex(arg, env) and info.category == "S":
             return None
         if path not in ("relabel", "io"):
             return None
@@ -757,27 +479,29 @@ def resolve_operator(
     (`left=None`: prefix operator), as PostgreSQL's oper(): an exact match (an unknown operand
     assumed to have the other's type, then that type's domain base), else implicit coercion and
     func_select_candidate. Raises ResolveError 42883 "operator does not exist: integer == integer"
-    (note: "did you mean =?" for other dialects' spellings) or 42725 "operator is not unique"."""
-    e = _env(env)
+    (note: "did you mean =?" for other dialects' spellings) or 42725 "operator is not unique".
+    NULLIF(a, b) is `a = b` typed as what `a` is coerced to (`resolution.left`): NULLIF(1, 2.5)
+    is numeric."""
+    e = type_env(env)
     if symbol == "!=":  # PostgreSQL's lexer reads != as <>
         symbol = "<>"
     sigs = [s for s in candidates if (s.left is None) == (left is None)]
     l_t, r_t = left, right
     if left is not None:
-        if _is_unknown(left) and not _is_unknown(right):
+        if is_unknown(left) and not is_unknown(right):
             l_t = right
-        elif _is_unknown(right) and not _is_unknown(left):
+        elif is_unknown(right) and not is_unknown(left):
             r_t = left
     exact = next((s for s in sigs if s.left == l_t and s.right == r_t), None)
-    if exact is None and left is not None and l_t == r_t and (_is_unknown(left) != _is_unknown(right)):
+    if exact is None and left is not None and l_t == r_t and (is_unknown(left) != is_unknown(right)):
         assert l_t is not None
-        base = _base(l_t, e)
+        base = base_type(l_t, e)
         if base != l_t:
             exact = next((s for s in sigs if s.left == base and s.right == base), None)
     if exact is None:
         inputs = [left, right] if left is not None else [right]
         declared = [[s.left, s.right] if s.left is not None else [s.right] for s in sigs]
-        matching = [i for i, d in enumerate(declared) if _can_coerce_all(inputs, d, "i", e)]
+        matching = [i for i, d in enumerate(declared) if can_coerce_all(inputs, d, "i", e)]
         if not matching:
             note = OPERATOR_HINTS.get(symbol) if not sigs else None
             raise ResolveError(
@@ -800,7 +524,82 @@ def resolve_operator(
     sig = exact
     declared_args = [sig.left, sig.right] if sig.left is not None else [sig.right]
     actual = [left, right] if left is not None else [right]
-    bindings = _generic_bindings(actual, declared_args, e) or _Bindings()
-    result = _substitute(sig.result, bindings, e)
-    coerced = [_substitute(d, bindings, e) for d in declared_args]
+    bindings = generic_bindings(actual, declared_args, e) or Bindings()
+    result = substitute(sig.result, bindings, e)
+    coerced = [substitute(d, bindings, e) for d in declared_args]
     return OperatorResolution(sig, result, coerced[0] if left is not None else None, coerced[-1])
+
+
+def resolve_scalar_array_op(
+    symbol: str,
+    candidates: Sequence[OperatorSig],
+    left: PgType,
+    right: PgType,
+    *,
+    env: TypeEnv | None = None,
+) -> OperatorResolution:
+    """`left symbol ANY (right)` / `ALL (right)` (make_scalar_array_op): the operator is resolved
+    against the element type of the array `right` (an unknown `right`, e.g. an untyped @param,
+    stays unknown and becomes the array of the operator's right type). The resolution's `right`
+    is the array type the right operand is coerced to; its `result` is boolean. Raises
+    ResolveError 42809 when `right` is not an array or the operator does not yield boolean."""
+    e = type_env(env)
+    if is_unknown(right):
+        element = UNKNOWN
+    else:
+        found = element_type(base_type(right, e))
+        if found is None:
+            raise ResolveError("42809", "op ANY/ALL (array) requires array on right side")
+        element = found
+    op = resolve_operator(symbol, candidates, left, element, env=e)
+    if op.result != PgType("bool"):
+        raise ResolveError("42809", "op ANY/ALL (array) requires operator to yield boolean")
+    # enforce_generic_type_consistency gives an unknown operand its resolved type; a known one
+    # matched to a polymorphic parameter keeps the array type it has
+    declared = op.right if is_unknown(element) else op.sig.right
+    if declared.name in POLYMORPHIC and not declared.is_array:
+        array = right
+    else:
+        found_array = array_type(declared)
+        if found_array is None:
+            raise ResolveError("42704", f"could not find array type for data type {display(declared, e)}")
+        array = found_array
+    return OperatorResolution(op.sig, op.result, op.left, array)
+
+
+def resolve_in_list(
+    symbol: str,
+    candidates: Sequence[OperatorSig],
+    left: PgType,
+    items: Sequence[PgType],
+    *,
+    has_columns: Sequence[bool] | None = None,
+    env: TypeEnv | None = None,
+) -> tuple[PgType, tuple[PgType, ...]]:
+    """`left IN (items...)` (symbol "=") / `NOT IN` ("<>"), as transformAExprIn: the items
+    that reference no column (`has_columns[k]` False: literals, @params), when more than one,
+    are unified with `left` by select_common_type and compared as `= ANY (ARRAY[...])`; every
+    other item is its own `left = item`. Returns (what `left` is coerced to in the ANY
+    comparison, or `left` itself; what each item is coerced to). Raises ResolveError as
+    resolve_operator does."""
+    e = type_env(env)
+    columns = list(has_columns) if has_columns is not None else [False] * len(items)
+    plain = [k for k, t in enumerate(items) if not columns[k]]
+    coerced: list[PgType | None] = [None] * len(items)
+    left_type = left
+    if len(plain) > 1:
+        inputs = [left, *(items[k] for k in plain)]
+        common = select_common(inputs, None, e)
+        if common is not None and not all(can_coerce_all((t,), (common,), "i", e) for t in inputs):
+            common = None
+        array = array_type(common) if common is not None and common.name != "record" else None
+        if common is not None and array is not None:
+            op = resolve_scalar_array_op(symbol, candidates, left, array, env=e)
+            left_type = op.left or left
+            for k in plain:
+                coerced[k] = common
+    for k, t in enumerate(items):
+        if coerced[k] is None:
+            op = resolve_operator(symbol, candidates, left, t, env=e)
+            coerced[k] = op.right
+    return left_type, tuple(c for c in coerced if c is not None)

@@ -46,8 +46,11 @@ JSON = frozenset({"json", "jsonb"})
 
 @dataclass(frozen=True)
 class PgType:
-    """A column or expression type. `name` is canonical (`int4`, `timestamptz`, ...) or, for
-    enums, the qualified type name; `labels` is set exactly for enums."""
+    """A column or expression type. `name` is canonical: the pg_type name without the array
+    type's `_` prefix (`int4`, `varchar`, `timestamptz`, pseudo-types such as `anyelement`,
+    `record`, `unknown`), or for a schema-defined type its qualified name; an array is
+    `is_array=True` over its element's name; `labels` is set exactly for enums. The built-in
+    catalog (builtins.py) describes every built-in name: display name, category, relations."""
 
     name: str
     is_array: bool = False
