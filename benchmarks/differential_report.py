@@ -74,6 +74,13 @@ def summarize(records: list[dict[str, Any]], skipped: Counter[str], seconds: flo
         "accepted_same_as_postgres": sum(1 for s in accepted if not s.get("mismatches")),
         "rejected": len(rejected),
         "rejected_by_cause": {cause: _grouped(items) for cause, items in sorted(causes.items())},
+        "false_positives": sorted(
+            (
+                {"cause": s["cause"], "case": s["case"], "name": s["name"], "message": _first_message(s)}
+                for s in rejected
+            ),
+            key=lambda f: (f["cause"], f["case"], f["name"]),
+        ),
         "accepted_with_mismatches": [
             {"case": s["case"], "name": s["name"], "mismatches": s["mismatches"]}
             for s in accepted
@@ -190,15 +197,21 @@ def render_markdown(summary: dict[str, Any], records: list[dict[str, Any]]) -> s
     for cause, classes in s["rejected_by_cause"].items():
         for cls, group in classes.items():
             example = examples[tuple(group["example"])]
-            plugin = example.get("plugin", {})
-            first = str((plugin.get("schema_errors") or plugin.get("errors") or [""])[0])
-            first = re.sub(r"diff\.c[0-9a-f]+\.", "", first.split(" (protoc-gen-pydb knows")[0])
-            cell = f"`{group['example'][0]}` {group['example'][1]}: {first}".replace("|", "\\|")
+            cell = f"`{group['example'][0]}` {group['example'][1]}: {_first_message(example)}".replace("|", "\\|")
             out.append(f"| {group['count']} | {cause} | {cls.replace('|', chr(92) + '|')} | {cell} |")
     if s["accepted_with_mismatches"]:
         out += ["", "Accepted, but with another type or name than PostgreSQL's:", ""]
         out += [f"- `{m['case']}` {m['name']}: {'; '.join(m['mismatches'])}" for m in s["accepted_with_mismatches"]]
+    out += ["", f"<details><summary>Every false positive ({len(s['false_positives'])})</summary>", ""]
+    out += [f"- {f['cause']}: `{f['case']}` {f['name']}: {f['message']}" for f in s["false_positives"]]
+    out += ["", "</details>"]
     return "\n".join(out) + "\n"
+
+
+def _first_message(statement: dict[str, Any]) -> str:
+    plugin = statement.get("plugin", {})
+    first = str((plugin.get("schema_errors") or plugin.get("errors") or [""])[0])
+    return re.sub(r"diff\.c[0-9a-f]+\.", "", first.split(" (protoc-gen-pydb knows")[0])
 
 
 def write_docs(markdown: str) -> None:
