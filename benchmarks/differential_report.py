@@ -56,7 +56,11 @@ def summarize(records: list[dict[str, Any]], skipped: Counter[str], seconds: flo
         "duplicates_folded": sum(len(r["duplicates"]) for r in records),
         "skipped_packages": dict(skipped),
         "schemas_applied": len(schema_ok),
-        "schemas_refused_by_postgres": len(records) - len(schema_ok),
+        "schemas_refused_by_postgres": [
+            {"case": r["case"], "postgres": r.get("schema_postgres") or r.get("harness_error", "")[-200:]}
+            for r in records
+            if r["case"] not in schema_ok
+        ],
         "statements": len(every),
         "postgres_prepares": len(prepared),
         "postgres_prepares_in_cases_sqlc_expects_to_fail": {
@@ -115,7 +119,8 @@ def render_text(summary: dict[str, Any], records: list[dict[str, Any]]) -> str:
         f"{s['cases']} distinct postgresql cases ({s['duplicates_folded']} duplicates folded; skipped: "
         + ", ".join(f"{k} {v}" for k, v in sorted(s["skipped_packages"].items()))
         + f"); {s['seconds']} s",
-        f"schemas: PostgreSQL applies {s['schemas_applied']}, refuses {s['schemas_refused_by_postgres']}",
+        f"schemas: PostgreSQL applies {s['schemas_applied']}, refuses {len(s['schemas_refused_by_postgres'])}: "
+        + "; ".join(f"{r['case']} ({r['postgres']})" for r in s["schemas_refused_by_postgres"]),
         f"statements: {s['statements']}; PostgreSQL prepares {s['postgres_prepares']} (its schema applied); "
         f"{s['postgres_prepares_in_cases_sqlc_expects_to_fail']['expressible']} of them are in cases sqlc expects "
         f"to fail, counted apart (the plugin accepts "

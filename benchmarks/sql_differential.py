@@ -176,12 +176,16 @@ def _read_all(path: Path) -> list[str]:
 ROLLBACK_MARKERS = ("-- +goose down", "-- +migrate down", "-- migrate:down", "---- create above / drop below ----")
 
 
-def without_rollback(text: str) -> str:
+def schema_text(text: str) -> str:
+    """A schema file as psql would feed it to the server: up to a migration's rollback marker, and
+    without psql's own meta-commands (`\\connect`, pg_dump's `\\restrict`), lines that start with a
+    backslash."""
     lines = text.split("\n")
     for i, line in enumerate(lines):
         if line.strip().lower() in ROLLBACK_MARKERS:
-            return "\n".join(lines[:i])
-    return text
+            lines = lines[:i]
+            break
+    return "\n".join("" if line.startswith("\\") else line for line in lines)
 
 
 # -- statements -----------------------------------------------------------------------------------
@@ -525,7 +529,7 @@ def run_case(case: Case, server_url: str) -> dict[str, Any]:
 
 def _run_case(case: Case, server_url: str, record: dict[str, Any]) -> None:
     schema = "\n".join(
-        "\n".join(n.sql + ";" for n in statements(without_rollback(text), str(path)) if n.name is None)
+        "\n".join(n.sql + ";" for n in statements(schema_text(text), str(path)) if n.name is None)
         for path in case.schema
         for text in _read_all(path)
     )
