@@ -292,6 +292,35 @@ def _backlog(r: Json) -> list[str]:
     return out
 
 
+def _events(r: Json) -> list[str]:
+    ev = r["events"]
+    out = [
+        "## 5. Live task events",
+        "",
+        "Emit (`EventEmitter`, the fleet's buffer and flusher) → read (`watch_task_events`, one reader per task), in "
+        "one process. Latency: events at a steady 200/s in total, receive time minus `emitted_at`. Events/s: every "
+        "task emits at once, timed until the last reader has its terminal event. Redis: a private redis-server; "
+        "PostgreSQL: `AppendTaskEvents` into `generation.task_events`, read with `WatchTaskEvents` + "
+        "`ListTaskEvents` through the generated server.",
+        "",
+        "| Transport | Case | Events | p50 (ms) | p99 (ms) | Events/s |",
+        "|---|---|---|---|---|---|",
+    ]
+    cases = (
+        ("one_task_latency", "1 task, 200 events/s"),
+        ("many_tasks_latency", "tasks sharing 200 events/s"),
+        ("one_task_throughput", "1 task, burst"),
+        ("many_tasks_throughput", "tasks, burst"),
+    )
+    for transport in ("redis", "postgres"):
+        for key, label in cases:
+            c = ev[transport][key]
+            rate = f"{c['events_per_s']:,.0f}" if "events_per_s" in c else "-"
+            name = label if c["tasks"] == 1 else f"{c['tasks']} {label}"
+            out.append(f"| {transport} | {name} | {c['events']:,} | {c['p50_ms']:.1f} | {c['p99_ms']:.1f} | {rate} |")
+    return [*out, ""]
+
+
 def markdown(r: Json) -> str:
     out = [
         "# Benchmark results",
@@ -321,6 +350,7 @@ def markdown(r: Json) -> str:
         ("overhead", _overhead),
         ("throughput", _throughput),
         ("backlog", _backlog),
+        ("events", _events),
     ):
         if name in r:
             out += section(r)

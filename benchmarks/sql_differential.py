@@ -57,7 +57,7 @@ sys.path.insert(0, str(REPO / "tests"))
 from corpus.run import analyzer_signature, pg_type_names  # noqa: E402
 from differential_report import render_markdown, render_text, summarize, write_docs  # noqa: E402
 from plugin_harness import compile_protos, run_plugin  # noqa: E402
-from pydb.plugin.bind.typemap import COMPATIBLE, DURATION_MSG, PARAM_COMPATIBLE, TIMESTAMP_MSG  # noqa: E402
+from pydb.plugin.bind.typemap import DURATION_MSG, TIMESTAMP_MSG, TYPES  # noqa: E402
 from pydb.plugin.sql.analyze import analyze  # noqa: E402
 from pydb.plugin.sql.catalog import Catalog, build_catalog  # noqa: E402
 
@@ -71,6 +71,9 @@ UNEXPRESSIBLE_COMMANDS = {
 }
 SQLC_FUNCTIONS = ("arg", "narg", "slice", "embed")
 COMMANDS = {":one", ":many", ":exec", ":execrows", ":execresult", ":execlastid", *UNEXPRESSIBLE_COMMANDS}
+#: The plugin's own type table: per pg type, the proto types a column reads into and a parameter binds from.
+READS = {pg: frozenset(m.proto for m in pairs if m.reads) for pg, pairs in TYPES.items()}
+BINDS = {pg: frozenset(m.proto for m in pairs if m.binds) for pg, pairs in TYPES.items()}
 #: Preferred proto type per pg type, most natural first (the typemap allows the others too).
 PREFERENCE = ["int32", "int64", "double", "float", "bool", "string", "bytes", TIMESTAMP_MSG, DURATION_MSG]
 IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")  # a proto field name (not SQL)
@@ -399,9 +402,7 @@ def build_proto(package: str, rpcs: list[Rpc]) -> str:
     for rpc in rpcs:
         d = rpc.described
         request = [
-            field_line(
-                name, n, *proto_type(t, d.enum_types, PARAM_COMPATIBLE), optional=name in rpc.translated.nullable
-            )
+            field_line(name, n, *proto_type(t, d.enum_types, BINDS), optional=name in rpc.translated.nullable)
             # A statement PostgreSQL rejects has no parameter types: text, the plugin decides.
             for n, (name, t) in enumerate(
                 itertools.zip_longest(rpc.translated.params, d.params[: len(rpc.translated.params)], fillvalue="text"),
@@ -412,7 +413,7 @@ def build_proto(package: str, rpcs: list[Rpc]) -> str:
         response = f"{rpc.name}_Row"
         # Every result field has presence: PostgreSQL does not say which columns may be NULL.
         row = [
-            field_line(name, n, *proto_type(t, d.enum_types, COMPATIBLE), optional=True)
+            field_line(name, n, *proto_type(t, d.enum_types, READS), optional=True)
             for n, (name, t) in enumerate(d.columns, 1)
         ]
         lines += [f"message {rpc.name}_Row {{", *row, "}"]
@@ -674,7 +675,7 @@ def _unmapped_type(message: str) -> str | None:
     for before, after in ((" is ", ", which does not fit"), ("where Postgres expects ", " (see")):
         if before in message and after in message:
             pg = message.split(after, 1)[0].rsplit(before, 1)[-1].removesuffix("[]")
-            return pg if pg not in COMPATIBLE else None
+            return pg if pg not in TYPES else None
     return None
 
 

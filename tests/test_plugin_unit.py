@@ -13,7 +13,7 @@ from google.protobuf import descriptor_pb2, wrappers_pb2
 from plugin_harness import run_plugin
 from pydb.plugin.bind import compiler
 from pydb.plugin.bind import typemap as t
-from pydb.plugin.diagnostics import Diagnostic, SqlSpan, unterminated_at
+from pydb.plugin.diagnostics import Diagnostic, SqlSpan
 from pydb.plugin.sql.analyze import analyze
 from pydb.plugin.sql.catalog import build_catalog
 from pydb.plugin.sql.types import PgType
@@ -124,13 +124,14 @@ def test_without_source_code_info_the_location_is_1_1(tmp_path: Path) -> None:
 
 def test_presence_nullable_columns_need_wrappers_optional_or_proto2(tmp_path: Path) -> None:
     # `nick` is nullable: it lands in the StringValue wrapper field `nick`...
-    error, _, _ = run(tmp_path, person_file("SELECT id, nick FROM app.people WHERE id = @id"))
+    error, _, _ = run(tmp_path, person_file("SELECT id, name, nick, mood FROM app.people WHERE id = @id"))
     assert error == ""
     # ...but not in the plain string field `name`.
     error, _, _ = run(tmp_path, person_file("SELECT id, nick AS name FROM app.people WHERE id = @id"))
     assert "result column name may be NULL, but people.Person.name (string) cannot tell NULL" in error
     # In proto2 an `optional` scalar has presence.
-    error, _, _ = run(tmp_path, person_file("SELECT id, nick AS name FROM app.people WHERE id = @id", syntax="proto2"))
+    sql = "SELECT id, nick AS name, nick, mood FROM app.people WHERE id = @id"
+    error, _, _ = run(tmp_path, person_file(sql, syntax="proto2"))
     assert error == ""
 
 
@@ -162,7 +163,8 @@ def test_a_crash_reading_the_schema_is_an_internal_error_naming_it(
 
 def test_schema_errors_name_the_schema_line(tmp_path: Path) -> None:
     schema = SCHEMA + "CREATE TABLE app.broken (id int PRIMARY KEY, x text DEFAULT);\nCREATE TABLE app.s (id STRING);\n"
-    error, _, files = run(tmp_path, person_file("SELECT id FROM app.people WHERE id = @id"), schema=schema)
+    sql = "SELECT id, name, nick, mood FROM app.people WHERE id = @id"
+    error, _, files = run(tmp_path, person_file(sql), schema=schema)
     assert files == []
     lines = [row for row in error.splitlines() if ": error: " in row]
     assert lines == [
@@ -268,12 +270,6 @@ def test_the_catalog_reads_the_supported_ddl() -> None:
     assert u is not None and ("t_id", "id") in u.unique_keys
 
 
-def test_unterminated_strings_and_comments_are_located() -> None:
-    assert unterminated_at("SELECT 'ok', $$x$$, 'open") == SqlSpan(20, 20)
-    assert unterminated_at("SELECT 1 /* never closed") == SqlSpan(9, 10)
-    assert unterminated_at("SELECT 'it''s', \"q\"") is None
-
-
 # -- the analyzer's typing ---------------------------------------------------------------------
 
 
@@ -374,30 +370,10 @@ DOC = Path(__file__).resolve().parent.parent / "docs" / "diagnostics.md"
 
 
 def render_type_table() -> str:
-    def names(types: frozenset[str]) -> str:
-        return ", ".join(f"`{n}`" for n in sorted(types)) or "—"
-
-    rows = ["| Postgres type | a result column may land in | a parameter may be bound from |", "|---|---|---|"]
-    for pg in t.COMPATIBLE:
-        rows.append(f"| `{pg}` | {names(t.COMPATIBLE[pg])} | {names(t.PARAM_COMPATIBLE[pg])} |")
-    rows.append("| any enum type | a proto `enum` (label by label), `string` | a proto `enum`, `string` |")
-    return "\n".join(rows)
+    return t.markdown_table()
 
 
-def render_builtins() -> str:
-    from pydb.plugin.sql.functions import BUILTINS, WINDOW_ONLY
-
-    special = {"coalesce", "greatest", "least", "nullif", "make_interval", "sum", "avg", "count", "current_timestamp"}
-    names = sorted(set(BUILTINS) | special)
-    aggregates = {n for n, sig in BUILTINS.items() if sig.aggregate} | {"sum", "avg", "count"}
-
-    def label(n: str) -> str:
-        return f"`{n}`" + (" (aggregate)" if n in aggregates else " (window)" if n in WINDOW_ONLY else "")
-
-    return ", ".join(label(n) for n in names) + "."
-
-
-@pytest.mark.parametrize(("marker", "render"), [("type-table", render_type_table), ("builtins", render_builtins)])
+@pytest.mark.parametrize(("marker", "render"), [("type-table", render_type_table)])
 def test_the_docs_show_the_tables_the_code_uses(marker: str, render: object) -> None:
     assert callable(render)
     text = DOC.read_text(encoding="utf-8")

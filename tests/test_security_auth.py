@@ -45,6 +45,8 @@ class Pki:
     rogue_cert: Path  # a client certificate signed by another CA
     rogue_key: Path
     other_ca: Path
+    stranger_cert: Path  # signed by the client CA, for another service
+    stranger_key: Path
 
     def read(self, path: Path) -> bytes:
         return path.read_bytes()
@@ -77,7 +79,8 @@ def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
     server = _make_leaf(d, "server", ca, "DNS:localhost,IP:127.0.0.1")
     client = _make_leaf(d, "worker", ca, "DNS:worker")
     rogue = _make_leaf(d, "rogue", other, "DNS:worker")
-    return Pki(ca[0], *server, *client, *rogue, other[0])
+    stranger = _make_leaf(d, "billing", ca, "DNS:billing")
+    return Pki(ca[0], *server, *client, *rogue, other[0], *stranger)
 
 
 # -- servers ---------------------------------------------------------------------------------
@@ -215,7 +218,15 @@ async def test_a_reachable_address_needs_authentication_or_an_explicit_flag(data
         await running.close()
 
 
-def test_the_server_process_refuses_to_start_exposed_and_says_why(database_url: str) -> None:
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["-m", "generation.task.v1.task_pydb_server"],
+        ["-m", "pydb.serve", "generation.task.v1.task_pydb_server"],
+    ],
+    ids=["generated server", "pydb.serve"],
+)
+def test_the_server_process_refuses_to_start_exposed_and_says_why(database_url: str, command: list[str]) -> None:
     env = {
         **os.environ,
         "PYTHONPATH": os.pathsep.join([str(ROOT / "generated"), str(ROOT / "protoc-gen-pydb")]),
@@ -224,7 +235,7 @@ def test_the_server_process_refuses_to_start_exposed_and_says_why(database_url: 
     }
     env.pop("AUTH_TOKENS", None)
     done = subprocess.run(
-        [sys.executable, "-m", "generation.task.v1.task_pydb_server"],
+        [sys.executable, *command],
         env=env,
         capture_output=True,
         text=True,
@@ -275,6 +286,33 @@ async def test_mtls_and_token_together(database_url: str, pki: Pki) -> None:
         composite = grpc.composite_channel_credentials(good, grpc.access_token_call_credentials(TOKEN))
         async with grpc.aio.secure_channel(running.address, composite) as ch:
             assert (await register(ch, "both")).name == "both"
+    finally:
+        await running.close()
+
+
+async def test_mtls_client_names_narrow_the_ca(database_url: str, pki: Pki) -> None:
+    cfg = server_config(
+        database_url,
+        tls_cert=str(pki.server_cert),
+        tls_key=str(pki.server_key),
+        tls_client_ca=str(pki.ca),
+        tls_client_names="worker, reaper",
+    )
+    running = await start_server(cfg)
+    try:
+        good = grpc.ssl_channel_credentials(pki.read(pki.ca), pki.read(pki.client_key), pki.read(pki.client_cert))
+        async with grpc.aio.secure_channel(running.address, good) as ch:
+            assert (await register(ch, "named")).name == "named"
+        # Signed by the same CA, but for another service: a status this time, the handshake succeeded.
+        other = grpc.ssl_channel_credentials(pki.read(pki.ca), pki.read(pki.stranger_key), pki.read(pki.stranger_cert))
+        async with grpc.aio.secure_channel(running.address, other) as ch:
+            err = await refused(register(ch, "stranger"))
+            assert err.code() == Code.UNAUTHENTICATED
+            assert err.details() == "client certificate not accepted by this server"
+            watch = task_pb2_grpc.GenerationDataServiceStub(ch).WatchTaskWakes(pb.WatchTaskWakesRequest())
+            assert (await refused(watch.read())).code() == Code.UNAUTHENTICATED
+            # Health stays open to any certificate the CA signed (--health-open).
+            await health_pb2_grpc.HealthStub(ch).Check(health_pb2.HealthCheckRequest(), timeout=5)
     finally:
         await running.close()
 

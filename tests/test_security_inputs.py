@@ -5,6 +5,7 @@ and nothing else."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import Any
 
@@ -161,7 +162,7 @@ async def reflect(address: str) -> tuple[list[str], descriptor_pb2.FileDescripto
 
 
 async def test_reflection_lists_services_but_serves_no_sql(service: RunningServer, database_url: str) -> None:
-    names, file = await reflect(service.address)
+    names, file = await asyncio.wait_for(reflect(service.address), 30)
     assert SERVICE in names and "grpc.health.v1.Health" in names
     methods = {m.name: m for m in file.service[0].method}
     assert {"RegisterTool", "QueueTask", "WatchTaskWakes"} <= set(methods)
@@ -171,11 +172,11 @@ async def test_reflection_lists_services_but_serves_no_sql(service: RunningServe
     for word in ("INSERT INTO", "SELECT", "generation.tasks", "schema.sql"):
         assert word not in text
     # Asked for: the options (the SQL) are served.
-    running = await start_server(server_config(database_url, reflection_options=True))
+    running = await asyncio.wait_for(start_server(server_config(database_url, reflection_options=True)), 30)
     try:
-        _, full = await reflect(running.address)
+        _, full = await asyncio.wait_for(reflect(running.address), 30)
     finally:
-        await running.close()
+        await asyncio.wait_for(running.close(), 30)
     assert "INSERT INTO generation.tools" in full.SerializeToString().decode("latin-1")
 
 

@@ -22,6 +22,7 @@ CREATE TABLE customers (
     id bigserial PRIMARY KEY,
     name text NOT NULL,
     email text,
+    code varchar(8),
     mood public.mood NOT NULL DEFAULT 'calm'
 );
 CREATE UNIQUE INDEX customers_name ON customers (name);
@@ -34,6 +35,10 @@ CREATE TABLE orders (
     meta jsonb,
     placed_at timestamptz NOT NULL DEFAULT now()
 );
+CREATE FUNCTION with_tax(amount numeric) RETURNS numeric LANGUAGE sql IMMUTABLE AS $$ SELECT amount * 1.2 $$;
+CREATE FUNCTION customer_orders(customer bigint) RETURNS TABLE (order_id bigint, order_total numeric)
+    LANGUAGE sql STABLE AS $$ SELECT id, total FROM orders WHERE customer_id = customer $$;
+CREATE FUNCTION touch(order_id bigint) RETURNS void LANGUAGE sql AS $$ UPDATE orders SET note = note WHERE id = order_id $$;
 CREATE TABLE payments (
     payment_id bigserial PRIMARY KEY,
     customer_id bigint NOT NULL,
@@ -175,6 +180,7 @@ def test_whole_row_reference_is_an_embedded_column(catalog: Catalog, conn: psyco
         ("id", "int8", False),
         ("name", "text", False),
         ("email", "text", True),
+        ("code", "varchar", True),
         ("mood", "public.mood", False),
     ]
     assert row.nullable  # the far side of a LEFT JOIN may be absent
@@ -199,6 +205,8 @@ READ_ONLY = [
     ("SELECT gen_random_uuid()", "gen_random_uuid", False),
     ("SELECT pg_advisory_xact_lock(@key)", "pg_advisory_xact_lock", False),
     ("UPDATE orders SET note = 'x' WHERE id = @id", None, False),
+    ("SELECT with_tax(total) FROM orders", "with_tax", True),
+    ("SELECT touch(@id)", "touch", False),
 ]
 
 
@@ -367,6 +375,43 @@ CONSTRUCTS: list[tuple[str, list[bool]]] = [
     ("SELECT lower(note), length(name) FROM orders JOIN customers c ON c.id = orders.customer_id", [True, False]),
     ("SELECT g FROM generate_series(1, @n) AS g", [False]),
     ("SELECT concat(note, '!'), concat_ws(',', note, 'x') FROM orders", [False, False]),
+    (
+        "SELECT mode() WITHIN GROUP (ORDER BY note), rank(3) WITHIN GROUP (ORDER BY total), "
+        "percentile_cont(@f) WITHIN GROUP (ORDER BY total) AS p, "
+        "percentile_cont(ARRAY[0.5, 0.9]) WITHIN GROUP (ORDER BY total) AS ps FROM orders",
+        [True, False, True, True],
+    ),
+    ("SELECT id FROM orders WHERE xmax = 0 AND tableoid = @t", [False]),
+    (
+        "SELECT concat_ws(',', VARIADIC ARRAY['a', 'b']), trim(note), trim(leading 'x' from note) AS l FROM orders",
+        [False, True, True],
+    ),
+    ("SELECT array_agg(DISTINCT note), string_agg(note, ',' ORDER BY id) FROM orders", [True, True]),
+    (
+        "WITH ready AS (SELECT id FROM orders WHERE total > 1) DELETE FROM payments "
+        "WHERE customer_id IN (SELECT * FROM ready) RETURNING payment_id, amount * 2",
+        [False, False],
+    ),
+    ("SELECT id FROM customers WHERE code = @code OR @code2 = code OR mood = @mood", [False]),
+    ("SELECT EXISTS ( SELECT 1 FROM orders WHERE id = @id )", [False]),
+    ("SELECT NOT EXISTS (SELECT id FROM orders) AS none, (SELECT max(id) FROM orders)", [False, True]),
+    ("SELECT CASE WHEN total > 1 THEN (SELECT count(*) FROM payments) ELSE 0 END FROM orders", [False]),
+    ("SELECT id FROM orders UNION SELECT payment_id FROM payments ORDER BY 1 LIMIT @n OFFSET @o", [False]),
+    ("SELECT 1 AS n UNION SELECT 2.5 UNION SELECT NULL", [True]),
+    ("SELECT 'a' AS s UNION ALL SELECT 'b'", [False]),
+    ("SELECT code AS c FROM customers UNION SELECT name FROM customers", [True]),
+    ("SELECT coalesce(customer_id, 1.5), greatest(total, 2), least(@a, 2, 3.5) FROM orders", [False, False, False]),
+    ("SELECT coalesce(note, @fallback), nullif(note, 'x') FROM orders", [False, True]),
+    (
+        "SELECT CASE WHEN total > 5 THEN total ELSE 0 END AS a, CASE WHEN true THEN 1 ELSE 2.5 END AS b FROM orders",
+        [False, False],
+    ),
+    ("SELECT CASE WHEN total > 5 THEN @big ELSE note END AS c FROM orders", [True]),
+    # functions the schema declares
+    ("SELECT with_tax(amount => total) AS taxed, with_tax(amount => @a) AS named FROM orders", [False, False]),
+    ("SELECT with_tax(total) FROM orders", [False]),
+    ("SELECT with_tax(@amount)", [False]),
+    ("SELECT o.order_id, o.order_total FROM customer_orders(@customer) AS o", [True, True]),
 ]
 
 
@@ -398,6 +443,10 @@ REJECTED = [
     "SELECT id::STRING FROM orders",
     "SELECT row_number() FROM orders",
     "SELECT lower(1) FROM orders",
+    "SELECT name FROM customers UNION SELECT id FROM customers",
+    "SELECT coalesce(name, 1) FROM customers",
+    "SELECT CASE WHEN true THEN name ELSE 1 END FROM customers",
+    "SELECT percentile_cont(@f) WITHIN GROUP (ORDER BY placed_at - placed_at) FROM orders",
 ]
 
 

@@ -6,16 +6,19 @@ parsed it, to a real PostgreSQL and compares the error and its position with the
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator
 
 import psycopg
 import pytest
 from pg import scratch_database
 from pydb.plugin.diagnostics import Diagnostic, SqlSpan
+from pydb.plugin.sql import types as t
 from pydb.plugin.sql.analyze import analyze
 from pydb.plugin.sql.catalog import build_catalog
 from pydb.plugin.sql.grammar import check_statement, line_col, split_statements, syntax_error_problem
 from pydb.plugin.sql.pgparse import PgSyntaxError, parse
+from pydb.plugin.sql.signatures import OperatorSig
 
 BROKEN = [
     "selectt id, x FROM t",
@@ -358,6 +361,32 @@ def test_analyze_reports_the_grammar_and_stops() -> None:
     analysis, found = analyze("SELECT a, FROM t", catalog)
     assert analysis is None
     assert [(p.message, p.span) for p in found] == [('syntax error at or near "FROM"', SqlSpan(10, 13))]
+
+
+def test_analyze_passes_the_schema_operators_to_the_grammar() -> None:
+    """An operator the catalog holds (here a `==`) is no misspelt `=`: analyze() hands the
+    catalog's operators to the grammar check."""
+    catalog, _ = build_catalog("CREATE TABLE t (a int);")
+    with_eq = dataclasses.replace(catalog, operators=(OperatorSig("public", "==", t.INT4, t.INT4, t.BOOL),))
+    assert [p.message for p in analyze("SELECT a FROM t WHERE a == 1", catalog)[1]] == [
+        "operator does not exist: ==; did you mean =?"
+    ]
+    assert not any("==" in p.message for p in analyze("SELECT a FROM t WHERE a == 1", with_eq)[1])
+
+
+def test_what_postgres_accepts_but_sqlglot_cannot_read_is_a_limit_of_pydb_not_a_syntax_error() -> None:
+    catalog, problems = build_catalog("CREATE TABLE t (a int);")
+    assert not problems
+    sql = "SELECT COLLATION FOR (a) FROM t"
+    assert not check_statement(sql).problems
+    analysis, found = analyze(sql, catalog)
+    assert analysis is None
+    assert [(p.message, p.span) for p in found] == [
+        (
+            'pydb cannot analyse this statement at or near "FOR" (PostgreSQL accepts it; please report it)',
+            SqlSpan(17, 19),
+        )
+    ]
 
 
 # -- schema files ---------------------------------------------------------------------------

@@ -8,6 +8,16 @@ from __future__ import annotations
 
 from .config import environment, redis_url, wake_channel
 from .connect import ChannelSettings, ConnectionSetupError, open_channel
+from .events import (
+    EventEmitter,
+    EventPurger,
+    PostgresEventSource,
+    PostgresEventTransport,
+    RedisEventSource,
+    RedisEventTransport,
+    TaskEvent,
+    watch_task_events,
+)
 from .fleet import FleetStats, Process, TaskContext, TaskResult, WorkerFleet
 from .reconciler import Reconciler, SweepResult
 from .run import run_reconciler, run_worker
@@ -16,13 +26,20 @@ from .wake import ListenWakeSubscriber, RedisWakeSubscriber, WakePublisher, enqu
 __all__ = [
     "ChannelSettings",
     "ConnectionSetupError",
+    "EventEmitter",
+    "EventPurger",
     "FleetStats",
     "ListenWakeSubscriber",
+    "PostgresEventSource",
+    "PostgresEventTransport",
     "Process",
     "Reconciler",
+    "RedisEventSource",
+    "RedisEventTransport",
     "RedisWakeSubscriber",
     "SweepResult",
     "TaskContext",
+    "TaskEvent",
     "TaskResult",
     "WakePublisher",
     "WorkerFleet",
@@ -33,4 +50,5 @@ __all__ = [
     "run_reconciler",
     "run_worker",
     "wake_channel",
+    "watch_task_events",
 ]

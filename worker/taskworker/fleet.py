@@ -38,6 +38,8 @@ import grpc
 from generation.task.v1 import task_pb2 as pb
 from generation.task.v1 import task_pb2_grpc
 
+from . import events as task_events
+
 log = logging.getLogger("taskworker.fleet")
 
 if TYPE_CHECKING:
@@ -63,7 +65,7 @@ class TaskResult:
 
 
 class TaskContext:
-    """Handed to `process` with the task: usage reporting and the lease state."""
+    """Handed to `process` with the task: usage reporting, live events and the lease state."""
 
     def __init__(self, task: pb.Task, fleet: WorkerFleet) -> None:
         self.task = task
@@ -75,6 +77,26 @@ class TaskContext:
     def report_usage(self, **amounts: Any) -> None:
         """Merged into the `reported_usage` JSON sent with CompleteTask (read to settle billing)."""
         self.usage.update(amounts)
+
+    # Live events (docs/worker.md, "Live task events"): best effort, never block, never raise;
+    # False when the event was dropped (buffer full) or the fleet has no event emitter.
+    def emit_progress(self, fraction: float, message: str = "") -> bool:
+        """Progress in [0, 1] (clamped) with an optional human-readable message."""
+        return self.emit(task_events.PROGRESS, {"fraction": min(max(float(fraction), 0.0), 1.0), "message": message})
+
+    def emit_url(self, url: str, **extra: Any) -> bool:
+        """A URL the caller can open now, e.g. a streaming URL for the result."""
+        return self.emit(task_events.URL, {"url": url, **extra})
+
+    def emit_output(self, chunk: Any) -> bool:
+        """A chunk of partial output (any JSON value); the final output still goes with CompleteTask."""
+        return self.emit(task_events.OUTPUT, {"chunk": chunk})
+
+    def emit(self, kind: str, data: Any) -> bool:
+        """An event of any other kind (`terminal` is the fleet's own)."""
+        if self.fleet.events is None or kind == task_events.TERMINAL:
+            return False
+        return self.fleet.events.emit(self.task.id, kind, data)
 
 
 # `process` returns a JSON-serialisable output, or a TaskResult carrying JSON text.
@@ -113,8 +135,14 @@ class WorkerFleet:
         drain_timeout: float = 30.0,
         rpc_timeout: float = 10.0,
         report_timeout: float = 60.0,
+        events: task_events.EventEmitter | None = None,
+        events_flush_timeout: float = 5.0,
     ) -> None:
         self.stub = stub
+        # Live task events: TaskContext.emit_* and a terminal event per attempt. The caller
+        # owns the emitter (and closes it); `run` only flushes it, for `events_flush_timeout`.
+        self.events = events
+        self.events_flush_timeout = events_flush_timeout
         self.poll_interval = poll_interval
         self.poll_jitter = poll_jitter
         self.heartbeat_interval = heartbeat_interval
@@ -188,6 +216,8 @@ class WorkerFleet:
                 lane.wake.set()
             await asyncio.gather(*self._loops, return_exceptions=True)
             await self._finish_running()
+            if self.events is not None:
+                await self.events.flush(self.events_flush_timeout)
             for bg in self._background:
                 bg.cancel()
             await asyncio.gather(*self._background, return_exceptions=True)
@@ -238,23 +268,38 @@ class WorkerFleet:
         work = asyncio.create_task(lane.process(task, ctx), name=f"process {task.id}")
         # The heartbeat runs until the outcome is reported, so a slow report keeps the lease.
         beat = asyncio.create_task(self._heartbeat(task, ctx, work), name=f"heartbeat {task.id}")
+        # The terminal event's data; every way out of this method sets it.
+        outcome: dict[str, Any] = {"outcome": "abandoned", "retrying": True}
         try:
             try:
                 result = await work
             except asyncio.CancelledError:
                 if ctx.lease_lost.is_set():
                     log.warning("task %s: lease lost, work cancelled, not reported", task.id)
+                    outcome = {"outcome": "lease_lost", "retrying": True}
                     return
                 raise  # the drain timeout: no report, the lease lapses
             except Exception as err:
-                if not ctx.lease_lost.is_set():
-                    await self._report_fail(task, ctx, f"{type(err).__name__}: {err}")
+                error = f"{type(err).__name__}: {err}"
+                if ctx.lease_lost.is_set():
+                    outcome = {"outcome": "lease_lost", "retrying": True}
+                elif await self._report_fail(task, ctx, error):
+                    retrying = task.retry_count + 1 < task.max_retries  # as FailTask decides
+                    outcome = {"outcome": "failed", "error": error, "retrying": retrying}
+                elif ctx.lease_lost.is_set():  # the report was refused: the lease is gone
+                    outcome = {"outcome": "lease_lost", "retrying": True}
                 return
             if ctx.lease_lost.is_set():
                 log.warning("task %s finished after its lease was lost; not reported", task.id)
+                outcome = {"outcome": "lease_lost", "retrying": True}
                 return
-            await self._report_complete(task, ctx, result)
+            if await self._report_complete(task, ctx, result):
+                outcome = {"outcome": "completed", "retrying": False}
+            elif ctx.lease_lost.is_set():  # the report was refused: the lease is gone
+                outcome = {"outcome": "lease_lost", "retrying": True}
         finally:
+            if self.events is not None:
+                self.events.emit(task.id, task_events.TERMINAL, outcome)
             beat.cancel()
             if not work.done():
                 work.cancel()
@@ -284,7 +329,7 @@ class WorkerFleet:
                 self.stats.heartbeat_errors += 1
                 interval = max(self.heartbeat_interval / 4, 0.05)
 
-    async def _report_complete(self, task: pb.Task, ctx: TaskContext, result: Any) -> None:
+    async def _report_complete(self, task: pb.Task, ctx: TaskContext, result: Any) -> bool:
         if isinstance(result, TaskResult):
             output, usage = result.output, result.reported_usage
         else:
@@ -301,13 +346,17 @@ class WorkerFleet:
             lambda: self.stub.CompleteTask(req, timeout=self.rpc_timeout, wait_for_ready=True),
         ):
             self.stats.completed += 1
+            return True
+        return False
 
-    async def _report_fail(self, task: pb.Task, ctx: TaskContext, error: str) -> None:
+    async def _report_fail(self, task: pb.Task, ctx: TaskContext, error: str) -> bool:
         req = pb.FailTaskRequest(task_id=task.id, lease_token=task.lease_token, error=error, increment_retry=True)
         if await self._report(
             task, ctx, "FailTask", lambda: self.stub.FailTask(req, timeout=self.rpc_timeout, wait_for_ready=True)
         ):
             self.stats.failed += 1
+            return True
+        return False
 
     async def _report(self, task: pb.Task, ctx: TaskContext, rpc: str, call: Callable[[], Awaitable[Any]]) -> bool:
         """Send the outcome; retry transient errors while the lease may still hold.
@@ -327,6 +376,7 @@ class WorkerFleet:
                     if attempt > 1 and await self._landed(task, rpc):
                         return True
                     self.stats.lease_lost += 1
+                    ctx.lease_lost.set()
                     log.warning("task %s: %s rejected, lease lost: %s", task.id, rpc, err.details())
                     return False
                 if err.code() not in TRANSIENT or ctx.lease_lost.is_set() or time.monotonic() > deadline:

@@ -5,7 +5,8 @@ Environment: DATA_PLANE_ADDR (default 127.0.0.1:50051, what `make serve` listens
 DATA_PLANE_TLS / DATA_PLANE_TLS_CA / DATA_PLANE_TLS_CERT / DATA_PLANE_TLS_KEY and
 DATA_PLANE_TOKEN / DATA_PLANE_TOKEN_FILE (connect.py, docs/security.md), WAKE (listen | redis | none; default listen), REDIS_ADDR / REDIS_URL and ENVIRONMENT (redis),
 POLL_INTERVAL_SECONDS, HEARTBEAT_INTERVAL_SECONDS, DRAIN_TIMEOUT_SECONDS,
-RECONCILE_INTERVAL_SECONDS.
+RECONCILE_INTERVAL_SECONDS, EVENTS (live task events: redis | postgres | none; default redis),
+EVENTS_RETENTION_SECONDS (kept after a task's terminal event; default 3600).
 """
 
 from __future__ import annotations
@@ -22,6 +23,14 @@ from generation.task.v1 import task_pb2 as pb
 from generation.task.v1 import task_pb2_grpc
 
 from .connect import ChannelSettings, ConnectionSetupError, open_channel, wait_for_server
+from .events import (
+    DEFAULT_RETENTION,
+    EventEmitter,
+    EventPurger,
+    EventTransport,
+    PostgresEventTransport,
+    RedisEventTransport,
+)
 from .fleet import Process, WorkerFleet
 from .reconciler import Reconciler
 from .wake import ListenWakeSubscriber, RedisWakeSubscriber
@@ -44,6 +53,7 @@ async def run_worker(
     *,
     concurrency: int | Mapping[str, int] = 1,
     wake: str | None = None,
+    events: str | None = None,
     channel_settings: ChannelSettings | None = None,
     **fleet_options: Any,
 ) -> WorkerFleet:
@@ -56,6 +66,7 @@ async def run_worker(
     wake = (wake or os.environ.get("WAKE", "listen")).lower()
     if wake not in ("listen", "redis", "none"):
         raise ValueError(f"WAKE must be listen, redis or none, not {wake!r}")
+    events = _events_setting(events)
     options: dict[str, Any] = {
         "poll_interval": _env_float("POLL_INTERVAL_SECONDS", 2.0),
         "heartbeat_interval": _env_float("HEARTBEAT_INTERVAL_SECONDS", 60.0),
@@ -66,7 +77,15 @@ async def run_worker(
     async with open_channel(address, settings) as channel:
         await wait_for_server(channel, address, settings, CONNECT_TIMEOUT_SECONDS)
         stub = task_pb2_grpc.GenerationDataServiceStub(channel)
-        fleet = WorkerFleet(stub, **options)
+        transport: EventTransport | None = (
+            RedisEventTransport(retention=_env_float("EVENTS_RETENTION_SECONDS", DEFAULT_RETENTION))
+            if events == "redis"
+            else PostgresEventTransport(stub)
+            if events == "postgres"
+            else None
+        )
+        emitter = None if transport is None else EventEmitter(transport)
+        fleet = WorkerFleet(stub, events=emitter, **options)
         for name, process in tools.items():
             tool = (await _register(stub, name, address)).tool
             lanes = concurrency if isinstance(concurrency, int) else concurrency.get(name, 1)
@@ -77,8 +96,19 @@ async def run_worker(
         elif wake == "listen":
             fleet.add_background(ListenWakeSubscriber(stub, fleet.wake, list(fleet.lanes)).run())
         fleet.install_signal_handlers()
-        await fleet.run()
+        try:
+            await fleet.run()
+        finally:
+            if emitter is not None:
+                await emitter.aclose()
         return fleet
+
+
+def _events_setting(events: str | None) -> str:
+    events = (events or os.environ.get("EVENTS", "redis")).lower()
+    if events not in ("redis", "postgres", "none"):
+        raise ValueError(f"EVENTS must be redis, postgres or none, not {events!r}")
+    return events
 
 
 async def _register(
@@ -96,7 +126,8 @@ async def _register(
 
 
 async def run_reconciler(address: str | None = None, channel_settings: ChannelSettings | None = None) -> None:
-    """The reaper as a process of its own; safe to run in several replicas."""
+    """The reaper as a process of its own; safe to run in several replicas. With EVENTS=postgres
+    it also purges expired live task events (EventPurger, every RECONCILE_INTERVAL_SECONDS)."""
     address = address or os.environ.get("DATA_PLANE_ADDR", DEFAULT_ADDR)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -105,8 +136,10 @@ async def run_reconciler(address: str | None = None, channel_settings: ChannelSe
     settings = ChannelSettings.from_env() if channel_settings is None else channel_settings
     async with open_channel(address, settings) as channel:
         await wait_for_server(channel, address, settings, CONNECT_TIMEOUT_SECONDS)
-        reconciler = Reconciler(
-            task_pb2_grpc.GenerationDataServiceStub(channel),
-            interval=_env_float("RECONCILE_INTERVAL_SECONDS", 60.0),
-        )
-        await reconciler.run(stop)
+        stub = task_pb2_grpc.GenerationDataServiceStub(channel)
+        interval = _env_float("RECONCILE_INTERVAL_SECONDS", 60.0)
+        jobs = [Reconciler(stub, interval=interval).run(stop)]
+        if _events_setting(None) == "postgres":
+            retention = _env_float("EVENTS_RETENTION_SECONDS", DEFAULT_RETENTION)
+            jobs.append(EventPurger(stub, retention=retention, interval=interval).run(stop))
+        await asyncio.gather(*jobs)

@@ -2,7 +2,8 @@
 
 - **mTLS** (`--tls-client-ca`): the TLS handshake requires a client certificate signed by the
   given CA. A client without one never gets a connection, so it never reaches a method (it sees
-  UNAVAILABLE: no call exists yet to carry a status).
+  UNAVAILABLE: no call exists yet to carry a status). `--tls-client-names` narrows that to
+  certificates naming one of the given names (`ClientNameInterceptor`, UNAUTHENTICATED otherwise).
 - **Bearer tokens** (`AUTH_TOKENS` / `--auth-tokens-file`): every call carries
   `authorization: Bearer <token>`; `AuthInterceptor` compares it, in constant time, with each
   configured token and answers UNAUTHENTICATED when none matches — before the request is even
@@ -15,15 +16,16 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import inspect
 import ipaddress
 import logging
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
 import grpc
 
-from .decoding import rebuild_handler
+from .decoding import original_behaviour, rebuild_handler
 
 log = logging.getLogger("pydb.auth")
 
@@ -38,8 +40,9 @@ class UnsafeConfiguration(Exception):
     """A configuration the server refuses to start with; the message says what to set."""
 
 
-def parse_tokens(text: str) -> list[str]:
-    """Tokens from a file's text or AUTH_TOKENS: separated by commas or whitespace; `#` starts a comment line."""
+def parse_list(text: str) -> list[str]:
+    """The items of a list setting (tokens, client names) or of a tokens file: separated by commas
+    or whitespace; a line starting with `#` is a comment."""
     found: list[str] = []
     for line in text.splitlines():
         if line.lstrip().startswith("#"):
@@ -50,10 +53,10 @@ def parse_tokens(text: str) -> list[str]:
 
 def load_tokens(inline: str | None, file: str | None) -> tuple[bytes, ...]:
     """Every accepted token (AUTH_TOKENS and the lines of the tokens file), as SHA-256 digests."""
-    tokens = parse_tokens(inline or "")
+    tokens = parse_list(inline or "")
     if file:
         try:
-            tokens += parse_tokens(Path(file).read_text())
+            tokens += parse_list(Path(file).read_text())
         except OSError as err:
             raise UnsafeConfiguration(f"cannot read the bearer tokens file: {err}") from err
     short = [t for t in tokens if len(t) < MIN_TOKEN_LENGTH]
@@ -155,3 +158,66 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[type-arg]
             return grpc.unary_unary_rpc_method_handler(refuse)
         # Raw bytes in (no deserializer): an unauthenticated request is never parsed.
         return rebuild_handler(handler, refuse, None)
+
+
+def certificate_names(context: grpc.aio.ServicerContext[Any, Any]) -> set[str]:
+    """The verified client certificate's subject common name and DNS/URI alternative names."""
+    peer = context.auth_context()
+    return {
+        value.decode() if isinstance(value, bytes) else str(value)
+        for key in ("x509_common_name", "x509_subject_alternative_name")
+        for value in peer.get(key, ())
+    }
+
+
+class ClientNameInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[type-arg]
+    """Under mTLS, admit only client certificates naming one of `names` (their CN or a
+    subjectAltName): a certificate the client CA signed for another service is answered
+    UNAUTHENTICATED. The check runs as the call starts, on the verified certificate."""
+
+    def __init__(self, names: Iterable[str], open_methods: Iterable[str] = ()) -> None:
+        self._names = frozenset(names)
+        self._open = frozenset(open_methods)
+        self._checked: dict[str, tuple[grpc.RpcMethodHandler[Any, Any], grpc.RpcMethodHandler[Any, Any]]] = {}
+
+    async def intercept_service(
+        self,
+        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler[Any, Any]]],
+        handler_call_details: grpc.HandlerCallDetails,
+    ) -> grpc.RpcMethodHandler[Any, Any]:
+        handler = await continuation(handler_call_details)
+        method = handler_call_details.method
+        if handler is None or method in self._open:
+            return handler
+        cached = self._checked.get(method)
+        if cached is None or cached[0] is not handler:
+            cached = (handler, self._wrap(handler, method))
+            self._checked[method] = cached
+        return cached[1]
+
+    def _wrap(self, handler: grpc.RpcMethodHandler[Any, Any], method: str) -> grpc.RpcMethodHandler[Any, Any]:
+        inner = original_behaviour(handler)
+
+        async def admit(context: grpc.aio.ServicerContext[Any, Any]) -> None:
+            presented = certificate_names(context)
+            if presented & self._names:
+                return
+            shown = ",".join(sorted(presented)) or "-"
+            log.warning("event=unauthenticated method=%s reason=certificate_name names=%s", method, shown)
+            await context.abort(grpc.StatusCode.UNAUTHENTICATED, "client certificate not accepted by this server")
+
+        if inspect.isasyncgenfunction(inner):
+
+            async def streaming(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> AsyncIterator[Any]:
+                await admit(context)
+                async for response in inner(request, context):
+                    yield response
+
+            return rebuild_handler(handler, streaming, handler.request_deserializer)
+
+        async def single(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
+            await admit(context)
+            result = inner(request, context)
+            return await result if inspect.isawaitable(result) else result
+
+        return rebuild_handler(handler, single, handler.request_deserializer)

@@ -1,5 +1,6 @@
-"""Request field -> SQL parameter conversions, each failing with INVALID_ARGUMENT that names
-the field, and the result-side loader set-up."""
+"""The Python side of each `Conversion` (pydb/plugin/bind/ir.py): request field -> SQL parameter
+(each failing with INVALID_ARGUMENT that names the field) and result value -> proto value, with
+the loaders that make every value PostgreSQL can store readable (docs/adding-a-type.md)."""
 
 from __future__ import annotations
 
@@ -9,11 +10,15 @@ import uuid
 from collections.abc import Iterable, Mapping
 from typing import Any, TypeVar
 
-from google.protobuf import timestamp_pb2
-from psycopg import AsyncCursor
+import grpc
+from google.protobuf import duration_pb2, timestamp_pb2
+from psycopg import AsyncCursor, DataError, abc, adapters, postgres
+from psycopg.abc import AdaptContext, Buffer
+from psycopg.adapt import Loader
+from psycopg.pq import Format
 from psycopg.types.string import TextLoader
 
-from .errors import InvalidArgument
+from .errors import InvalidArgument, RpcError
 
 E = TypeVar("E", bound=int)
 
@@ -59,12 +64,30 @@ def enum_label(labels: Mapping[E, str], value: E, field: str) -> str:
     return label
 
 
-def timestamp_param(ts: timestamp_pb2.Timestamp) -> datetime.datetime:
-    return ts.ToDatetime(tzinfo=datetime.UTC)
+class OutOfRange(RpcError):
+    """A stored value the response's proto type cannot represent."""
+
+    code = grpc.StatusCode.OUT_OF_RANGE
 
 
+# Timestamp's range is 0001-01-01T00:00:00Z .. 9999-12-31T23:59:59.999999999Z; PostgreSQL's
+# `infinity` and `-infinity` are read as (and written from) its ends.
+_MAX_SECONDS = 253402300799
+_MIN_SECONDS = -62135596800
 _EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
 _NAIVE_EPOCH = datetime.datetime(1970, 1, 1)
+
+
+def timestamp_param(ts: timestamp_pb2.Timestamp, field: str) -> datetime.datetime | str:
+    """A Timestamp as a timestamp(tz) parameter: Timestamp's max and min are `infinity` and
+    `-infinity` (the values they read back from)."""
+    if ts.seconds >= _MAX_SECONDS and ts.nanos >= 999_999_000:
+        return "infinity"
+    if ts.seconds == _MIN_SECONDS and ts.nanos == 0:
+        return "-infinity"
+    if not _MIN_SECONDS <= ts.seconds <= _MAX_SECONDS:
+        raise InvalidArgument(f"{field} is outside google.protobuf.Timestamp's range (years 1 to 9999)")
+    return ts.ToDatetime(tzinfo=datetime.UTC)
 
 
 def timestamp_value(dt: datetime.datetime) -> timestamp_pb2.Timestamp:
@@ -76,12 +99,109 @@ def timestamp_value(dt: datetime.datetime) -> timestamp_pb2.Timestamp:
     return timestamp_pb2.Timestamp(seconds=d.days * 86400 + d.seconds, nanos=d.microseconds * 1000)
 
 
-# Result columns whose Python value should be the text Postgres sends: UUIDs and JSON
-# reach proto `string` fields as-is, with no parse-and-reformat round trip.
-_TEXT_TYPES = ("uuid", "json", "jsonb")
+#: google.protobuf.Duration's range: +-10000 years.
+_MAX_DURATION_SECONDS = 315_576_000_000
 
 
-def text_results(cur: AsyncCursor[Any]) -> None:
-    """Make `cur` load uuid, json and jsonb columns as str."""
-    for name in _TEXT_TYPES:
+def duration_value(td: datetime.timedelta) -> duration_pb2.Duration:
+    """A loaded interval as a Duration (a month counts 30 days); beyond Duration's +-10000
+    years (PostgreSQL's intervals reach 178 million), its max / min."""
+    seconds = td.days * 86400 + td.seconds
+    if seconds > _MAX_DURATION_SECONDS:
+        return duration_pb2.Duration(seconds=_MAX_DURATION_SECONDS)
+    if seconds < -_MAX_DURATION_SECONDS:
+        return duration_pb2.Duration(seconds=-_MAX_DURATION_SECONDS)
+    return duration_pb2.Duration(seconds=seconds, nanos=td.microseconds * 1000)
+
+
+def elements(value: list[Any] | None) -> list[Any]:
+    """An array for a repeated field: NULL is [] (no elements); a NULL element cannot be
+    represented: OUT_OF_RANGE (refused before commit when the statement writes)."""
+    if value is None:
+        return []
+    if None in value:
+        raise OutOfRange("an array holds a NULL element, which a repeated field cannot")
+    return value
+
+
+def text_array(value: str | list[str] | None) -> list[str]:
+    """A one-dimensional array of a type psycopg does not know (a PostgreSQL enum's), which
+    arrives as PostgreSQL's text form (`{a,"b c"}`), as its elements. A NULL array is [] (an
+    empty repeated field); a NULL element cannot be represented: OUT_OF_RANGE."""
+    if value is None:
+        return []
+    if isinstance(value, list):
+        return value
+    out: list[str] = []
+    i, end = 1, len(value) - 1  # inside the braces
+    while i < end:
+        if value[i] == '"':
+            chars = []
+            i += 1
+            while value[i] != '"':
+                if value[i] == "\\":
+                    i += 1
+                chars.append(value[i])
+                i += 1
+            out.append("".join(chars))
+            i += 1
+        else:
+            stop = value.find(",", i)
+            stop = end if stop == -1 else stop
+            if value[i:stop] == "NULL":
+                raise OutOfRange("an array holds a NULL element, which a repeated field cannot")
+            out.append(value[i:stop])
+            i = stop
+        i += 1  # the comma
+    return out
+
+
+def load_as_text(cur: AsyncCursor[Any], *types: str) -> None:
+    """Make `cur` load values of `types` (uuid, json, date, ...) as the text PostgreSQL sends:
+    what the proto `string` field gets, for every value the type can hold."""
+    for name in types:
         cur.adapters.register_loader(name, TextLoader)
+
+
+def _clamping(name: str, high: datetime.datetime, low: datetime.datetime) -> type[Loader]:
+    """psycopg's own text loader for timestamp type `name`, reading what Python's datetime (and
+    Timestamp) cannot hold as its ends: `infinity` and years after 9999 as `high`, `-infinity`
+    and BC years as `low` (psycopg refuses them all)."""
+    oid = postgres.types[name].oid
+    found = adapters.get_loader(oid, Format.TEXT)
+    assert found is not None
+    base: type[abc.Loader] = found
+
+    class ClampingLoader(Loader):
+        def __init__(self, oid: int, context: AdaptContext | None = None) -> None:
+            super().__init__(oid, context)
+            self._base = base(oid, context)
+
+        def load(self, data: Buffer) -> datetime.datetime:
+            if len(data) in (8, 9) and bytes(data) in (b"infinity", b"-infinity"):
+                return high if bytes(data) == b"infinity" else low
+            try:
+                value: datetime.datetime = self._base.load(data)
+            except DataError:  # "timestamp too large (after year 10K)" / "too small (before year 1)"
+                return low if bytes(data).endswith(b" BC") else high
+            return value
+
+    ClampingLoader.__name__ = ClampingLoader.__qualname__ = f"Clamping{base.__name__}"
+    return ClampingLoader
+
+
+_TIMESTAMP_LOADERS = {
+    "timestamptz": _clamping(
+        "timestamptz",
+        datetime.datetime.max.replace(tzinfo=datetime.UTC),
+        datetime.datetime.min.replace(tzinfo=datetime.UTC),
+    ),
+    "timestamp": _clamping("timestamp", datetime.datetime.max, datetime.datetime.min),
+}
+
+
+def load_timestamps(cur: AsyncCursor[Any], *types: str) -> None:
+    """Make `cur` load every value of `types` (timestamp, timestamptz): `infinity` (and years
+    after 9999) as Timestamp's max, `-infinity` (and BC years) as its min."""
+    for name in types:
+        cur.adapters.register_loader(name, _TIMESTAMP_LOADERS[name])

@@ -54,6 +54,7 @@ class Config:
     pool_timeout: float = 5.0
     # Security settings (docs/security.md); the defaults are the safe ones.
     tls_client_ca: str | None = None
+    tls_client_names: str | None = None
     auth_tokens: str | None = None
     auth_tokens_file: str | None = None
     health_open: bool = True
@@ -104,6 +105,14 @@ SETTINGS = (
             None,
             "path",
             "PEM CA certificate(s): with TLS, clients must present a certificate signed by one (mTLS)",
+        ),
+        _Setting(
+            "--tls-client-names",
+            "TLS_CLIENT_NAMES",
+            None,
+            "str",
+            "with --tls-client-ca: accept only client certificates whose CN or a subjectAltName is one of these "
+            "(comma-separated)",
         ),
         _Setting(
             "--auth-tokens",
@@ -234,6 +243,8 @@ def config_from_args(p: argparse.ArgumentParser, a: argparse.Namespace, env: Map
         p.error("need 0 <= --pool-min <= --pool-max and --pool-max >= 1")
     if values["tls_client_ca"] and not values["tls_cert"]:
         p.error("--tls-client-ca needs --tls-cert and --tls-key (client certificates are checked by TLS)")
+    if values["tls_client_names"] and not values["tls_client_ca"]:
+        p.error("--tls-client-names needs --tls-client-ca")
     if values["lock_timeout"] < 0 or values["max_listen_streams"] < 1:
         p.error("need --lock-timeout >= 0 and --max-listen-streams >= 1")
     for name in ("pool_timeout", "grace_seconds", "health_interval"):
@@ -388,8 +399,12 @@ def server_interceptors(cfg: Config) -> list[grpc.aio.ServerInterceptor]:  # typ
     tokens = auth.load_tokens(cfg.auth_tokens, cfg.auth_tokens_file)
     auth.check_exposure(cfg.listen_addr, bool(tokens) or bool(cfg.tls_client_ca), cfg.allow_unauthenticated)
     chain: list[grpc.aio.ServerInterceptor] = []  # type: ignore[type-arg]
+    open_methods = auth.HEALTH_METHODS if cfg.health_open else frozenset()
     if tokens:
-        chain.append(auth.AuthInterceptor(tokens, open_methods=auth.HEALTH_METHODS if cfg.health_open else ()))
+        chain.append(auth.AuthInterceptor(tokens, open_methods=open_methods))
+    names = auth.parse_list(cfg.tls_client_names or "")  # the same list syntax
+    if names and cfg.tls_client_ca:
+        chain.append(auth.ClientNameInterceptor(names, open_methods=open_methods))
     chain.append(DecodeGuard())
     return chain
 

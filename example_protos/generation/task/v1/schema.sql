@@ -71,3 +71,28 @@ CREATE TRIGGER tasks_notify_wake
     AFTER INSERT OR UPDATE OF status ON generation.tasks
     FOR EACH ROW WHEN (NEW.status = 'queued')
     EXECUTE FUNCTION generation.notify_task_wake();
+
+-- Live task events without Redis (docs/worker.md, "Live task events"). Not the queue: a
+-- best-effort side channel, numbered 1, 2, 3... per task by AppendTaskEvents and purged by
+-- PurgeTaskEvents. A commit NOTIFYs task_events with the task id (NOTIFYs repeated within one
+-- transaction are folded into one), which WatchTaskEvents relays to readers.
+CREATE TABLE generation.task_events (
+    task_id uuid NOT NULL REFERENCES generation.tasks (id) ON DELETE CASCADE,
+    seq bigint NOT NULL,
+    kind text NOT NULL,
+    data jsonb NOT NULL,
+    emitted_at timestamptz NOT NULL,
+    PRIMARY KEY (task_id, seq)
+);
+
+CREATE FUNCTION generation.notify_task_events() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM pg_notify('task_events', NEW.task_id::text);
+    RETURN NULL;
+END
+$$;
+
+CREATE TRIGGER task_events_notify
+    AFTER INSERT ON generation.task_events
+    FOR EACH ROW
+    EXECUTE FUNCTION generation.notify_task_events();

@@ -8,7 +8,7 @@
 -- or a client certificate in pg_hba.conf) and point the server's DATABASE_URL at it.
 -- docs/security.md explains the choice of each privilege. Safe to run again.
 --
--- What the role can NOT do: DELETE or TRUNCATE rows, write the columns the database owns (ids,
+-- What the role can NOT do: DELETE or TRUNCATE rows (but purge live task events), write the columns the database owns (ids,
 -- created_at, tool_id of an existing task), change or create any table, type or function, or
 -- reach any other schema. The foreign key check and the wake trigger need nothing more:
 -- PostgreSQL runs foreign key checks as the table owner, and the trigger function (EXECUTE is
@@ -43,3 +43,7 @@ GRANT INSERT (tool_id, input, priority, max_retries, reserved_token_amount, bill
 GRANT UPDATE (status, started_at, claim_expires_at, lease_token, retry_count, output, reported_usage, completed_at, error,
               billing_idempotency_key)
     ON generation.tasks TO pydb_task_service;
+
+-- Live task events (docs/worker.md): AppendTaskEvents numbers events after max(seq) and inserts
+-- whole rows, ListTaskEvents reads them, PurgeTaskEvents deletes expired ones. Nothing updates them.
+GRANT SELECT, INSERT, DELETE ON generation.task_events TO pydb_task_service;

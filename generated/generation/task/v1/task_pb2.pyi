@@ -731,3 +731,225 @@ class WatchTaskWakesResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___WatchTaskWakesResponse: _TypeAlias = WatchTaskWakesResponse  # noqa: Y015
+
+@_typing.final
+class TaskEvent(_message.Message):
+    """One live event of a task (docs/worker.md, "Live task events"): progress, url, output or
+    terminal. `seq` runs 1, 2, 3... per task, assigned by AppendTaskEvents.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TASK_ID_FIELD_NUMBER: _builtins.int
+    SEQ_FIELD_NUMBER: _builtins.int
+    KIND_FIELD_NUMBER: _builtins.int
+    DATA_FIELD_NUMBER: _builtins.int
+    EMITTED_AT_FIELD_NUMBER: _builtins.int
+    task_id: _builtins.str
+    seq: _builtins.int
+    kind: _builtins.str
+    data: _builtins.str
+    """JSON text."""
+    @_builtins.property
+    def emitted_at(self) -> _timestamp_pb2.Timestamp:
+        """The worker's clock when the event was emitted."""
+
+    def __init__(
+        self,
+        *,
+        task_id: _builtins.str = ...,
+        seq: _builtins.int = ...,
+        kind: _builtins.str = ...,
+        data: _builtins.str = ...,
+        emitted_at: _timestamp_pb2.Timestamp | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["emitted_at", b"emitted_at"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["data", b"data", "emitted_at", b"emitted_at", "kind", b"kind", "seq", b"seq", "task_id", b"task_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___TaskEvent: _TypeAlias = TaskEvent  # noqa: Y015
+
+@_typing.final
+class AppendTaskEventsRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TASK_IDS_FIELD_NUMBER: _builtins.int
+    KINDS_FIELD_NUMBER: _builtins.int
+    DATA_FIELD_NUMBER: _builtins.int
+    EMITTED_AT_UNIX_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def task_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """Parallel lists: event i belongs to task_ids[i]. Per task, events are numbered in list order
+        after the task's newest stored event.
+        """
+
+    @_builtins.property
+    def kinds(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    @_builtins.property
+    def data(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """JSON text per event."""
+
+    @_builtins.property
+    def emitted_at_unix(self) -> _containers.RepeatedScalarFieldContainer[_builtins.float]:
+        """Unix seconds per event (the worker's clock)."""
+
+    def __init__(
+        self,
+        *,
+        task_ids: _abc.Iterable[_builtins.str] | None = ...,
+        kinds: _abc.Iterable[_builtins.str] | None = ...,
+        data: _abc.Iterable[_builtins.str] | None = ...,
+        emitted_at_unix: _abc.Iterable[_builtins.float] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["data", b"data", "emitted_at_unix", b"emitted_at_unix", "kinds", b"kinds", "task_ids", b"task_ids"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___AppendTaskEventsRequest: _TypeAlias = AppendTaskEventsRequest  # noqa: Y015
+
+@_typing.final
+class AppendTaskEventsResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    def __init__(
+        self,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___AppendTaskEventsResponse: _TypeAlias = AppendTaskEventsResponse  # noqa: Y015
+
+@_typing.final
+class ListTaskEventsRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TASK_ID_FIELD_NUMBER: _builtins.int
+    AFTER_SEQ_FIELD_NUMBER: _builtins.int
+    LIMIT_FIELD_NUMBER: _builtins.int
+    task_id: _builtins.str
+    after_seq: _builtins.int
+    """Only events with seq > after_seq."""
+    limit: _builtins.int
+    """At most this many (0 lists none)."""
+    def __init__(
+        self,
+        *,
+        task_id: _builtins.str = ...,
+        after_seq: _builtins.int = ...,
+        limit: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["after_seq", b"after_seq", "limit", b"limit", "task_id", b"task_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListTaskEventsRequest: _TypeAlias = ListTaskEventsRequest  # noqa: Y015
+
+@_typing.final
+class ListTaskEventsResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    EVENTS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def events(self) -> _containers.RepeatedCompositeFieldContainer[Global___TaskEvent]: ...
+    def __init__(
+        self,
+        *,
+        events: _abc.Iterable[Global___TaskEvent] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["events", b"events"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListTaskEventsResponse: _TypeAlias = ListTaskEventsResponse  # noqa: Y015
+
+@_typing.final
+class WatchTaskEventsRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TASK_IDS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def task_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """Only these tasks; empty means every task."""
+
+    def __init__(
+        self,
+        *,
+        task_ids: _abc.Iterable[_builtins.str] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["task_ids", b"task_ids"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___WatchTaskEventsRequest: _TypeAlias = WatchTaskEventsRequest  # noqa: Y015
+
+@_typing.final
+class WatchTaskEventsResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TASK_ID_FIELD_NUMBER: _builtins.int
+    task_id: _builtins.str
+    """Events of this task were committed: read them with ListTaskEvents."""
+    def __init__(
+        self,
+        *,
+        task_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["task_id", b"task_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___WatchTaskEventsResponse: _TypeAlias = WatchTaskEventsResponse  # noqa: Y015
+
+@_typing.final
+class PurgeTaskEventsRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    RETENTION_SECONDS_FIELD_NUMBER: _builtins.int
+    IDLE_SECONDS_FIELD_NUMBER: _builtins.int
+    retention_seconds: _builtins.int
+    """Delete a task's events once its newest event is a terminal one older than this."""
+    idle_seconds: _builtins.int
+    """... or, without a terminal event (a crashed worker), once its newest event is older than this."""
+    def __init__(
+        self,
+        *,
+        retention_seconds: _builtins.int = ...,
+        idle_seconds: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["idle_seconds", b"idle_seconds", "retention_seconds", b"retention_seconds"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___PurgeTaskEventsRequest: _TypeAlias = PurgeTaskEventsRequest  # noqa: Y015
+
+@_typing.final
+class PurgeTaskEventsResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    def __init__(
+        self,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___PurgeTaskEventsResponse: _TypeAlias = PurgeTaskEventsResponse  # noqa: Y015

@@ -89,6 +89,26 @@ class GenerationDataServiceStub:
                 request_serializer=generation_dot_task_dot_v1_dot_task__pb2.WatchTaskWakesRequest.SerializeToString,
                 response_deserializer=generation_dot_task_dot_v1_dot_task__pb2.WatchTaskWakesResponse.FromString,
                 _registered_method=True)
+        self.AppendTaskEvents = channel.unary_unary(
+                '/generation.task.v1.GenerationDataService/AppendTaskEvents',
+                request_serializer=generation_dot_task_dot_v1_dot_task__pb2.AppendTaskEventsRequest.SerializeToString,
+                response_deserializer=generation_dot_task_dot_v1_dot_task__pb2.AppendTaskEventsResponse.FromString,
+                _registered_method=True)
+        self.ListTaskEvents = channel.unary_unary(
+                '/generation.task.v1.GenerationDataService/ListTaskEvents',
+                request_serializer=generation_dot_task_dot_v1_dot_task__pb2.ListTaskEventsRequest.SerializeToString,
+                response_deserializer=generation_dot_task_dot_v1_dot_task__pb2.ListTaskEventsResponse.FromString,
+                _registered_method=True)
+        self.PurgeTaskEvents = channel.unary_unary(
+                '/generation.task.v1.GenerationDataService/PurgeTaskEvents',
+                request_serializer=generation_dot_task_dot_v1_dot_task__pb2.PurgeTaskEventsRequest.SerializeToString,
+                response_deserializer=generation_dot_task_dot_v1_dot_task__pb2.PurgeTaskEventsResponse.FromString,
+                _registered_method=True)
+        self.WatchTaskEvents = channel.unary_stream(
+                '/generation.task.v1.GenerationDataService/WatchTaskEvents',
+                request_serializer=generation_dot_task_dot_v1_dot_task__pb2.WatchTaskEventsRequest.SerializeToString,
+                response_deserializer=generation_dot_task_dot_v1_dot_task__pb2.WatchTaskEventsResponse.FromString,
+                _registered_method=True)
 
 
 class GenerationDataServiceServicer:
@@ -176,6 +196,40 @@ class GenerationDataServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def AppendTaskEvents(self, request, context):
+        """Live task events without Redis: stores a batch of events, numbering each task's events
+        after its newest stored one (two concurrent appends to one task: one fails on the primary
+        key and is dropped by the best-effort emitter, never a gap or a duplicate number).
+        `newest` is MATERIALIZED so each task's max(seq) is looked up once, before the first row
+        is inserted: looked up per row, every lookup would step over the rows this statement had
+        already inserted (invisible to it), quadratic in the batch size (49 ms -> 8 ms for 500).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListTaskEvents(self, request, context):
+        """A task's events after after_seq, in seq order.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def PurgeTaskEvents(self, request, context):
+        """Deletes the events of finished tasks past retention, and of abandoned ones past idle.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def WatchTaskEvents(self, request, context):
+        """Rings when events of a task are committed (the schema's trigger NOTIFYs task_events with
+        the task id); readers then ListTaskEvents from the last seq they saw.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_GenerationDataServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -233,6 +287,26 @@ def add_GenerationDataServiceServicer_to_server(servicer, server):
                     servicer.WatchTaskWakes,
                     request_deserializer=generation_dot_task_dot_v1_dot_task__pb2.WatchTaskWakesRequest.FromString,
                     response_serializer=generation_dot_task_dot_v1_dot_task__pb2.WatchTaskWakesResponse.SerializeToString,
+            ),
+            'AppendTaskEvents': grpc.unary_unary_rpc_method_handler(
+                    servicer.AppendTaskEvents,
+                    request_deserializer=generation_dot_task_dot_v1_dot_task__pb2.AppendTaskEventsRequest.FromString,
+                    response_serializer=generation_dot_task_dot_v1_dot_task__pb2.AppendTaskEventsResponse.SerializeToString,
+            ),
+            'ListTaskEvents': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListTaskEvents,
+                    request_deserializer=generation_dot_task_dot_v1_dot_task__pb2.ListTaskEventsRequest.FromString,
+                    response_serializer=generation_dot_task_dot_v1_dot_task__pb2.ListTaskEventsResponse.SerializeToString,
+            ),
+            'PurgeTaskEvents': grpc.unary_unary_rpc_method_handler(
+                    servicer.PurgeTaskEvents,
+                    request_deserializer=generation_dot_task_dot_v1_dot_task__pb2.PurgeTaskEventsRequest.FromString,
+                    response_serializer=generation_dot_task_dot_v1_dot_task__pb2.PurgeTaskEventsResponse.SerializeToString,
+            ),
+            'WatchTaskEvents': grpc.unary_stream_rpc_method_handler(
+                    servicer.WatchTaskEvents,
+                    request_deserializer=generation_dot_task_dot_v1_dot_task__pb2.WatchTaskEventsRequest.FromString,
+                    response_serializer=generation_dot_task_dot_v1_dot_task__pb2.WatchTaskEventsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -532,6 +606,114 @@ class GenerationDataService:
             '/generation.task.v1.GenerationDataService/WatchTaskWakes',
             generation_dot_task_dot_v1_dot_task__pb2.WatchTaskWakesRequest.SerializeToString,
             generation_dot_task_dot_v1_dot_task__pb2.WatchTaskWakesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AppendTaskEvents(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/generation.task.v1.GenerationDataService/AppendTaskEvents',
+            generation_dot_task_dot_v1_dot_task__pb2.AppendTaskEventsRequest.SerializeToString,
+            generation_dot_task_dot_v1_dot_task__pb2.AppendTaskEventsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListTaskEvents(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/generation.task.v1.GenerationDataService/ListTaskEvents',
+            generation_dot_task_dot_v1_dot_task__pb2.ListTaskEventsRequest.SerializeToString,
+            generation_dot_task_dot_v1_dot_task__pb2.ListTaskEventsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def PurgeTaskEvents(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/generation.task.v1.GenerationDataService/PurgeTaskEvents',
+            generation_dot_task_dot_v1_dot_task__pb2.PurgeTaskEventsRequest.SerializeToString,
+            generation_dot_task_dot_v1_dot_task__pb2.PurgeTaskEventsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def WatchTaskEvents(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/generation.task.v1.GenerationDataService/WatchTaskEvents',
+            generation_dot_task_dot_v1_dot_task__pb2.WatchTaskEventsRequest.SerializeToString,
+            generation_dot_task_dot_v1_dot_task__pb2.WatchTaskEventsResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -1,82 +1,54 @@
-"""The compiler: annotated protos + schema -> render model, or diagnostics.
+"""The binder's driver: annotated protos + schema -> the IR (bind/ir.py), or diagnostics.
 
 For every RPC carrying `(pydb.v1.sql)`: analyze the statement against the catalog, bind each
-`@param` to a request field, map each result column to a response field, and check the
-cardinality. Every problem is collected; nothing is rendered if any is an error.
+`@param` to a request field (params.py), map each result column to a response field
+(results.py), and check the cardinality. Every problem is collected; bind emits no code.
 """
 
 from __future__ import annotations
 
-import difflib
 import posixpath
 import re
 import traceback
-from dataclasses import dataclass, field
 
 from google.protobuf import descriptor_pb2
 
-from pydb import __version__
 from pydb.v1 import options_pb2
 
 from ..diagnostics import Diagnostic, Severity, SqlSpan
-from ..protos import Enum, Field, Message, ProtoIndex, leading_comment, location, python_module, snake_case
-from ..pygen import model
-from ..sql.analysis import Analysis, ResultColumn
+from ..protos import Message, ProtoIndex, leading_comment, location
+from ..sql.analysis import Analysis
 from ..sql.analyze import analyze
 from ..sql.catalog import Catalog
+from ..sql.names import QualifiedName
 from ..sql.schema_source import SchemaRoots, load_catalog, read_files, schema_path
-from ..sql.types import NULL, PgType
-from . import typemap as t
+from . import ir, syntax
+from .params import bind_params, field_ref
+from .report import Reporter, method_path
+from .results import bind_row, row_target
 
-# FileDescriptorProto.service = 6, ServiceDescriptorProto.method = 2, MethodDescriptorProto.options = 4
-_SERVICE, _METHOD, _OPTIONS = 6, 2, 4
-_SQL_EXT = options_pb2.sql.number
 _CARDINALITY = {
-    options_pb2.CARDINALITY_ONE: "one",
-    options_pb2.CARDINALITY_OPTIONAL: "optional",
-    options_pb2.CARDINALITY_MANY: "many",
-    options_pb2.CARDINALITY_EXEC: "exec",
+    options_pb2.CARDINALITY_ONE: ir.Cardinality.ONE,
+    options_pb2.CARDINALITY_OPTIONAL: ir.Cardinality.OPTIONAL,
+    options_pb2.CARDINALITY_MANY: ir.Cardinality.MANY,
+    options_pb2.CARDINALITY_EXEC: ir.Cardinality.EXEC,
 }
 
 TRACEPARENT_FIELD = "w3c_traceparent"
 
 _CHANNEL = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
-#: (pydb.v1.listen).payload_type -> the runtime function that checks the filter's values.
-_LISTEN_PAYLOAD_PARSERS: dict[str, str | None] = {
-    "": None,
-    "text": None,
-    "uuid": "rt.parse_uuids",
-    "int4": "rt.parse_ints",
-    "int8": "rt.parse_ints",
+#: (pydb.v1.listen).payload_type -> how the filter's values are checked.
+_LISTEN_FILTERS: dict[str, ir.ListenFilter] = {
+    "": ir.ListenFilter.TEXT,
+    "text": ir.ListenFilter.TEXT,
+    "uuid": ir.ListenFilter.UUID,
+    "int4": ir.ListenFilter.INTEGER,
+    "int8": ir.ListenFilter.INTEGER,
 }
 
-"""Looks a schema file up by its path relative to a proto root: (display path, text) or None."""
 
-
-@dataclass
-class _Context:
-    """Per-file state while compiling: imports and helpers the generated module needs."""
-
-    file: descriptor_pb2.FileDescriptorProto
-    index: ProtoIndex
-    imports: dict[str, str] = field(default_factory=dict)  # pb2 module -> alias
-    enums: dict[tuple[str, str], model.EnumMap] = field(default_factory=dict)
-    converters: dict[tuple[str, tuple[tuple[str, str], ...]], model.RowConverter] = field(default_factory=dict)
-
-    def module_alias(self, proto_file: str) -> str:
-        module = python_module(proto_file)
-        if module not in self.imports:
-            alias = module.rsplit(".", 1)[-1]
-            if alias in self.imports.values():
-                alias = module.replace(".", "_")
-            self.imports[module] = alias
-        return self.imports[module]
-
-    def message_type(self, msg: Message) -> str:
-        return f"{self.module_alias(msg.file)}.{msg.python_path}"
-
-    def enum_type(self, enum: Enum) -> str:
-        return f"{self.module_alias(enum.file)}.{enum.python_path}"
+def _type_ref(msg: Message) -> ir.TypeRef:
+    return ir.TypeRef(msg.full_name, msg.file, msg.python_path)
 
 
 class FileCompiler:
@@ -91,11 +63,9 @@ class FileCompiler:
         self.index = index
         self.read_schema = read_schema
         self.catalogs = catalogs
-        self.diagnostics: list[Diagnostic] = []
-        self.ctx = _Context(file, index)
-        self.ctx.module_alias(file.name)
+        self.report = Reporter(file, index)
+        self.diagnostics = self.report.diagnostics
 
-    # -- diagnostics -----------------------------------------------------------------------
     def at_method(
         self,
         si: int,
@@ -105,8 +75,7 @@ class FileCompiler:
         span: SqlSpan | None = None,
         severity: Severity = "error",
     ) -> None:
-        line, col = location(self.file, [_SERVICE, si, _METHOD, mi, _OPTIONS, _SQL_EXT], [_SERVICE, si, _METHOD, mi])
-        self.diagnostics.append(Diagnostic(self.file.name, line, col, message, severity, sql, span))
+        self.report.at_method(si, mi, message, sql, span, severity)
 
     # -- schema ----------------------------------------------------------------------------
     def catalog(self) -> Catalog | None:
@@ -134,10 +103,11 @@ class FileCompiler:
             self.diagnostics.extend(self.catalogs[path][1])
         # A schema with errors still gives the catalog of what applied: each RPC's statement
         # is checked against it, and one using a missing object gets its error there.
+        self.report.schema_has_errors = any(d.severity == "error" for d in self.catalogs[path][1])
         return self.catalogs[path][0]
 
     # -- compile ---------------------------------------------------------------------------
-    def compile(self) -> model.File | None:
+    def compile(self) -> ir.File | None:
         annotated = [
             (si, mi)
             for si, svc in enumerate(self.file.service)
@@ -149,10 +119,10 @@ class FileCompiler:
         catalog = self.catalog()
         if catalog is None:
             return None
-        services: list[model.Service] = []
+        services: list[ir.Service] = []
         for si, svc in enumerate(self.file.service):
-            rpcs: list[model.Rpc] = []
-            listens: list[model.Listen] = []
+            rpcs: list[ir.Rpc] = []
+            listens: list[ir.Listen] = []
             unannotated: list[str] = []
             for mi, method in enumerate(svc.method):
                 if method.options.HasExtension(options_pb2.listen):
@@ -176,36 +146,14 @@ class FileCompiler:
                         severity="warning",
                     )
                 full = f"{self.file.package}.{svc.name}" if self.file.package else svc.name
-                services.append(
-                    model.Service(
-                        svc.name, full, f"{svc.name}Handlers", tuple(rpcs), tuple(unannotated), tuple(listens)
-                    )
-                )
-        stem = self.file.name[: -len(".proto")].replace("-", "_")
-        pb2 = python_module(self.file.name)
-        grpc_module = pb2 + "_grpc"
-        imports = tuple(sorted((m, a) for m, a in self.ctx.imports.items() if m != pb2))
-        return model.File(
-            proto=self.file.name,
-            package=self.file.package,
-            pb2_module=pb2,
-            pb2_alias=self.ctx.imports[pb2],
-            grpc_module=grpc_module,
-            grpc_alias=grpc_module.rsplit(".", 1)[-1],
-            handlers_module=stem.replace("/", ".") + "_pydb",
-            handlers_path=stem + "_pydb.py",
-            server_path=stem + "_pydb_server.py",
-            extra_imports=imports,
-            enums=tuple(sorted(self.ctx.enums.values(), key=lambda e: e.from_pg_name)),
-            converters=tuple(self.ctx.converters.values()),
-            services=tuple(services),
-            version=__version__,
-        )
+                services.append(ir.Service(svc.name, full, tuple(rpcs), tuple(unannotated), tuple(listens)))
+        self.report.flush()
+        return ir.File(self.file.name, self.file.package, tuple(services))
 
-    def compile_listen(self, si: int, mi: int, method: descriptor_pb2.MethodDescriptorProto) -> model.Listen | None:
+    def compile_listen(self, si: int, mi: int, method: descriptor_pb2.MethodDescriptorProto) -> ir.Listen | None:
         """`(pydb.v1.listen)`: a server-streaming RPC relaying NOTIFYs on a channel (no SQL to check)."""
         opt = method.options.Extensions[options_pb2.listen]
-        errors_before = self._error_count()
+        errors_before = self.report.error_count()
         request = self.index.messages.get(method.input_type.lstrip("."))
         response = self.index.messages.get(method.output_type.lstrip("."))
         assert request is not None and response is not None  # protoc resolved them
@@ -236,31 +184,31 @@ class FileCompiler:
                     mi,
                     f"{method.name}: (pydb.v1.listen).filter_field must name a repeated string field of {request.full_name}, got {opt.filter_field!r}",
                 )
-        parser = _LISTEN_PAYLOAD_PARSERS.get(opt.payload_type, "?")
-        if parser == "?":
-            known = ", ".join(repr(k) for k in _LISTEN_PAYLOAD_PARSERS if k)
+        kind = _LISTEN_FILTERS.get(opt.payload_type)
+        if kind is None:
+            known = ", ".join(repr(k) for k in _LISTEN_FILTERS if k)
             self.at_method(
                 si, mi, f"{method.name}: (pydb.v1.listen).payload_type must be one of {known}, got {opt.payload_type!r}"
             )
-        if self._error_count() > errors_before:
+        if self.report.error_count() > errors_before or kind is None:
             return None
-        return model.Listen(
+        return ir.Listen(
             name=method.name,
-            request_type=self.ctx.message_type(request),
-            response_type=self.ctx.message_type(response),
+            request=_type_ref(request),
+            response=_type_ref(response),
+            comment=leading_comment(self.file, method_path(si, mi)),
             channel=opt.channel,
             payload_field=opt.payload_field,
             filter_field=opt.filter_field or None,
-            filter_parser=parser,
-            summary=leading_comment(self.file, [_SERVICE, si, _METHOD, mi]),
+            filter=kind,
         )
 
     def compile_method(
         self, si: int, mi: int, method: descriptor_pb2.MethodDescriptorProto, catalog: Catalog
-    ) -> model.Rpc | None:
+    ) -> ir.Rpc | None:
         opt = method.options.Extensions[options_pb2.sql]
         sql = opt.query
-        errors_before = self._error_count()
+        errors_before = self.report.error_count()
         request = self.index.messages.get(method.input_type.lstrip("."))
         response = self.index.messages.get(method.output_type.lstrip("."))
         assert request is not None and response is not None  # protoc resolved them
@@ -281,57 +229,43 @@ class FileCompiler:
             self.at_method(si, mi, f"{method.name}: {p.message}", sql, p.span, p.severity)
         if analysis is None or cardinality is None:
             return None
-        params = self.bind_params(si, mi, method.name, sql, analysis, request)
+        params = bind_params(self.report, si, mi, method.name, sql, analysis, request)
         if any(p.severity == "error" for p in problems):
             # The result columns of a statement with errors are partly guesses: checking them
             # against the response would only add follow-on errors.
             return None
-        converter, result_field = self.bind_results(
-            si, mi, method.name, sql, analysis, response, cardinality, opt.result_field
-        )
-        if self._error_count() > errors_before:
+        target = row_target(self.report, si, mi, method.name, analysis, response, cardinality, opt.result_field)
+        row = None
+        if target is not None and analysis.columns is not None and self.report.error_count() == errors_before:
+
+            def null_literals() -> frozenset[str]:
+                parsed = syntax.parse(sql, analysis)
+                return parsed.null_columns() if parsed is not None else frozenset()
+
+            row = bind_row(
+                self.report, si, mi, method.name, sql, analysis.columns, target, null_literals, analysis.expansions
+            )
+        if self.report.error_count() > errors_before:
             return None
-        function = snake_case(method.name)
-        probe_sql = probe_param = probe_table = None
-        if (
-            cardinality == "one"
-            and analysis.key_param
-            and analysis.target is not None
-            and analysis.kind in ("update", "delete")
-        ):
-            table = analysis.target
-            probe_param = analysis.key_param
-            probe_table = table.qualified
-            probe_sql = f"SELECT 1 FROM {table.qualified} WHERE {table.primary_key[0]} = %({probe_param})s"
-        loads_text = analysis.columns is not None and any(
-            c.type is not None and c.type.name in ("uuid", "json", "jsonb") for c in analysis.columns
-        )
-        comment = leading_comment(self.file, [_SERVICE, si, _METHOD, mi])
-        return model.Rpc(
+        return ir.Rpc(
             name=method.name,
-            function=function,
-            sql_const=function.upper() + "_SQL",
-            sql=psycopg_sql(sql, analysis),
-            request_type=self.ctx.message_type(request),
-            response_type=self.ctx.message_type(response),
+            request=_type_ref(request),
+            response=_type_ref(response),
+            comment=leading_comment(self.file, method_path(si, mi)),
+            statement=statement(sql, analysis),
             cardinality=cardinality,
-            summary=comment,
             params=params,
-            converter=converter,
-            result_field=result_field,
-            loads_text=loads_text,
-            probe_const=function.upper() + "_EXISTS_SQL" if probe_sql else None,
-            probe_sql=probe_sql,
-            probe_param=probe_param,
-            probe_table=probe_table,
+            row=row,
+            result_field=opt.result_field or None,
+            probe=_probe(analysis, cardinality),
             conflict_do_nothing=analysis.conflict_do_nothing,
-            source_comment=f"{self.file.name}: {method.name}",
-            traceparent_unset=_traceparent_unset(request, params),
+            writes=not analysis.read_only,
+            traceparent=_traceparent(request, params, self.index),
         )
 
     def compile_method_guarded(
         self, si: int, mi: int, method: descriptor_pb2.MethodDescriptorProto, catalog: Catalog
-    ) -> model.Rpc | None:
+    ) -> ir.Rpc | None:
         """compile_method, with a crash turned into an error at the RPC: a bug in the plugin
         must not hide the diagnostics of the other RPCs, nor print a traceback at the user."""
         try:
@@ -340,324 +274,53 @@ class FileCompiler:
             self.at_method(si, mi, internal_error(f"RPC {method.name}", err))
             return None
 
-    def _error_count(self) -> int:
-        return sum(1 for d in self.diagnostics if d.severity == "error")
 
-    # -- parameters ------------------------------------------------------------------------
-    def bind_params(
-        self, si: int, mi: int, rpc: str, sql: str, analysis: Analysis, request: Message
-    ) -> tuple[model.ParamBinding, ...]:
-        bindings = []
-        used = set()
-        for p in analysis.params:
-            span = p.spans[0] if p.spans else None
-            f = request.field(p.name)
-            if f is None:
-                names = [x.name for x in request.fields]
-                close = difflib.get_close_matches(p.name, names, n=1, cutoff=0.6)
-                hint = f"; did you mean @{close[0]}?" if close else ""
-                self.at_method(
-                    si, mi, f"{rpc}: parameter @{p.name} is not a field of {request.full_name}{hint}", sql, span
-                )
-                continue
-            used.add(f.name)
-            if p.type is None:
-                continue
-            problem = self.check_param(p.type, f)
-            if problem:
-                self.at_method(si, mi, f"{rpc}: parameter @{p.name}: {problem}", sql, span)
-                continue
-            bindings.append(model.ParamBinding(p.name, self.param_expr(p.type, f)))
-        for f in request.fields:
-            if f.name not in used:
-                self.at_method(
-                    si,
-                    mi,
-                    f"{rpc}: request field {request.full_name}.{f.name} is not used by the statement",
-                    severity="warning",
-                )
-        return tuple(bindings)
-
-    def check_param(self, pg: PgType, f: Field) -> str | None:
-        if pg.is_array != f.repeated:
-            if pg.is_array:
-                return f"the statement expects an array ({pg}), so the field must be repeated, but {f.name} is {f.describe()}"
-            return f"{f.name} is repeated, but the statement expects a single {pg}; use = ANY(@{f.name}) or cast to an array"
-        if f.type == "enum" and pg.is_enum:
-            return self.check_enum(pg, self.index.enums[f.type_name])
-        if not t.param_compatible(pg.element, f.type):
-            return f"a {f.describe()} field cannot be bound where Postgres expects {pg} (see the type table in docs/diagnostics.md)"
-        return None
-
-    def param_expr(self, pg: PgType, f: Field) -> str:
-        access = f.python_access
-        elem = pg.element
-        if f.type == "enum" and pg.is_enum:
-            enum_map = self.enum_map(pg, self.index.enums[f.type_name], to_pg=True)
-            if f.repeated:
-                return f'[rt.enum_label({enum_map.to_pg_name}, v, "{f.name}") for v in {access}]'
-            value = f'rt.enum_label({enum_map.to_pg_name}, {access}, "{f.name}")'
-        elif elem.name == "uuid" and f.type == "string":
-            if f.repeated:
-                return f'rt.parse_uuids({access}, "{f.name}")'
-            value = f'rt.parse_uuid({access}, "{f.name}")'
-        elif f.type == t.TIMESTAMP_MSG:
-            value = f"rt.timestamp_param({access})"
-        elif f.type == t.DURATION_MSG:
-            value = f"{access}.ToTimedelta()"
-        elif f.type in t.WRAPPERS:
-            value = f"{access}.value"
-        elif f.repeated:
-            return f"list({access})"
-        else:
-            value = access
-        if f.has_presence:
-            return f'{value} if request.HasField("{f.name}") else None'
-        return value
-
-    # -- results ---------------------------------------------------------------------------
-    def bind_results(
-        self,
-        si: int,
-        mi: int,
-        rpc: str,
-        sql: str,
-        analysis: Analysis,
-        response: Message,
-        cardinality: str,
-        result_field: str,
-    ) -> tuple[str | None, str | None]:
-        columns = analysis.columns
-        if cardinality == "exec":
-            if columns is not None:
-                self.at_method(
-                    si,
-                    mi,
-                    f"{rpc}: CARDINALITY_EXEC statements must not return rows; drop RETURNING or use CARDINALITY_ONE/OPTIONAL/MANY",
-                )
-            if result_field:
-                self.at_method(si, mi, f"{rpc}: result_field is set, but CARDINALITY_EXEC returns no rows")
-            return None, None
-        if columns is None:
-            what = "SELECT or RETURNING"
-            self.at_method(
-                si,
-                mi,
-                f"{rpc}: CARDINALITY_{cardinality.upper()} needs rows, but the {analysis.kind.upper()} returns none; add {what} or use CARDINALITY_EXEC",
-            )
-            return None, None
-        target = response
-        if result_field:
-            f = response.field(result_field)
-            if f is None:
-                names = [x.name for x in response.fields]
-                close = difflib.get_close_matches(result_field, names, n=1, cutoff=0.6)
-                hint = f"; did you mean {close[0]}?" if close else ""
-                self.at_method(
-                    si, mi, f"{rpc}: result_field {result_field} is not a field of {response.full_name}{hint}"
-                )
-                return None, None
-            msg = self.index.messages.get(f.type)
-            if msg is None or f.type in t.WRAPPERS or f.type in (t.TIMESTAMP_MSG, t.DURATION_MSG):
-                self.at_method(
-                    si,
-                    mi,
-                    f"{rpc}: result_field {result_field} must be a message field that receives the row, but it is {f.describe()}",
-                )
-                return None, None
-            if cardinality == "many" and not f.repeated:
-                self.at_method(
-                    si,
-                    mi,
-                    f"{rpc}: CARDINALITY_MANY needs a repeated result field, but {response.full_name}.{result_field} is not repeated",
-                )
-                return None, None
-            if cardinality != "many" and f.repeated:
-                self.at_method(
-                    si,
-                    mi,
-                    f"{rpc}: CARDINALITY_{cardinality.upper()} needs a singular result field, but {response.full_name}.{result_field} is repeated; use CARDINALITY_MANY",
-                )
-                return None, None
-            target = msg
-        elif cardinality == "many":
-            self.at_method(
-                si,
-                mi,
-                f"{rpc}: CARDINALITY_MANY needs result_field naming a repeated message field of {response.full_name}",
-            )
-            return None, None
-        values = []
-        for i, col in enumerate(columns):
-            value = self.column_value(si, mi, rpc, sql, i, col, target)
-            if value is not None:
-                values.append(value)
-        key = (target.full_name, tuple((v.field, v.expr) for v in values))
-        if key not in self.ctx.converters:
-            base = f"_{snake_case(target.python_path.replace('.', ''))}_from_row"
-            taken = {c.function for c in self.ctx.converters.values()}
-            name, n = base, 2
-            while name in taken:
-                name, n = f"{base}_{n}", n + 1
-            self.ctx.converters[key] = model.RowConverter(
-                name, self.ctx.message_type(target), f"A result row as a {target.full_name}.", tuple(values)
-            )
-        return self.ctx.converters[key].function, result_field or None
-
-    def column_value(
-        self, si: int, mi: int, rpc: str, sql: str, i: int, col: ResultColumn, target: Message
-    ) -> model.FieldValue | None:
-        f = target.field(col.name)
-        if f is None:
-            names = [x.name for x in target.fields]
-            close = difflib.get_close_matches(col.name, names, n=1, cutoff=0.6)
-            hint = f"; did you mean {close[0]}? (or alias the column: AS {close[0]})" if close else ""
-            self.at_method(
-                si, mi, f"{rpc}: result column {col.name} has no field in {target.full_name}{hint}", sql, col.span
-            )
-            return None
-        if col.type is None or col.type == NULL:
-            return None  # the analyzer reported why the type is unknown
-        pg = col.type
-        v = f"row[{i}]"
-        if pg.is_array != f.repeated:
-            self.at_method(
-                si,
-                mi,
-                f"{rpc}: result column {col.name} is {pg} but {target.full_name}.{f.name} is {f.describe()}",
-                sql,
-                col.span,
-            )
-            return None
-        if f.type == "enum" and pg.is_enum:
-            problem = self.check_enum(pg, self.index.enums[f.type_name])
-            if problem:
-                self.at_method(si, mi, f"{rpc}: result column {col.name}: {problem}", sql, col.span)
-                return None
-        elif not t.compatible(pg.element, f.type):
-            self.at_method(
-                si,
-                mi,
-                f"{rpc}: result column {col.name} is {pg}, which does not fit {target.full_name}.{f.name} ({f.describe()}); see the type table in docs/diagnostics.md",
-                sql,
-                col.span,
-            )
-            return None
-        if col.nullable and not f.has_presence:
-            self.at_method(
-                si,
-                mi,
-                f"{rpc}: result column {col.name} may be NULL, but {target.full_name}.{f.name} ({f.describe()}) cannot tell NULL from "
-                f"its zero value; make the field `optional`, use a wrapper type, or COALESCE the column",
-                sql,
-                col.span,
-            )
-            return None
-        convert = self.value_conversion(pg, f)
-        if f.repeated:
-            expr = f"{v}" if convert == "{}" else f"[{convert.format('x')} for x in {v}]"
-        elif convert == "{}":
-            expr = v
-        elif col.nullable:
-            expr = f"None if {v} is None else {convert.format(v)}"
-        else:
-            expr = convert.format(v)
-        comment = f"{col.name} {pg}" + (" (nullable)" if col.nullable else "")
-        return model.FieldValue(f.name, expr, comment)
-
-    def value_conversion(self, pg: PgType, f: Field) -> str:
-        """A format string turning a loaded value `{}` into what the field takes."""
-        elem = pg.element
-        if f.type == "enum" and pg.is_enum:
-            enum_map = self.enum_map(elem, self.index.enums[f.type_name], to_pg=False)
-            return enum_map.from_pg_name + "[{}]"
-        if f.type in t.WRAPPERS:
-            wrapper = self.index.messages.get(f.type)
-            inner = self.value_conversion(pg, Field(f.name, t.WRAPPERS[f.type], "", False, False))
-            wtype = self.ctx.message_type(wrapper) if wrapper else f.type
-            return f"{wtype}(value={inner})"
-        if elem.name == "numeric" and f.type == "string":
-            return "str({})"
-        if elem.name == "numeric" and f.type == "double":
-            return "float({})"
-        if elem.name in ("date", "time", "timetz") and f.type == "string":
-            return "{}.isoformat()"
-        if elem.name in ("timestamp", "timestamptz") and f.type == t.TIMESTAMP_MSG:
-            return "rt.timestamp_value({})"  # 2x faster than protobuf converting the datetime
-        return "{}"
-
-    # -- enums -----------------------------------------------------------------------------
-    def check_enum(self, pg: PgType, enum: Enum) -> str | None:
-        pairs, problems = enum_pairs(pg, enum)
-        del pairs
-        return "; ".join(problems) if problems else None
-
-    def enum_map(self, pg: PgType, enum: Enum, to_pg: bool) -> model.EnumMap:
-        key = (pg.name, enum.full_name)
-        existing = self.ctx.enums.get(key)
-        pairs, _ = enum_pairs(pg, enum)
-        base = "_" + snake_case(enum.python_path.replace(".", "")).upper()
-        etype = self.ctx.enum_type(enum)
-        alias = self.ctx.module_alias(enum.file)
-        em = model.EnumMap(
-            from_pg_name=base + "_FROM_PG",
-            to_pg_name=base + "_TO_PG",
-            proto_type=etype,
-            pairs=tuple(
-                (label, f"{alias}.{enum.python_path.rsplit('.', 1)[0] + '.' if '.' in enum.python_path else ''}{value}")
-                for label, value in pairs
-            ),
-            pg_type=pg.name,
-            used_from_pg=(existing.used_from_pg if existing else False) or not to_pg,
-            used_to_pg=(existing.used_to_pg if existing else False) or to_pg,
-        )
-        self.ctx.enums[key] = em
-        return em
-
-
-def enum_pairs(pg: PgType, enum: Enum) -> tuple[list[tuple[str, str]], list[str]]:
-    """Pair each pg label with the proto value named PREFIX_LABEL, PREFIX being the enum's
-    name in UPPER_SNAKE (TaskStatus -> TASK_STATUS_). The zero value must be PREFIX_UNSPECIFIED."""
-    prefix = snake_case(enum.python_path.rsplit(".", 1)[-1]).upper() + "_"
-    labels = pg.labels or ()
-    by_name = dict(enum.values)
-    problems = []
-    zero = [name for name, num in enum.values if num == 0]
-    if not zero or zero[0] != prefix + "UNSPECIFIED":
-        problems.append(f"{enum.full_name}'s zero value must be {prefix}UNSPECIFIED")
-    pairs = []
-    for label in labels:
-        name = prefix + label.upper()
-        if name not in by_name:
-            problems.append(f"label '{label}' of {pg.name} has no value {name} in {enum.full_name}")
-        else:
-            pairs.append((label, name))
-    expected = {prefix + label.upper() for label in labels} | {prefix + "UNSPECIFIED"}
-    for name, _ in enum.values:
-        if name not in expected:
-            problems.append(f"{enum.full_name}.{name} has no label in {pg.name} ({', '.join(labels)})")
-    return pairs, problems
-
-
-def psycopg_sql(sql: str, analysis: Analysis) -> str:
-    """The statement as psycopg takes it: `@name` -> `%(name)s`, every other `%` doubled."""
-    replacements = sorted((span.start, span.end, p.name) for p in analysis.params for span in p.spans)
-    out = []
+def statement(sql: str, analysis: Analysis) -> ir.Statement:
+    """The statement as text pieces and parameters, `*` and whole-row references replaced by
+    the analyzer's explicit column lists: one pass over non-overlapping span rewrites."""
+    rewrites: list[tuple[int, int, str | ir.ParamRef]] = [
+        (span.start, span.end, ir.ParamRef(p.name)) for p in analysis.params for span in p.spans
+    ]
+    rewrites += [(e.span.start, e.span.end, e.text) for e in analysis.expansions]
+    rewrites.sort(key=lambda r: r[0])
+    pieces: list[str | ir.ParamRef] = []
     pos = 0
-    for start, end, name in replacements:
-        out.append(sql[pos:start].replace("%", "%%"))
-        out.append(f"%({name})s")
+    for start, end, replacement in rewrites:
+        if start < pos:
+            raise ValueError(f"overlapping rewrites of the statement at offset {start}")
+        pieces += [sql[pos:start], replacement]
         pos = end + 1
-    out.append(sql[pos:].replace("%", "%%"))
-    return "".join(out)
+    pieces.append(sql[pos:])
+    merged: list[str | ir.ParamRef] = []
+    for piece in pieces:
+        if isinstance(piece, str) and merged and isinstance(merged[-1], str):
+            merged[-1] += piece
+        elif piece != "":
+            merged.append(piece)
+    return ir.Statement(tuple(merged))
 
 
-def _traceparent_unset(request: Message, params: tuple[model.ParamBinding, ...]) -> str | None:
-    """The W3C trace context hook: see model.Rpc.traceparent_unset."""
+def _probe(analysis: Analysis, cardinality: ir.Cardinality) -> ir.Probe | None:
+    """ONE statements that update or delete a row by primary key: how to tell a missing row
+    from one not in the needed state."""
+    table = analysis.target
+    if (
+        cardinality is not ir.Cardinality.ONE
+        or analysis.key_param is None
+        or table is None
+        or analysis.kind not in ("update", "delete")
+        or len(table.primary_key) != 1
+    ):
+        return None
+    return ir.Probe(QualifiedName(table.schema, table.name), table.primary_key[0], analysis.key_param)
+
+
+def _traceparent(request: Message, params: tuple[ir.Param, ...], index: ProtoIndex) -> ir.FieldRef | None:
+    """The W3C trace context hook: see ir.Rpc.traceparent."""
     f = request.field(TRACEPARENT_FIELD)
     if f is None or f.type != "string" or f.repeated or all(p.name != f.name for p in params):
         return None
-    return f'not request.HasField("{f.name}")' if f.has_presence else f"not request.{f.name}"
+    return field_ref(f, index)
 
 
 def internal_error(what: str, err: Exception) -> str:
@@ -675,10 +338,10 @@ def compile_request(
     files: list[descriptor_pb2.FileDescriptorProto],
     to_generate: list[str],
     read_schema: SchemaRoots,
-) -> tuple[list[model.File], list[Diagnostic]]:
+) -> tuple[list[ir.File], list[Diagnostic]]:
     index = ProtoIndex(files)
     catalogs: dict[str, tuple[Catalog | None, list[Diagnostic]]] = {}
-    out: list[model.File] = []
+    out: list[ir.File] = []
     diagnostics: list[Diagnostic] = []
     for name in to_generate:
         compiler = FileCompiler(index.files[name], index, read_schema, catalogs)

@@ -1,12 +1,15 @@
-"""The pg <-> proto compatibility table: which proto field types a PostgreSQL type reads into and binds from."""
+"""The one pg <-> proto type table: for each PostgreSQL type, the proto field types a column of it
+reads into and a parameter of it binds from, and how the value converts (`Conversion`, whose
+runtime implementation lives in pydb/runtime/convert.py). The checks in bind, the conversions
+pygen writes and the table in docs/diagnostics.md (`markdown_table`) all come from `TYPES`;
+docs/adding-a-type.md walks through adding a row."""
 
 from __future__ import annotations
 
-from ..sql.types import PgType
+from dataclasses import dataclass
 
-# ---------------------------------------------------------------------------------------------
-# pg <-> proto. A proto field type is named the way descriptor.proto names it: `int32`,
-# `string`, ..., `enum` (any proto enum), or a message's full name for well-known types.
+from ..sql.types import PgType
+from .ir import Conversion
 
 TIMESTAMP_MSG = "google.protobuf.Timestamp"
 DURATION_MSG = "google.protobuf.Duration"
@@ -24,63 +27,102 @@ WRAPPERS: dict[str, str] = {
     "google.protobuf.BytesValue": "bytes",
 }
 
-_INT32 = frozenset({"int32", "sint32", "sfixed32"})
-_INT64 = frozenset({"int64", "sint64", "sfixed64"})
 
-#: For each pg type (element type for arrays), the proto scalar or message types it may map to.
-#: Reading a column into a field and binding a field to a parameter use the same table.
-COMPATIBLE: dict[str, frozenset[str]] = {
-    "int2": _INT32 | _INT64,
-    "int4": _INT32 | _INT64,
-    "int8": _INT64,
-    "numeric": frozenset({"string", "double"}),
-    "float4": frozenset({"float", "double"}),
-    "float8": frozenset({"double"}),
-    "bool": frozenset({"bool"}),
-    "text": frozenset({"string"}),
-    "varchar": frozenset({"string"}),
-    "bpchar": frozenset({"string"}),
-    "name": frozenset({"string"}),
-    "uuid": frozenset({"string"}),
-    "bytea": frozenset({"bytes"}),
-    "json": frozenset({"string"}),
-    "jsonb": frozenset({"string"}),
-    "date": frozenset({"string"}),
-    "time": frozenset({"string"}),
-    "timetz": frozenset({"string"}),
-    "timestamp": frozenset({TIMESTAMP_MSG}),
-    "timestamptz": frozenset({TIMESTAMP_MSG}),
-    "interval": frozenset({DURATION_MSG}),
+@dataclass(frozen=True)
+class Mapping:
+    """One proto field type a PostgreSQL type pairs with."""
+
+    proto: str  # a scalar name, or a well-known message's full name
+    reads: bool  # a result column of the pg type may fill such a field
+    binds: bool  # such a request field may feed a parameter of the pg type
+    conversion: Conversion
+
+
+def _pairs(protos: str, conversion: Conversion, *, reads: bool = True, binds: bool = True) -> tuple[Mapping, ...]:
+    return tuple(Mapping(p, reads, binds, conversion) for p in protos.split())
+
+
+_I, _T = Conversion.IDENTITY, Conversion.TEXT
+_INT32 = "int32 sint32 sfixed32"
+_INT64 = "int64 sint64 sfixed64"
+
+#: PostgreSQL type (the element type, for arrays) -> its proto pairings. A narrower proto integer
+#: may feed a wider column, never the reverse; a column may land in a wider field.
+TYPES: dict[str, tuple[Mapping, ...]] = {
+    "int2": _pairs(_INT32, _I) + _pairs(_INT64, _I, binds=False),
+    "int4": _pairs(_INT32, _I) + _pairs(_INT64, _I, binds=False),
+    "int8": _pairs(_INT64, _I) + _pairs(_INT32, _I, reads=False),
+    "numeric": (
+        _pairs("string", Conversion.NUMERIC_TEXT)
+        + _pairs("double", Conversion.NUMERIC_DOUBLE)
+        + _pairs("float", Conversion.NUMERIC_DOUBLE, reads=False)
+        + _pairs(f"{_INT32} {_INT64}", _I, reads=False)
+    ),
+    "float4": _pairs("float", _I) + _pairs("double", _I, binds=False),
+    "float8": _pairs("double", _I) + _pairs(f"float {_INT32}", _I, reads=False),
+    "bool": _pairs("bool", _I),
+    "text": _pairs("string", _I),
+    "varchar": _pairs("string", _I),
+    "bpchar": _pairs("string", _I),
+    "name": _pairs("string", _I),
+    "uuid": _pairs("string", Conversion.UUID),
+    "bytea": _pairs("bytes", _I),
+    "json": _pairs("string", _T),
+    "jsonb": _pairs("string", _T),
+    "date": _pairs("string", _T),
+    "time": _pairs("string", _T),
+    "timetz": _pairs("string", _T),
+    "timestamp": _pairs(TIMESTAMP_MSG, Conversion.TIMESTAMP),
+    "timestamptz": _pairs(TIMESTAMP_MSG, Conversion.TIMESTAMP),
+    "interval": _pairs(DURATION_MSG, Conversion.DURATION),
 }
+
+#: Any PostgreSQL enum type: a proto enum label by label, or the label as a string.
+ENUM_PAIRS: tuple[Mapping, ...] = (Mapping("enum", True, True, Conversion.ENUM), Mapping("string", True, True, _I))
+
+
+def mapping(pg: PgType, proto_type: str) -> Mapping | None:
+    """How values of `pg` (the element type, for arrays) pair with a proto field of `proto_type`
+    (a scalar name, `enum`, or a message's full name; a wrapper counts as its scalar)."""
+    proto_type = WRAPPERS.get(proto_type, proto_type)
+    pairs = ENUM_PAIRS if pg.is_enum else TYPES.get(pg.name, ())
+    for m in pairs:
+        if m.proto == proto_type:
+            return m
+    return None
 
 
 def compatible(pg: PgType, proto_type: str) -> bool:
-    """Whether values of `pg` (element type, for arrays) fit a proto field of `proto_type`.
-
-    `proto_type` is a scalar name, `enum`, or a message's full name; wrappers count as
-    their scalar."""
-    proto_type = WRAPPERS.get(proto_type, proto_type)
-    if pg.is_enum:
-        return proto_type in ("enum", "string")
-    return proto_type in COMPATIBLE.get(pg.name, frozenset())
-
-
-#: For binding a request field to a parameter: the proto types a pg parameter type accepts.
-#: Narrower proto integers may feed wider columns, never the reverse.
-PARAM_COMPATIBLE: dict[str, frozenset[str]] = {
-    **COMPATIBLE,
-    "int2": _INT32,
-    "int4": _INT32,
-    "int8": _INT32 | _INT64,
-    "numeric": _INT32 | _INT64 | frozenset({"string", "double", "float"}),
-    "float4": frozenset({"float"}),
-    "float8": _INT32 | frozenset({"float", "double"}),
-}
+    """Whether a result column of `pg` may fill a field of `proto_type`."""
+    m = mapping(pg, proto_type)
+    return m is not None and m.reads
 
 
 def param_compatible(pg: PgType, proto_type: str) -> bool:
-    """Whether a request field of `proto_type` may be bound where Postgres expects `pg`."""
-    proto_type = WRAPPERS.get(proto_type, proto_type)
-    if pg.is_enum:
-        return proto_type in ("enum", "string")
-    return proto_type in PARAM_COMPATIBLE.get(pg.name, frozenset())
+    """Whether a request field of `proto_type` may be bound where PostgreSQL expects `pg`."""
+    m = mapping(pg, proto_type)
+    return m is not None and m.binds
+
+
+def markdown_table() -> str:
+    """The type table of docs/diagnostics.md."""
+
+    def names(pairs: tuple[Mapping, ...], reads: bool) -> str:
+        return ", ".join(
+            f"`{p.proto}`" for p in sorted(pairs, key=lambda p: p.proto) if (p.reads if reads else p.binds)
+        )
+
+    def conversions(pairs: tuple[Mapping, ...]) -> str:
+        seen = dict.fromkeys(p.conversion.value for p in pairs)
+        return ", ".join(f"`{c}`" for c in seen)
+
+    rows = [
+        "| Postgres type | a result column may land in | a parameter may be bound from | conversion |",
+        "|---|---|---|---|",
+    ]
+    for pg, pairs in TYPES.items():
+        rows.append(f"| `{pg}` | {names(pairs, True) or '—'} | {names(pairs, False) or '—'} | {conversions(pairs)} |")
+    rows.append(
+        "| any enum type | a proto `enum` (label by label), `string` | a proto `enum`, `string` | `enum`, `identity` |"
+    )
+    return "\n".join(rows)

@@ -1,14 +1,17 @@
-"""The render model: frozen dataclasses holding everything the templates print, already
-decided. Templates only lay it out; no logic about SQL or protobuf lives in them."""
+"""The render model: frozen dataclasses holding the Python the templates print, already decided
+by pygen/lower.py from the IR. Templates only lay it out (and escape what lands in strings,
+docstrings and comments); no logic about SQL or protobuf lives in them."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..bind.ir import Cardinality
+
 
 @dataclass(frozen=True)
 class EnumMap:
-    """A Postgres enum <-> proto enum correspondence, label by label."""
+    """A PostgreSQL enum <-> proto enum correspondence, label by label."""
 
     from_pg_name: str  # the dict literal's name in the generated module
     to_pg_name: str
@@ -29,10 +32,10 @@ class ParamBinding:
 
 @dataclass(frozen=True)
 class FieldValue:
-    """One keyword argument of a message constructor: `field=expr`."""
+    """One keyword argument of a message constructor: `field=expr` (or `**{"field": expr}` for
+    a field named like a Python keyword)."""
 
-    field: str
-    expr: str
+    argument: str
     comment: str
 
 
@@ -47,6 +50,17 @@ class RowConverter:
 
 
 @dataclass(frozen=True)
+class Probe:
+    const: str  # CLAIM_TASK_EXISTS_SQL
+    sql: str  # psycopg-ready, identifiers quoted
+    param: str
+    table: str  # for messages: schema.name
+    #: Python expressions (f-strings) for the NOT_FOUND and FAILED_PRECONDITION messages.
+    missing: str
+    wrong_state: str
+
+
+@dataclass(frozen=True)
 class Rpc:
     name: str  # ClaimNextTask
     function: str  # claim_next_task
@@ -54,24 +68,22 @@ class Rpc:
     sql: str  # psycopg-ready: %(name)s placeholders, % doubled
     request_type: str
     response_type: str
-    cardinality: str  # one | optional | many | exec
+    cardinality: Cardinality
     summary: str
     params: tuple[ParamBinding, ...]
-    #: How rows land in the response: a converter, into result_field, or (when
-    #: result_field is empty) as the response itself.
-    converter: str | None
+    #: Python expression of the response built from `row` (ONE, OPTIONAL) or `rows` (MANY).
+    response: str
     result_field: str | None
-    loads_text: bool
-    #: For ONE statements that target a row by primary key: the existence probe.
-    probe_const: str | None
-    probe_sql: str | None
-    probe_param: str | None
-    probe_table: str | None
+    #: PostgreSQL types whose values are loaded as the text PostgreSQL sends (uuid, json, date...).
+    text_types: tuple[str, ...]
+    #: Timestamp types loaded with ±infinity (and years past Timestamp's) as its max/min.
+    timestamp_types: tuple[str, ...]
+    probe: Probe | None
     conflict_do_nothing: bool
-    source_comment: str
-    #: When the request has a string `w3c_traceparent` field the statement binds: the Python
-    #: condition for "the caller left it unset"; the servicer then fills it from the call's
-    #: `traceparent` metadata.
+    #: Run in a transaction: the rows are converted before the statement's writes commit.
+    transaction: bool
+    #: The Python condition for "the caller left w3c_traceparent unset", when the statement
+    #: binds it; the servicer then fills it from the call's `traceparent` metadata.
     traceparent_unset: str | None = None
 
 
@@ -84,7 +96,9 @@ class Listen:
     response_type: str
     channel: str  # task_wake
     payload_field: str  # the response's string field that gets the payload
+    response: str  # the Python expression of the response for `payload`
     filter_field: str | None  # the request's repeated string field that filters payloads
+    filter_access: str | None  # how the handler reads it from `request`
     #: How the filter's values are checked: a runtime function (e.g. `rt.parse_uuids`) or None.
     filter_parser: str | None
     summary: str
@@ -103,7 +117,6 @@ class Service:
 @dataclass(frozen=True)
 class File:
     proto: str  # generation/task/v1/task.proto
-    package: str
     pb2_module: str  # generation.task.v1.task_pb2
     pb2_alias: str  # task_pb2
     grpc_module: str

@@ -1,4 +1,6 @@
-"""Render model -> files, with the jinja2 templates shipped in `pydb.templates`."""
+"""IR -> files: lowered to the render model (lower.py), laid out by the jinja2 templates shipped
+in `pydb.templates`. Every value a template puts in a string, docstring or comment goes through
+an escaping filter (text.py)."""
 
 from __future__ import annotations
 
@@ -6,17 +8,14 @@ from importlib import resources
 
 import jinja2
 
-from . import model
+from ..bind import ir
+from .lower import lower
+from .text import py_block, py_comment, py_str
 
 
 def _load_template(name: str) -> str:
     # Templates ship as the `pydb.templates` package (the repo's top-level templates/).
     return resources.files("pydb.templates").joinpath(name).read_text(encoding="utf-8")
-
-
-def _py_block(text: str) -> str:
-    """`text` as the body of a triple-quoted Python string literal."""
-    return text.replace("\\", "\\\\").replace('"""', '\\"\\"\\"')
 
 
 def environment() -> jinja2.Environment:
@@ -28,17 +27,20 @@ def environment() -> jinja2.Environment:
         keep_trailing_newline=True,
         autoescape=False,
     )
-    env.filters["py_block"] = _py_block
+    env.filters["py_block"] = py_block
+    env.filters["py_str"] = py_str
+    env.filters["py_comment"] = py_comment
+    env.globals["Cardinality"] = ir.Cardinality
     return env
 
 
-def render(files: list[model.File]) -> list[tuple[str, str]]:
+def render(files: list[ir.File]) -> list[tuple[str, str]]:
     """(path, content) for every generated file, in a stable order."""
     env = environment()
     handlers = env.get_template("handlers.py.j2")
     server = env.get_template("server.py.j2")
     out = []
-    for f in sorted(files, key=lambda f: f.proto):
+    for f in sorted((lower(f) for f in files), key=lambda f: f.proto):
         out.append((f.handlers_path, handlers.render(file=f)))
         if f.services:
             out.append((f.server_path, server.render(file=f)))

@@ -14,9 +14,8 @@ import sqlglot
 from pglast import ast
 from sqlglot import exp
 from sqlglot.errors import ParseError, TokenError
-from sqlglot.tokenizer_core import TokenType
 
-from ..diagnostics import Problem, SqlSpan, stray_comma, syntax_problem, unterminated_at
+from ..diagnostics import Problem, SqlSpan, sqlglot_limit
 from . import types as t
 from .analysis import Analysis, Param, ResultColumn, StatementKind
 from .catalog import Catalog, Table
@@ -24,7 +23,7 @@ from .functions import FunctionCalls, is_volatile
 from .grammar import check_statement
 from .grouping import Grouping
 from .infer import ExpressionInference
-from .names import fold, lookup
+from .names import fold
 from .operators import Operators
 from .scope import FromItems, Scope, Typed
 from .statements import Statements
@@ -39,37 +38,13 @@ class Analyzer(Statements, Grouping, FromItems, ExpressionInference, Operators, 
         if not self.type_names_exist():
             return None
         try:
-            statements = sqlglot.parse(self.sql, read="postgres")
-        except TokenError:
-            self.error(
-                "syntax error: unterminated string, quoted identifier or comment",
-                span=unterminated_at(self.sql) or SqlSpan(0, max(len(self.sql) - 1, 0)),
-            )
+            statements = [s for s in sqlglot.parse(self.sql, read="postgres") if s is not None]
+        except (TokenError, ParseError) as err:
+            # analyze() ran PostgreSQL's grammar first: the SQL is valid, sqlglot cannot read it.
+            self.problems.append(sqlglot_limit(self.sql, err))
             return None
-        except ParseError as err:
-            self.problems.append(syntax_problem(self.sql, err))
-            return None
-        comma = stray_comma(self.sql)
-        if comma is not None:
-            self.problems.append(comma)
-            return None
-        statements = [s for s in statements if s is not None]
-        if len(statements) != 1:
-            # The second statement starts after the first `;` (the tokenizer found it).
-            semicolon = next(
-                (
-                    tok.end
-                    for tok in sqlglot.tokenize(self.sql, read="postgres")
-                    if tok.token_type == TokenType.SEMICOLON
-                ),
-                None,
-            )
-            rest = self.sql[semicolon + 1 :] if semicolon is not None else ""
-            start = len(self.sql) - len(rest.lstrip())
-            line_end = self.sql.find("\n", start)
-            end = (line_end if line_end != -1 else len(self.sql.rstrip())) - 1
-            second = SqlSpan(start, end) if rest.strip() and end >= start else None
-            self.error(f"expected exactly one SQL statement, found {len(statements)}", span=second)
+        if len(statements) != 1:  # PostgreSQL's grammar found exactly one
+            self.problems.append(Problem(f"pydb cannot analyse this statement (sqlglot reads {len(statements)})"))
             return None
         stmt = statements[0]
         assert stmt is not None
@@ -134,7 +109,7 @@ class Analyzer(Statements, Grouping, FromItems, ExpressionInference, Operators, 
             conflict_do_nothing,
             tuple(self.problems),
             expansions=tuple(sorted(self.expansions, key=lambda e: e.span.start)),
-            read_only=kind == "select" and _reads_only(stmt),
+            read_only=kind == "select" and _reads_only(stmt, self.catalog),
         )
 
     def type_names_exist(self) -> bool:
@@ -148,12 +123,8 @@ class Analyzer(Statements, Grouping, FromItems, ExpressionInference, Operators, 
             if not names or names[0] == "pg_catalog":
                 continue
             schema, name = (names[0], names[-1]) if len(names) > 1 else (None, names[0])
-            found = lookup(
-                schema,
-                name,
-                lambda q: q if str(q) in self.catalog.enums or str(q) in self.catalog.tables else None,
-            )
-            if found is None and (schema is not None or self.builtins.type_named(name) is None):
+            found = self.catalog.type(schema, name) or self.catalog.table(schema, name)  # a row type
+            if found is None:
                 where = self.grammar.original_offset(type_name.location or 0)
                 written = ".".join(names)
                 self.error(f"type {written} does not exist", span=SqlSpan(where, where + len(written) - 1))
@@ -172,7 +143,7 @@ def analyze(
     sql: str, catalog: Catalog, nullable_params: frozenset[str] = frozenset()
 ) -> tuple[Analysis | None, list[Problem]]:
     # PostgreSQL's grammar first: sqlglot never sees text PostgreSQL rejects.
-    grammar = check_statement(sql)
+    grammar = check_statement(sql, frozenset(op.name for op in catalog.operators))
     if grammar.problems:
         return None, list(grammar.problems)
     analyzer = Analyzer(sql, catalog, grammar, nullable_params)
@@ -201,13 +172,13 @@ def _result_lists(stmt: exp.Expr) -> Iterator[exp.Expr]:
         yield stmt
 
 
-def _reads_only(stmt: exp.Expr) -> bool:
+def _reads_only(stmt: exp.Expr, catalog: Catalog) -> bool:
     """No row lock (FOR UPDATE/SHARE), no data-modifying WITH, no volatile function: a
     read-only transaction (a replica) could run it."""
     for node in stmt.walk():
         if isinstance(node, (exp.Lock, exp.Insert, exp.Update, exp.Delete, exp.Merge)):
             return False
-        if isinstance(node, exp.Func) and is_volatile(node):
+        if isinstance(node, exp.Func) and is_volatile(node, catalog):
             return False
     return True
 

@@ -1,71 +1,37 @@
 """Which types meet without an explicit cast (implicit and assignment coercion) and which casts
-exist, simplified from PostgreSQL's pg_cast; how types are written in messages."""
+exist, by PostgreSQL's rules (resolve.can_coerce over the built-in catalog); how types are
+written in messages."""
 
 from __future__ import annotations
 
 from sqlglot import exp
 
 from . import types as t
+from .builtins import load_builtins
+from .coerce import can_coerce
 from .types import PgType
 
 
 def assignable(value: PgType, target: PgType, assignment: bool = False) -> bool:
-    """Whether a value of type `value` may be stored in, or compared with, `target` without
-    an explicit cast (Postgres' implicit casts, simplified). With `assignment`, also the
-    assignment casts of INSERT and UPDATE: anything may be stored in a text column."""
+    """Whether a value of type `value` may be stored in, or compared with, `target` without an
+    explicit cast: PostgreSQL's implicit coercions (pg_cast and its other rules, resolve.py);
+    with `assignment`, also the assignment casts of INSERT and UPDATE (anything to text)."""
     if value in (t.UNKNOWN, t.NULL) or value == target:
         return True
-    if assignment and target.name in t.TEXTUAL and not target.is_array:
-        return True
-    if value.is_array != target.is_array:
-        return False
-    if value.is_array:
-        return assignable(value.element, target.element)
-    if value.is_enum or target.is_enum:
-        return value.name == target.name
-    for family in (t.NUMERIC, t.TEXTUAL, t.JSON, frozenset({"timestamp", "timestamptz", "date"})):
-        if value.name in family and target.name in family:
-            return True
-    return False
-
-
-#: Explicit casts between families Postgres has besides the I/O casts to and from text:
-#: (from, to) by type name.
-_CASTS = {
-    ("int4", "bool"),
-    ("bool", "int4"),
-    ("date", "timestamp"),
-    ("date", "timestamptz"),
-    ("timestamp", "date"),
-    ("timestamptz", "date"),
-    ("timestamp", "time"),
-    ("timestamptz", "time"),
-    ("timestamptz", "timetz"),
-    ("time", "interval"),
-    ("interval", "time"),
-    ("time", "timetz"),
-    ("timetz", "time"),
-} | {("jsonb", name) for name in ("bool", "int2", "int4", "int8", "numeric", "float4", "float8")}
+    return can_coerce(value, target, "a" if assignment else "i", env=load_builtins())
 
 
 def castable(value: PgType, target: PgType) -> bool:
-    """Whether `value::target` exists (Postgres' pg_cast, simplified): within a family,
-    to or from a string type (I/O conversion), or one of _CASTS; arrays element-wise."""
-    if value in (t.UNKNOWN, t.NULL) or assignable(value, target):
+    """Whether `value::target` exists (an explicit cast, PostgreSQL's rules)."""
+    if value in (t.UNKNOWN, t.NULL) or value == target:
         return True
-    if value.is_array or target.is_array:
-        if value.is_array and target.is_array:
-            return castable(value.element, target.element)
-        return value.name in t.TEXTUAL and not value.is_array  # '{a,b}'::text::uuid[]
-    if value.name in t.TEXTUAL or target.name in t.TEXTUAL:
-        return True
-    if value.name in t.NUMERIC and target.name in t.NUMERIC:
-        return True
-    return (value.name, target.name) in _CASTS
+    return can_coerce(value, target, "e", env=load_builtins())
 
 
 def same_family(a: PgType, b: PgType) -> bool:
-    return assignable(a, b) and assignable(b, a)
+    """Whether one parameter may serve as both types: PostgreSQL fixes its type at the first
+    use and coerces it implicitly at the others."""
+    return assignable(a, b) or assignable(b, a)
 
 
 def wider(a: PgType, b: PgType) -> PgType:

@@ -137,13 +137,14 @@ class TargetList:
 def _target_lists(node: object) -> Iterator[TargetList]:
     """Every select list and RETURNING list in the tree, nested ones included."""
     if isinstance(node, ast.Node):
-        for attr in ("targetList", "returningList"):
-            targets = getattr(node, attr, None)
-            if isinstance(node, (ast.SelectStmt, ast.InsertStmt, ast.UpdateStmt, ast.DeleteStmt)) and targets:
-                if isinstance(node, ast.UpdateStmt) and attr == "targetList":
-                    continue  # the SET list
-                items = [t for t in targets if isinstance(t, ast.ResTarget)]
-                yield TargetList(tuple(t.location or 0 for t in items), tuple(_target_name(t) for t in items))
+        targets = None
+        if isinstance(node, ast.SelectStmt):
+            targets = node.targetList
+        elif isinstance(node, ast.ReturningClause):  # INSERT/UPDATE/DELETE ... RETURNING
+            targets = node.exprs
+        if targets:
+            items = [t for t in targets if isinstance(t, ast.ResTarget)]
+            yield TargetList(tuple(t.location or 0 for t in items), tuple(_target_name(t) for t in items))
         for attr in getattr(type(node), "__slots__", ()):
             yield from _target_lists(getattr(node, attr, None))
     elif isinstance(node, (tuple, list)):
@@ -160,19 +161,29 @@ class OutputNames:
             TargetList(tuple(original_offset(start) for start in found.starts), found.names)
             for found in _target_lists(tree)
         ]
+        self.taken: set[int] = set()
+        self.matched: dict[tuple[int | None, ...], tuple[str, ...] | None] = {}
 
     def names(self, starts: list[int | None]) -> tuple[str, ...] | None:
         """The names of the list whose items start at `starts` (None where not known): of the
-        lists of that length each known start falls in the right item of, the innermost (a
-        nested list's items lie inside the enclosing list's)."""
-        best: TargetList | None = None
-        for candidate in self.lists:
-            if len(candidate.starts) != len(starts):
+        lists not yet taken of that length each known start falls in the right item of, the
+        innermost. Nested lists are matched first, so an item that starts inside one (sqlglot
+        does not place `EXISTS (`) still finds its own list."""
+        key = tuple(starts)
+        if key in self.matched:  # the same list analysed again (a subquery typed twice)
+            return self.matched[key]
+        best: int | None = None
+        for index, candidate in enumerate(self.lists):
+            if index in self.taken or len(candidate.starts) != len(starts):
                 continue
             bounds = [*candidate.starts[1:], None]
             if all(
                 start is None or (begin <= start and (end is None or start < end))
                 for start, begin, end in zip(starts, candidate.starts, bounds, strict=True)
-            ) and (best is None or candidate.starts > best.starts):
-                best = candidate
-        return best.names if best is not None else None
+            ) and (best is None or candidate.starts > self.lists[best].starts):
+                best = index
+        if best is None:
+            return None
+        self.taken.add(best)
+        self.matched[key] = self.lists[best].names
+        return self.lists[best].names

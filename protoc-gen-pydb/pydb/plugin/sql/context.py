@@ -97,19 +97,36 @@ class AnalyzerCore(ABC):
         return span
 
     def item_start(self, node: exp.Expr) -> int | None:
-        """Where a select-list item starts, with the parentheses it opens with (sqlglot places
-        no node on a `(`): an item is preceded by SELECT, DISTINCT or a comma, never by a `(`
-        of its own list."""
+        """Where a select-list item starts, with what sqlglot places no node on: the `(` it
+        opens with, and the words of a subquery item (`EXISTS (SELECT`, `ARRAY(SELECT`, `NOT`).
+        An item is preceded by its list's SELECT, DISTINCT or a comma, never by a `(` of its own
+        list; a SELECT preceded by `(` is a subquery's."""
         span = self.span(node)
         if span is None:
             return None
         start = span.start
-        back = start - 1
-        while back >= 0 and (self.sql[back].isspace() or self.sql[back] == "("):
-            if self.sql[back] == "(":
+        # Only an item that starts with a subquery starts with words sqlglot does not place.
+        subquery_first = any((span_of(sub) or span).start == start for sub in node.find_all(exp.Select))
+        while True:
+            back = start - 1
+            while back >= 0 and self.sql[back].isspace():
+                back -= 1
+            if back >= 0 and self.sql[back] == "(":
                 start = back
-            back -= 1
-        return start
+                continue
+            word_start = back
+            while word_start >= 0 and (self.sql[word_start].isalnum() or self.sql[word_start] == "_"):
+                word_start -= 1
+            word = self.sql[word_start + 1 : back + 1].upper()
+            before = word_start
+            while before >= 0 and self.sql[before].isspace():
+                before -= 1
+            if subquery_first and (
+                word in ("EXISTS", "ARRAY", "NOT") or (word == "SELECT" and before >= 0 and self.sql[before] == "(")
+            ):
+                start = word_start + 1
+                continue
+            return start
 
     def keyword_after(self, anchor: SqlSpan | None, keyword: str) -> SqlSpan | None:
         """The next `keyword` (e.g. NULL, which sqlglot does not place) after `anchor`."""

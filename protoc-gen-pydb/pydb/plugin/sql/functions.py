@@ -4,12 +4,14 @@ them (aggregates, window functions, COALESCE/GREATEST/LEAST/NULLIF, make_interva
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 
 from pglast import ast
 from sqlglot import exp
 
 from . import types as t
+from .builtins import load_builtins
+from .catalog import Catalog
+from .coerce import common_type
 from .coercion import describe, is_untyped
 from .context import AnalyzerCore
 from .funcnames import function_name
@@ -18,154 +20,17 @@ from .scope import Scope, Typed
 from .types import PgType, span_of
 
 
-@dataclass(frozen=True)
-class Signature:
-    returns: PgType | str | None
-    args: tuple[PgType | None, ...] = ()
-    variadic: bool = False
-    aggregate: bool = False
-    nullable: bool = False
-
-
-BUILTINS: dict[str, Signature] = {
-    "now": Signature(t.TIMESTAMPTZ),
-    "current_timestamp": Signature(t.TIMESTAMPTZ),
-    "clock_timestamp": Signature(t.TIMESTAMPTZ),
-    "statement_timestamp": Signature(t.TIMESTAMPTZ),
-    "transaction_timestamp": Signature(t.TIMESTAMPTZ),
-    "current_date": Signature(PgType("date")),
-    "gen_random_uuid": Signature(t.UUID),
-    "make_interval": Signature(t.INTERVAL, (t.INT4, t.INT4, t.INT4, t.INT4, t.INT4, t.INT4, t.FLOAT8)),
-    "date_trunc": Signature("arg1", (t.TEXT, None)),
-    "extract": Signature(t.NUMERIC_T, (None, None)),
-    "lower": Signature(t.TEXT, (t.TEXT,)),
-    "upper": Signature(t.TEXT, (t.TEXT,)),
-    "length": Signature(t.INT4, (t.TEXT,)),
-    "trim": Signature(t.TEXT, (t.TEXT,)),
-    "concat": Signature(t.TEXT, (None,), variadic=True),
-    "substring": Signature(t.TEXT, (t.TEXT, t.INT4, t.INT4)),
-    "replace": Signature(t.TEXT, (t.TEXT, t.TEXT, t.TEXT)),
-    "abs": Signature("arg0", (None,)),
-    "round": Signature("arg0", (None, t.INT4)),
-    "floor": Signature("arg0", (None,)),
-    "ceil": Signature("arg0", (None,)),
-    "array_length": Signature(t.INT4, (None, t.INT4), nullable=True),
-    "cardinality": Signature(t.INT4, (None,)),
-    "jsonb_build_object": Signature(t.JSONB, (None,), variadic=True),
-    "json_build_object": Signature(PgType("json"), (None,), variadic=True),
-    "jsonb_agg": Signature(t.JSONB, (None,), aggregate=True),
-    "to_jsonb": Signature(t.JSONB, (None,)),
-    "jsonb_typeof": Signature(t.TEXT, (t.JSONB,)),
-    "jsonb_set": Signature(t.JSONB, (t.JSONB, PgType("text", True), t.JSONB, t.BOOL)),
-    "count": Signature(t.INT8, (None,), aggregate=True),
-    "sum": Signature("arg0", (None,), aggregate=True),
-    "avg": Signature(t.NUMERIC_T, (None,), aggregate=True),
-    "min": Signature("arg0", (None,), aggregate=True),
-    "max": Signature("arg0", (None,), aggregate=True),
-    "array_agg": Signature("arg0[]", (None,), aggregate=True),
-    "string_agg": Signature(t.TEXT, (t.TEXT, t.TEXT), aggregate=True),
-    "bool_and": Signature(t.BOOL, (t.BOOL,), aggregate=True),
-    "bool_or": Signature(t.BOOL, (t.BOOL,), aggregate=True),
-    "row_number": Signature(t.INT8),
-    "rank": Signature(t.INT8),
-    "dense_rank": Signature(t.INT8),
-    "lag": Signature("arg0", (None, t.INT4), nullable=True),
-    "lead": Signature("arg0", (None, t.INT4), nullable=True),
-    "random": Signature(t.FLOAT8),
-    "pg_notify": Signature(PgType("void"), (t.TEXT, t.TEXT)),
-    "pg_advisory_xact_lock": Signature(PgType("void"), (t.INT8,)),
-    "localtimestamp": Signature(PgType("timestamp")),
-    "age": Signature(t.INTERVAL, (None, None)),
-    "to_char": Signature(t.TEXT, (None, t.TEXT)),
-    "to_timestamp": Signature(t.TIMESTAMPTZ, (t.FLOAT8,)),
-    "to_date": Signature(PgType("date"), (t.TEXT, t.TEXT)),
-    "to_number": Signature(t.NUMERIC_T, (t.TEXT, t.TEXT)),
-    "date": Signature(PgType("date"), (None,)),
-    "isfinite": Signature(t.BOOL, (None,)),
-    "strpos": Signature(t.INT4, (t.TEXT, t.TEXT)),
-    "split_part": Signature(t.TEXT, (t.TEXT, t.TEXT, t.INT4)),
-    "left": Signature(t.TEXT, (t.TEXT, t.INT4)),
-    "right": Signature(t.TEXT, (t.TEXT, t.INT4)),
-    "lpad": Signature(t.TEXT, (t.TEXT, t.INT4, t.TEXT)),
-    "md5": Signature(t.TEXT, (t.TEXT,)),
-    "initcap": Signature(t.TEXT, (t.TEXT,)),
-    "reverse": Signature(t.TEXT, (t.TEXT,)),
-    "repeat": Signature(t.TEXT, (t.TEXT, t.INT4)),
-    "translate": Signature(t.TEXT, (t.TEXT, t.TEXT, t.TEXT)),
-    "regexp_replace": Signature(t.TEXT, (t.TEXT, t.TEXT, t.TEXT, t.TEXT)),
-    "starts_with": Signature(t.BOOL, (t.TEXT, t.TEXT)),
-    "format": Signature(t.TEXT, (t.TEXT, None), variadic=True),
-    "concat_ws": Signature(t.TEXT, (t.TEXT, None), variadic=True),
-    "octet_length": Signature(t.INT4, (None,)),
-    "encode": Signature(t.TEXT, (PgType("bytea"), t.TEXT)),
-    "decode": Signature(PgType("bytea"), (t.TEXT, t.TEXT)),
-    "sha256": Signature(PgType("bytea"), (PgType("bytea"),)),
-    "power": Signature(t.FLOAT8, (t.FLOAT8, t.FLOAT8)),
-    "sqrt": Signature(t.FLOAT8, (t.FLOAT8,)),
-    "ln": Signature(t.FLOAT8, (t.FLOAT8,)),
-    "sign": Signature("arg0", (None,)),
-    "trunc": Signature("arg0", (None, t.INT4)),
-    "array_position": Signature(t.INT4, (None, None), nullable=True),
-    "array_remove": Signature("arg0", (None, None)),
-    "array_append": Signature("arg0", (None, None)),
-    "array_cat": Signature("arg0", (None, None)),
-    "array_upper": Signature(t.INT4, (None, t.INT4), nullable=True),
-    "array_lower": Signature(t.INT4, (None, t.INT4), nullable=True),
-    "array_to_string": Signature(t.TEXT, (None, t.TEXT)),
-    "string_to_array": Signature(t.TEXT.array(), (t.TEXT, t.TEXT)),
-    "unnest": Signature("elem0", (None,)),
-    "generate_series": Signature("arg0", (None, None, None)),
-    "jsonb_array_length": Signature(t.INT4, (t.JSONB,)),
-    "jsonb_array_elements": Signature(t.JSONB, (t.JSONB,)),
-    "jsonb_array_elements_text": Signature(t.TEXT, (t.JSONB,)),
-    "jsonb_strip_nulls": Signature(t.JSONB, (t.JSONB,)),
-    "jsonb_build_array": Signature(t.JSONB, (None,), variadic=True),
-    "jsonb_insert": Signature(t.JSONB, (t.JSONB, t.TEXT.array(), t.JSONB, t.BOOL)),
-    "jsonb_object_agg": Signature(t.JSONB, (None, None), aggregate=True),
-    "json_agg": Signature(PgType("json"), (None,), aggregate=True),
-    "to_json": Signature(PgType("json"), (None,)),
-    "row_to_json": Signature(PgType("json"), (None,)),
-    "stddev": Signature(t.NUMERIC_T, (None,), aggregate=True),
-    "variance": Signature(t.NUMERIC_T, (None,), aggregate=True),
-    "every": Signature(t.BOOL, (t.BOOL,), aggregate=True),
-    "ntile": Signature(t.INT4, (t.INT4,)),
-    "percent_rank": Signature(t.FLOAT8),
-    "cume_dist": Signature(t.FLOAT8),
-    "first_value": Signature("arg0", (None,), nullable=True),
-    "last_value": Signature("arg0", (None,), nullable=True),
-    "nth_value": Signature("arg0", (None, t.INT4), nullable=True),
-}
-
-
-#: Functions that only exist as window functions (Postgres rejects them without OVER).
-WINDOW_ONLY = frozenset(
-    {
-        "row_number",
-        "rank",
-        "dense_rank",
-        "percent_rank",
-        "cume_dist",
-        "ntile",
-        "lag",
-        "lead",
-        "first_value",
-        "last_value",
-        "nth_value",
-    }
-)
-
-
-#: The types min() and max() take (besides arrays and enums): Postgres has no max(bool),
-#: max(uuid), max(bytea) or max(jsonb).
-_ORDERABLE = t.NUMERIC | t.TEXTUAL | t.TEMPORAL | {"interval"}
-
-
 class FunctionCalls(AnalyzerCore):
     """Function calls."""
 
     def function(self, node: exp.Func, scope: Scope) -> Typed:
         name = function_name(node)
-        args: list[exp.Expr] = [a for a in node.iter_expressions() if not isinstance(a, (exp.Order, exp.Var))]
+        # agg(DISTINCT x): the argument is x.
+        args: list[exp.Expr] = [
+            a.expressions[0] if isinstance(a, exp.Distinct) and len(a.expressions) == 1 else a
+            for a in node.iter_expressions()
+            if not isinstance(a, (exp.Order, exp.Var))
+        ]
         if isinstance(node, exp.Count):
             for a in args:
                 if not isinstance(a, exp.Star):
@@ -193,35 +58,72 @@ class FunctionCalls(AnalyzerCore):
             element = self.infer(node.this.this, scope)
             array = element.type.array() if element.type is not None else None
             return Typed(array, element.nullable if self.window_depth else True)
-        if name in WINDOW_ONLY and not isinstance(node.parent, exp.Window):
-            self.error(f"window function {name}() requires an OVER clause", node)
         if name in ("sum", "avg") and args:
             return self.sum_avg(name, args[0], scope)
-        signature = BUILTINS.get(name)
-        if signature is None:
-            name = self.written_name(node, name)
-            self.error(
-                f"function {name}() does not exist (protoc-gen-pydb knows the built-ins listed in docs/diagnostics.md)",
-                node,
-            )
-            for a in args:
-                self.infer(a, scope)
-            return Typed(None, True)
-        return self.builtin_call(name, signature, args, scope)
+        if isinstance(node, exp.Extract):  # extract(field FROM source): numeric
+            return Typed(t.NUMERIC_T, self.infer(node.expression, scope).nullable)
+        if isinstance(node, exp.GroupConcat):  # string_agg(x, sep [ORDER BY ...])
+            value = node.this
+            if isinstance(value, exp.Order):
+                for ordered in value.expressions:
+                    self.infer(ordered.this if isinstance(ordered, exp.Ordered) else ordered, scope)
+                value = value.this
+            typed = self.expect(value, t.TEXT, scope) if is_untyped(value) else self.infer(value, scope)
+            separator = node.args.get("separator")
+            if isinstance(separator, exp.Expr):
+                self.expect(separator, typed.type or t.TEXT, scope)
+            return Typed(typed.type if typed.type == PgType("bytea") else t.TEXT, True)
+        if isinstance(node, exp.Trim):  # trim([BOTH|LEADING|TRAILING] [chars] FROM s): btrim/ltrim/rtrim
+            position = str(node.args.get("position") or "BOTH").upper()
+            name = {"LEADING": "ltrim", "TRAILING": "rtrim"}.get(position, "btrim")
+            chars = node.args.get("expression")
+            trim_args = [node.this, *([chars] if isinstance(chars, exp.Expr) else [])]
+            return self.call(node, name, None, trim_args, scope)
+        keyword = _SQL_VALUE_FUNCTIONS.get(type(node))
+        if keyword is not None:  # CURRENT_DATE, LOCALTIMESTAMP, ...: no call in PostgreSQL's tree
+            return Typed(keyword, False)
+        # A call sqlglot models in a way of its own: resolved by its PostgreSQL name, with the
+        # operands sqlglot keeps.
+        variadic = any(isinstance(a, exp.Variadic) for a in args)
+        args = [a.this if isinstance(a, exp.Variadic) else a for a in args]
+        return self.call(node, self.written_name(node, name), None, args, scope, variadic=variadic)
 
     def resolved_call(self, node: exp.Expr, call: ast.FuncCall, scope: Scope) -> Typed | None:
-        """A call typed by PostgreSQL's overload resolution over the built-in catalog: each
-        argument's type (an untyped `@param` or literal is `unknown`), the chosen overload's
-        result, and what each untyped argument is coerced to, which types the parameter. None
-        when sqlglot's node does not show the call's arguments one for one."""
+        """A call PostgreSQL's parse tree shows, typed by PostgreSQL's overload resolution.
+        None when sqlglot's node does not show the call's arguments one for one."""
         names = [str(part.sval) for part in call.funcname or () if isinstance(part, ast.String)]
-        name = names[-1]
-        schema = names[0] if len(names) > 1 else None
         args = self.call_args(node, len(call.args or ()))
         if args is None:
             return None
         arg_names = [a.name if isinstance(a, ast.NamedArgExpr) else None for a in call.args or ()]
+        return self.call(
+            node,
+            names[-1],
+            names[0] if len(names) > 1 else None,
+            args,
+            scope,
+            arg_names=arg_names if any(arg_names) else None,
+            variadic=bool(call.func_variadic),
+            over=call.over is not None,
+        )
+
+    def call(
+        self,
+        node: exp.Expr,
+        name: str,
+        schema: str | None,
+        args: list[exp.Expr],
+        scope: Scope,
+        *,
+        arg_names: list[str | None] | None = None,
+        variadic: bool = False,
+        over: bool = False,
+    ) -> Typed:
+        """`name(args)` typed by PostgreSQL's overload resolution over the built-in catalog: each
+        argument's type (an untyped `@param` or literal is `unknown`), the chosen overload's
+        result, and what each untyped argument is coerced to, which types the parameter."""
         types: list[PgType] = []
+        inferred: dict[int, Typed] = {}  # each typed argument inferred once: its errors once
         known = True
         for arg in args:
             if isinstance(arg, exp.Parameter) and self.param_types.get(arg.name) is not None:
@@ -229,19 +131,20 @@ class FunctionCalls(AnalyzerCore):
             elif is_untyped(arg):
                 types.append(t.UNKNOWN)
             else:
-                typed = self.infer(arg, scope)
+                typed = inferred[id(arg)] = self.infer(arg, scope)
                 types.append(typed.type or t.UNKNOWN)
                 known = known and typed.type is not None
         if not known:
             return Typed(None, True)  # an argument's error is reported already
-        candidates = self.builtins.functions(name) if schema in (None, "pg_catalog") else ()
+        builtin = self.builtins.functions(name) if schema in (None, "pg_catalog") else ()
+        candidates = (*builtin, *self.catalog.functions(schema, name))
         try:
             resolution = resolve_function(
                 name,
                 candidates,
                 types,
-                arg_names=arg_names if any(arg_names) else None,
-                variadic_call=bool(call.func_variadic),
+                arg_names=arg_names,
+                variadic_call=variadic,
                 params=[isinstance(a, exp.Parameter) for a in args],
                 env=self.builtins,
             )
@@ -250,9 +153,9 @@ class FunctionCalls(AnalyzerCore):
             return Typed(None, True)
         nullable = False
         for arg, coerced in zip(args, resolution.arg_types, strict=True):
-            typed = self.expect(arg, coerced, scope) if is_untyped(arg) else self.infer(arg, scope)
+            typed = inferred[id(arg)] if id(arg) in inferred else self.expect(arg, coerced, scope)
             nullable = nullable or typed.nullable
-        in_window = isinstance(node.parent, exp.Window) or call.over is not None
+        in_window = over or isinstance(node.parent, exp.Window)
         if resolution.kind == "window" and not in_window:
             self.error(f"window function {name} requires an OVER clause", node)
         if resolution.kind == "aggregate" and not in_window:
@@ -274,7 +177,10 @@ class FunctionCalls(AnalyzerCore):
         current: exp.Expr = node
         for _ in range(3):
             children = [c for c in current.iter_expressions() if not isinstance(c, (exp.DataType, exp.Order))]
-            if any(isinstance(c, (exp.Var, exp.Star, exp.Kwarg)) for c in children):
+            # `name => value` and `VARIADIC arr`: the value (PostgreSQL's tree has the name, the flag).
+            children = [c.expression if isinstance(c, exp.Kwarg) else c for c in children]
+            children = [c.this if isinstance(c, exp.Variadic) else c for c in children]
+            if any(isinstance(c, (exp.Var, exp.Star)) for c in children):
                 return None
             if len(children) == count:
                 spans = [self.span(c) for c in children]
@@ -288,92 +194,52 @@ class FunctionCalls(AnalyzerCore):
         return None
 
     def ordered_set_aggregate(self, node: exp.WithinGroup, scope: Scope) -> Typed:
-        """`percentile_cont(f) WITHIN GROUP (ORDER BY x)` and its kin: the direct arguments are
-        fractions, the ordering gives the sorted input. NULL over no rows, like any aggregate."""
+        """`percentile_cont(f) WITHIN GROUP (ORDER BY x)` and its kin: resolved as PostgreSQL
+        does, over the direct arguments followed by the sorted ones. NULL over no rows, like any
+        aggregate; a hypothetical-set one (`rank(3) WITHIN GROUP (...)`) never is."""
         order = node.expression
         keys = (
             [o.this if isinstance(o, exp.Ordered) else o for o in order.expressions]
             if isinstance(order, exp.Order)
             else []
         )
-        sorted_by = [self.infer(k, scope).type for k in keys]
         call = node.this
-        name = function_name(call) if isinstance(call, exp.Func) else ""
-        direct = (
-            [a for a in call.iter_expressions() if not isinstance(a, exp.Order)] if isinstance(call, exp.Func) else []
-        )
-        fractions = [self.expect(a, t.FLOAT8, scope).type for a in direct] if name.startswith("percentile") else []
-        for a in direct if not name.startswith("percentile") else []:
-            self.infer(a, scope)
-        many = any(f is not None and f.is_array for f in fractions)
-        key = sorted_by[0] if len(sorted_by) == 1 else None
-        result: PgType | None
-        if name == "percentile_cont":
-            result = t.INTERVAL if key == t.INTERVAL else t.FLOAT8
-        elif name in ("percentile_disc", "mode"):
-            result = key
-        elif name in ("rank", "dense_rank"):
-            return Typed(t.INT8, False)  # hypothetical-set aggregates: never NULL
-        elif name in ("percent_rank", "cume_dist"):
-            return Typed(t.FLOAT8, False)
-        else:
-            self.error(f"function {name}() is not an ordered-set aggregate (WITHIN GROUP)", node)
+        if not isinstance(call, exp.Func):
             return Typed(None, True)
-        return Typed(result.array() if many and result is not None else result, True)
+        direct = [a for a in call.iter_expressions() if not isinstance(a, exp.Order)]
+        name = self.written_name(call, function_name(call))
+        typed = self.call(node, name, None, [*direct, *keys], scope)
+        hypothetical = any(sig.hypothetical for sig in self.builtins.functions(name))
+        return Typed(typed.type, typed.type is None or not hypothetical)
 
     def common_type_call(self, node: exp.Func, args: list[exp.Expr], scope: Scope) -> Typed:
-        """COALESCE, GREATEST, LEAST, NULLIF: the arguments share the first typed one's type;
-        parameters and string literals take it. COALESCE is NULL only if every argument is."""
+        """COALESCE, GREATEST, LEAST, NULLIF: the arguments' common type, as PostgreSQL resolves
+        it; parameters and string literals take it. COALESCE is NULL only if every argument is."""
         typed_args = [None if is_untyped(a) else self.infer(a, scope) for a in args]
-        common = next((a.type for a in typed_args if a is not None and a.type not in (None, t.UNKNOWN, t.NULL)), None)
-        if common is None and any(isinstance(a, exp.Literal) and a.is_string for a in args):
-            common = t.TEXT  # Postgres resolves all-unknown arguments to text
+        common: PgType | None = None
+        if all(a is None or a.type is not None for a in typed_args):
+            # PostgreSQL's select_common_type; parameters count as unknown unless typed already.
+            types = [
+                (a.type or t.UNKNOWN)
+                if a is not None
+                else self.param_types.get(arg.name) or t.UNKNOWN
+                if isinstance(arg, exp.Parameter)
+                else t.UNKNOWN
+                for arg, a in zip(args, typed_args, strict=True)
+            ]
+            construct = type(node).__name__.upper()
+            try:
+                common = common_type(types, construct, env=self.builtins)
+            except ResolveError as err:
+                self.error(err.message, node)
         nullable_args: list[bool] = []
         for a, typed in zip(args, typed_args, strict=True):
             if typed is None:
                 typed = self.expect(a, common, scope) if common is not None else self.infer(a, scope)
-            elif common is not None and typed.type is not None:
-                self.check_comparable(typed.type, common, a)
             nullable_args.append(typed.nullable)
         if isinstance(node, exp.Coalesce):
             return Typed(common, all(nullable_args))
         return Typed(common, any(nullable_args))
-
-    def builtin_call(self, name: str, signature: Signature, args: list[exp.Expr], scope: Scope) -> Typed:
-        """A call of a known built-in: arguments are checked against its signature."""
-        typed_args: list[Typed] = []
-        for i, a in enumerate(args):
-            if isinstance(a, exp.Star):
-                continue
-            want = signature.args[i] if i < len(signature.args) else None
-            if want is None and signature.variadic and signature.args:
-                want = signature.args[-1]
-            typed_args.append(self.expect(a, want, scope) if want is not None else self.infer(a, scope))
-        if name in ("min", "max") and typed_args and typed_args[0].type is not None:
-            arg = typed_args[0].type
-            if not (arg.is_array or arg.is_enum or arg.name in _ORDERABLE or arg == t.UNKNOWN):
-                self.error(f"function {name}({describe(arg)}) does not exist", args[0])
-        result: PgType | None
-        ret = signature.returns
-        if isinstance(ret, str):
-            # "argN": the N-th argument's type; "argN[]": an array of it; "elemN": its element type.
-            m = re.fullmatch(r"(arg|elem)(\d+)(\[\])?", ret)
-            assert m is not None, ret
-            index = int(m.group(2))
-            base = typed_args[index].type if index < len(typed_args) else None
-            if base is None or base in (t.UNKNOWN, t.NULL):
-                result = None
-            elif m.group(1) == "elem":
-                result = base.element if base.is_array else None
-            else:
-                result = base.array() if m.group(3) else base
-        else:
-            result = ret
-        if signature.aggregate and not self.window_depth:
-            nullable = name != "count"
-        else:
-            nullable = signature.nullable or any(a.nullable for a in typed_args)
-        return Typed(result, nullable)
 
     def written_name(self, node: exp.Func, fallback: str) -> str:
         """A function's name as the statement spells it (sqlglot renames some it models)."""
@@ -446,6 +312,15 @@ _VOLATILE = frozenset(
 )
 
 
+#: SQL's keyword "functions" (no call in PostgreSQL's parse tree: SQLValueFunction nodes).
+_SQL_VALUE_FUNCTIONS: dict[type[exp.Expr], PgType] = {
+    exp.CurrentDate: PgType("date"),
+    exp.CurrentTime: PgType("timetz"),
+    exp.CurrentTimestamp: t.TIMESTAMPTZ,
+    exp.Localtimestamp: PgType("timestamp"),
+    exp.CurrentUser: PgType("name"),
+}
+
 #: Window functions that always have a value (the others read a row that may not exist).
 _WINDOW_NOT_NULL = frozenset({"row_number", "rank", "dense_rank", "percent_rank", "cume_dist", "ntile"})
 
@@ -493,6 +368,13 @@ _NEVER_NULL = frozenset(
 )
 
 
-def is_volatile(node: exp.Func) -> bool:
-    """Whether the call may change data or give a different value each time it is evaluated."""
-    return function_name(node) in _VOLATILE
+def function_kinds(name: str) -> set[str]:
+    """What the built-ins named `name` are (pg_proc.prokind: f, a, w, p); empty if none."""
+    return {sig.kind for sig in load_builtins().functions(name)}
+
+
+def is_volatile(node: exp.Func, catalog: Catalog) -> bool:
+    """Whether the call may change data or give a different value each time it is evaluated:
+    a volatile built-in, or a function the schema declares VOLATILE (its default)."""
+    name = function_name(node)
+    return name in _VOLATILE or any(sig.volatility == "v" for sig in catalog.functions(None, name))

@@ -9,7 +9,7 @@ from sqlglot import exp
 
 from .context import AnalyzerCore
 from .funcnames import function_name
-from .functions import BUILTINS, WINDOW_ONLY
+from .functions import function_kinds
 from .literals import is_int
 from .scope import Scope, local_column_names, owner
 
@@ -105,13 +105,8 @@ def is_aggregate(node: exp.Expr) -> bool:
         return is_aggregate(node.this) or isinstance(node, exp.WithinGroup)
     if not isinstance(node, exp.Func) or isinstance(node.parent, exp.Window):
         return False
-    name = function_name(node)
-    if name in WINDOW_ONLY:
-        return False
-    if isinstance(node, exp.AggFunc):
-        return True
-    signature = BUILTINS.get(name)
-    return signature is not None and signature.aggregate
+    kinds = function_kinds(function_name(node))
+    return "a" in kinds if kinds else isinstance(node, exp.AggFunc)
 
 
 def _same_query(node: exp.Expr, top: exp.Expr) -> bool:

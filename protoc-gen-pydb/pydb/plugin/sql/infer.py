@@ -6,6 +6,7 @@ from __future__ import annotations
 from sqlglot import exp
 
 from . import types as t
+from .coerce import ResolveError, common_type
 from .coercion import assignable, castable, describe, is_untyped
 from .context import AnalyzerCore, suggest
 from .funcnames import function_name
@@ -112,21 +113,27 @@ class ExpressionInference(AnalyzerCore):
             branches.append(if_.args["true"])
         if node.args.get("default") is not None:
             branches.append(node.args["default"])
-        if result is None:
-            for b in branches:
-                if is_untyped(b):
-                    continue
-                typed = self.infer(b, scope)
-                if typed.type is not None and typed.type != t.NULL:
-                    result = typed.type
-                    break
+        inferred = {id(b): self.infer(b, scope) for b in branches if not is_untyped(b)}
+        types = [typed.type for typed in inferred.values()]
+        if inferred and all(ty is not None for ty in types):
+            # PostgreSQL's select_common_type over the branches; the context only types a CASE
+            # whose branches are all untyped.
+            try:
+                result = common_type([ty for ty in types if ty is not None], "CASE", env=self.builtins)
+            except ResolveError as err:
+                self.error(err.message, node)
+                result = None
+        elif inferred:
+            result = None  # a branch's error is reported already
         for b in branches:
-            if result is not None:
+            if id(b) in inferred:
+                typed = inferred[id(b)]
+            elif result is not None:
                 typed = self.expect(b, result, scope)
             else:
                 typed = self.infer(b, scope)
             nullable = nullable or typed.nullable
-        if result is None and any(isinstance(b, exp.Literal) and b.is_string for b in branches):
+        if result is None and not inferred and any(isinstance(b, exp.Literal) and b.is_string for b in branches):
             result = t.TEXT  # Postgres resolves a CASE of untyped literals to text
         return Typed(result, nullable)
 
@@ -277,6 +284,8 @@ class ExpressionInference(AnalyzerCore):
         if isinstance(node, exp.Array):
             elems = [self.infer(e, scope) for e in node.expressions]
             first = next((e.type for e in elems if e.type not in (None, t.UNKNOWN, t.NULL)), None)
+            if first is None and any(isinstance(e, exp.Literal) and e.is_string for e in node.expressions):
+                first = t.TEXT  # ARRAY['a', 'b']: PostgreSQL resolves untyped literals to text
             return Typed(first.array() if first is not None else None, False)
         if isinstance(node, (exp.JSONExtract, exp.JSONBExtract, exp.JSONExtractScalar, exp.JSONBExtractScalar)):
             return self.json_extract(node, scope)

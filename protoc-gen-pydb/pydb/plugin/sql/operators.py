@@ -43,13 +43,6 @@ COMPARISONS = (exp.EQ, exp.NEQ, exp.LT, exp.LTE, exp.GT, exp.GTE, exp.NullSafeEQ
 ARITHMETIC = (exp.Add, exp.Sub, exp.Mul, exp.Div, exp.Mod)
 
 
-#: Comparisons of system-column types PostgreSQL has beyond same-type ones: `xmax = 0`
-#: (xid = integer), and oid with the integers (an implicit cast).
-_SYSTEM_COMPARISONS = frozenset(
-    {("xid", "int4"), ("int4", "xid")} | {(i, "oid") for i in t.INTEGER} | {("oid", i) for i in t.INTEGER}
-)
-
-
 def _op(node: exp.Expr) -> str:
     return _OPERATORS.get(type(node), "?")
 
@@ -198,9 +191,9 @@ class Operators(AnalyzerCore):
         lt = self.infer(left, scope) if not is_untyped(left) else Typed(None, False)
         rt = self.infer(right, scope) if not is_untyped(right) else Typed(None, False)
         if is_untyped(left) and rt.type is not None:
-            lt = self.expect(left, rt.type, scope)
+            lt = self.expect(left, self.operand_type(node, rt.type, known_left=False), scope)
         elif is_untyped(right) and lt.type is not None:
-            rt = self.expect(right, lt.type, scope)
+            rt = self.expect(right, self.operand_type(node, lt.type, known_left=True), scope)
         elif lt.type is not None and rt.type is not None:
             self.check_comparable(lt.type, rt.type, node)
         elif is_untyped(left) and is_untyped(right):
@@ -213,11 +206,29 @@ class Operators(AnalyzerCore):
             self.error(f"operator does not exist: json {op} json (json cannot be compared; use jsonb)", node)
         return Typed(t.BOOL, lt.nullable or rt.nullable)
 
+    def operand_type(self, node: exp.Expr, known: PgType, known_left: bool) -> PgType:
+        """The type an untyped operand (`@param`, 'literal') of a comparison takes: the one the
+        operator PostgreSQL chooses gives it (`varchar_col = @p`: text), else the other side's."""
+        op = _OPERATORS.get(type(node))
+        if op is None or known in (t.UNKNOWN, t.NULL):
+            return known
+        left, right = (known, t.UNKNOWN) if known_left else (t.UNKNOWN, known)
+        try:
+            resolution = resolve_operator(op, self.builtins.operators(op), left, right, env=self.builtins)
+        except ResolveError:
+            return known
+        found = resolution.right if known_left else resolution.left
+        return found if found is not None and found.name not in ("anyenum", "anyarray", "anyelement") else known
+
     def check_comparable(self, a: PgType, b: PgType, node: exp.Expr) -> None:
         if t.UNKNOWN in (a, b) or t.NULL in (a, b):
             return
-        if not (assignable(a, b) or assignable(b, a)) and (a.name, b.name) not in _SYSTEM_COMPARISONS:
-            op = _OPERATORS.get(type(node), "compare")
+        if assignable(a, b) or assignable(b, a):
+            return
+        op = _OPERATORS.get(type(node), "=")
+        try:  # an operator of its own, such as xid = integer (`xmax = 0`)
+            resolve_operator(op, self.builtins.operators(op), a, b, env=self.builtins)
+        except ResolveError:
             self.error(f"operator does not exist: {describe(a)} {op} {describe(b)}", node)
 
     def in_(self, node: exp.In, scope: Scope) -> Typed:

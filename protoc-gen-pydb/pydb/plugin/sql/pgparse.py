@@ -22,9 +22,12 @@ class PgSyntaxError(Exception):
     server's position is then one past the last character)."""
 
     def __init__(self, message: str, offset: int | None) -> None:
-        super().__init__(message)
+        super().__init__(message, offset)  # the shape of pglast's ParseError.args
         self.message = message
         self.offset = offset
+
+    def __str__(self) -> str:
+        return self.message
 
 
 @dataclass(frozen=True)

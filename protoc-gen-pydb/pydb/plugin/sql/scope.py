@@ -10,11 +10,12 @@ from sqlglot import exp
 
 from ..diagnostics import SqlSpan
 from . import types as t
+from .builtins import load_builtins
 from .catalog import Catalog, Table
 from .coercion import assignable, describe, wider
 from .context import AnalyzerCore, suggest
 from .funcnames import function_name
-from .names import DEFAULT_SEARCH_PATH, lookup, quote_ident
+from .names import DEFAULT_SEARCH_PATH, quote_ident
 from .types import PgType
 
 
@@ -36,18 +37,10 @@ class StarColumn:
     sql: str
 
 
-#: Every table's hidden columns, as PostgreSQL declares them (attnum -1 to -6).
-SYSTEM_COLUMNS: tuple[tuple[str, Typed], ...] = tuple(
-    (name, Typed(PgType(type_name), False))
-    for name, type_name in (
-        ("ctid", "tid"),
-        ("xmin", "xid"),
-        ("cmin", "cid"),
-        ("xmax", "xid"),
-        ("cmax", "cid"),
-        ("tableoid", "oid"),
-    )
-)
+def system_columns() -> list[tuple[str, Typed]]:
+    """Every table's hidden columns (ctid, xmin, cmin, xmax, cmax, tableoid), as PostgreSQL
+    declares them."""
+    return [(name, Typed(pgtype, False)) for name, pgtype in load_builtins().system_columns]
 
 
 @dataclass
@@ -268,7 +261,7 @@ class FromItems(AnalyzerCore):
                 return None
             names = (alias_name,) if alias_name else (table.name, table.qualified)
             cols = [(c.name, Typed(c.type, not c.not_null)) for c in table.columns]
-            return Relation(alias_name or table.name, names, cols, table, system=list(SYSTEM_COLUMNS))
+            return Relation(alias_name or table.name, names, cols, table, system=system_columns())
         if isinstance(source, exp.Subquery):
             errors_before = len(self.problems)
             rows = self.query(source.this, Scope(parent=scope))
@@ -325,18 +318,20 @@ class FromItems(AnalyzerCore):
                 )
             name = alias or "unnest"
             return Relation(name, (name,), cols)
+        errors_before = len(self.problems)
         typed = self.infer(func, scope)
+        incomplete = len(self.problems) > errors_before  # its columns are not known: no follow-on errors
         name = alias or (function_name(func) if isinstance(func, exp.Func) else "function")
         out = self.row_columns.get(id(func))
         if out is not None:  # jsonb_each(j): key, value; a function's OUT or TABLE columns
             return Relation(name, (name,), rename([(n, Typed(pgtype, True)) for n, pgtype in out], col_aliases))
-        return Relation(name, (name,), [(col_aliases[0] if col_aliases else name, typed)])
+        return Relation(name, (name,), [(col_aliases[0] if col_aliases else name, typed)], incomplete=incomplete)
 
     def table(self, node: exp.Table, scope: Scope | None = None) -> Table | None:
         """The table `node` names: a qualified name in its schema, an unqualified one along the
         search_path (names.lookup)."""
         schema = node.db or None
-        table = lookup(schema, node.name, lambda q: self.catalog.tables.get(str(q)))
+        table = self.catalog.table(schema, node.name)
         if table is None:
             written = f"{schema}.{node.name}" if schema else node.name
             if schema is not None and scope is not None and scope.cte(node.name) is not None:

@@ -9,13 +9,14 @@ from ..diagnostics import SqlSpan
 from . import types as t
 from .analysis import Expansion
 from .catalog import Column, Table
+from .coerce import ResolveError, common_type
 from .coercion import assignable, describe, is_untyped, wider
 from .context import AnalyzerCore, suggest
 from .grouping import grouping_items, sometimes_grouped
 from .infer import output_name
 from .literals import is_int
-from .scope import SYSTEM_COLUMNS, Relation, Scope, StarColumn, Typed, all_relations, local_column_names
-from .types import span_of
+from .scope import Relation, Scope, StarColumn, Typed, all_relations, local_column_names, system_columns
+from .types import PgType, span_of
 
 
 class Statements(AnalyzerCore):
@@ -47,21 +48,11 @@ class Statements(AnalyzerCore):
             for i, (name, typed, span) in enumerate(left):
                 other = right[i][1] if i < len(right) else typed
                 a, b = typed.type, other.type
-                if (
-                    a is not None
-                    and b is not None
-                    and t.UNKNOWN not in (a, b)
-                    and t.NULL not in (a, b)
-                    and not (assignable(a, b) or assignable(b, a))
-                ):
-                    kind = type(node).__name__.upper()
-                    self.error(f"{kind} types {describe(a)} and {describe(b)} cannot be matched", span=span)
-                known = a if a not in (None, t.UNKNOWN, t.NULL) else b
-                if known in (None, t.UNKNOWN) and t.UNKNOWN in (a, b):
-                    known = t.TEXT  # Postgres resolves a column of untyped literals to text
-                elif a is not None and b is not None and {a.name, b.name} <= t.NUMERIC and not a.is_array:
-                    known = wider(a, b)  # int4 UNION numeric is numeric
+                known = (
+                    a if b is None else b if a is None else self.common_type([a, b], type(node).__name__.upper(), span)
+                )
                 merged.append((name, Typed(known, typed.nullable or other.nullable), span))
+            self.limit_offset(node, scope)  # (SELECT ...) UNION (SELECT ...) LIMIT @n OFFSET @m
             return merged
         if isinstance(node, exp.Values):
             return self.values_rows(node, scope)
@@ -117,6 +108,21 @@ class Statements(AnalyzerCore):
                     self.infer(key, local, allow_output=True)
             if isinstance(distinct, exp.Distinct) and distinct.args.get("on") is not None:
                 self.check_distinct_on(distinct.args["on"], order)
+        self.limit_offset(node, local)
+        self.check_grouping(node, local)
+        return outputs
+
+    def common_type(self, types: list[PgType], construct: str, span: SqlSpan | None) -> PgType | None:
+        """The type PostgreSQL resolves a UNION column, VALUES column, CASE or COALESCE to
+        (untyped literals alone: text); an error when the types cannot be matched."""
+        try:
+            return common_type(types, construct, env=self.builtins)
+        except ResolveError as err:
+            self.error(err.message, span=span)
+            return None
+
+    def limit_offset(self, node: exp.Expr, scope: Scope) -> None:
+        """LIMIT and OFFSET take a bigint."""
         for key in ("limit", "offset"):
             clause = node.args.get(key)
             if clause is not None:
@@ -124,9 +130,7 @@ class Statements(AnalyzerCore):
                     clause.args.get("expression") if key == "limit" else clause.args.get("expression") or clause.this
                 )
                 if isinstance(value, exp.Expr):
-                    self.expect(value, t.INT8, local)
-        self.check_grouping(node, local)
-        return outputs
+                    self.expect(value, t.INT8, scope)
 
     def values_rows(self, node: exp.Values, scope: Scope) -> list[tuple[str, Typed, SqlSpan | None]]:
         rows = [row.expressions if isinstance(row, exp.Tuple) else [row] for row in node.expressions]
@@ -165,10 +169,10 @@ class Statements(AnalyzerCore):
         """The output columns of a select list or RETURNING list (`owner` holds it). In the
         statement's own lists, each `*`, `t.*` and whole-row reference is also recorded as the
         explicit column list it stands for."""
-        out: list[tuple[str, Typed, SqlSpan | None]] = []
+        # Per item: its star columns, or its one typed value (named once the list is matched).
+        typed_items: list[list[StarColumn] | Typed] = []
         top = id(owner) in self.top_level
-        names = self.output_names.names([self.item_start(item) for item in items])
-        for position, item in enumerate(items):
+        for item in items:
             star: list[StarColumn] | None = None
             if isinstance(item, exp.Star):
                 star = scope.star
@@ -178,16 +182,24 @@ class Statements(AnalyzerCore):
                 star_rel = self.find_relation(item.table, scope, item)
                 star = star_rel.star() if star_rel is not None else []
             if star is not None:
-                out.extend((c.name, c.typed, span_of(item)) for c in star)
+                typed_items.append(star)
                 if top:
                     self.expand(item, star)
                 continue
             typed = self.infer(item, scope)
-            out.append((names[position] if names is not None else output_name(item), typed, span_of(item)))
+            typed_items.append(typed)
             if top and typed.embedded is not None and isinstance(item, exp.Column) and not item.table:
                 row = next((rel for rel in all_relations(scope) if item.name in rel.names), None)
                 if row is not None:
                     self.expand(item, row.star())
+        # After the items: the lists nested in them have taken their own names first.
+        names = self.output_names.names([self.item_start(item) for item in items])
+        out: list[tuple[str, Typed, SqlSpan | None]] = []
+        for position, (item, found) in enumerate(zip(items, typed_items, strict=True)):
+            if isinstance(found, list):
+                out.extend((c.name, c.typed, span_of(item)) for c in found)
+            else:
+                out.append((names[position] if names is not None else output_name(item), found, span_of(item)))
         return out
 
     def expand(self, item: exp.Expr, star: list[StarColumn]) -> None:
@@ -283,7 +295,7 @@ class Statements(AnalyzerCore):
             (alias_name,) if alias_name else (table.name, table.qualified),
             [(c.name, Typed(c.type, not c.not_null)) for c in table.columns],
             table,
-            system=list(SYSTEM_COLUMNS),
+            system=system_columns(),
         )
         conflict = node.args.get("conflict")
         do_nothing = False

@@ -1,0 +1,223 @@
+"""The language-neutral IR that bind hands to a code generator: what each RPC runs and how every
+value crosses between PostgreSQL and protobuf, already checked. Pure data: no Python text, no
+decisions left to the generator about SQL validity. A second driver or language reads this too."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+from ..sql.names import QualifiedName
+from ..sql.types import PgType
+
+
+class Cardinality(enum.Enum):
+    """How many rows an RPC's statement yields, and what the handler does with them."""
+
+    ONE = "one"  # exactly one row; none is NOT_FOUND / FAILED_PRECONDITION / ALREADY_EXISTS
+    OPTIONAL = "optional"  # zero or one row; none leaves the response (or result_field) empty
+    MANY = "many"  # any number of rows, into a repeated result_field
+    EXEC = "exec"  # no rows
+
+
+class Conversion(enum.Enum):
+    """How one value crosses: a PostgreSQL value becomes the proto value (a result column) and a
+    proto value becomes the PostgreSQL value (a parameter). Each has one runtime implementation
+    per generator (for Python: pydb/runtime/convert.py); `bind/typemap.py` picks it per type pair.
+    """
+
+    #: The driver's value is the field's value both ways (integers, floats, bool, bytes, text).
+    IDENTITY = "identity"
+    #: PostgreSQL's text form both ways (json, jsonb, date, time, pg enum into `string`): the
+    #: value is read as the text PostgreSQL prints and bound as text PostgreSQL parses, so every
+    #: stored value (`infinity` dates, BC dates, years past 9999) reads back.
+    TEXT = "text"
+    #: `uuid` as text; a bound value must be a UUID (INVALID_ARGUMENT naming the field otherwise).
+    UUID = "uuid"
+    #: `numeric` as its decimal text (`NaN`, `Infinity` included).
+    NUMERIC_TEXT = "numeric_text"
+    #: `numeric` as a double (NaN and ±Infinity included; precision beyond a double is lost).
+    NUMERIC_DOUBLE = "numeric_double"
+    #: `timestamp(tz)` <-> google.protobuf.Timestamp; `infinity` / `-infinity` are Timestamp's
+    #: max / min (9999-12-31T23:59:59.999999Z, 0001-01-01T00:00:00Z) both ways, and years it
+    #: cannot hold (after 9999, BC) read as max / min.
+    TIMESTAMP = "timestamp"
+    #: `interval` <-> google.protobuf.Duration (a month counts 30 days, as PostgreSQL's epoch
+    #: does); past Duration's +-10000 years, its max / min.
+    DURATION = "duration"
+    #: A PostgreSQL enum <-> a proto enum, label by label (see `EnumMapping`); a label the proto
+    #: does not know reads as its zero value.
+    ENUM = "enum"
+
+
+@dataclass(frozen=True)
+class TypeRef:
+    """A message or enum declared in a .proto: its full name, file, and name within the file
+    (`Outer.Inner`)."""
+
+    full_name: str
+    file: str
+    local_name: str
+
+
+@dataclass(frozen=True)
+class EnumMapping:
+    """A PostgreSQL enum type and a proto enum, paired label by label."""
+
+    pg_type: str  # the enum type's name, e.g. generation.task_status
+    proto: TypeRef
+    #: (pg label, proto value name), in the PostgreSQL type's label order.
+    pairs: tuple[tuple[str, str], ...]
+    #: The proto enum's zero value (`<ENUM>_UNSPECIFIED`): what a label the proto does not know
+    #: (added to the type after the code was generated) reads as.
+    zero: str
+
+
+@dataclass(frozen=True)
+class FieldRef:
+    """A field of a request or response message."""
+
+    name: str
+    #: The proto type: a scalar name (`int64`, `string`, ...), `enum`, or a message.
+    proto_type: str
+    repeated: bool
+    #: The field tells "unset" from its zero value (optional, message, oneof, proto2 optional).
+    presence: bool
+    #: For a wrapper type (google.protobuf.StringValue, ...): the wrapper; the value is its `.value`.
+    wrapper: TypeRef | None = None
+
+
+@dataclass(frozen=True)
+class ParamRef:
+    """A `@name` in the statement text."""
+
+    name: str
+
+
+@dataclass(frozen=True)
+class Statement:
+    """The SQL, as pieces: text (with `*` and whole-row references already expanded into
+    explicit, quoted column lists) and parameters. A generator writes the text as its driver
+    wants it (escaping) and each parameter as its driver's placeholder."""
+
+    pieces: tuple[str | ParamRef, ...]
+
+
+@dataclass(frozen=True)
+class Param:
+    """A request field bound to a statement parameter."""
+
+    name: str  # the @name, also the request field's name
+    pg_type: PgType
+    field: FieldRef
+    conversion: Conversion
+    enum: EnumMapping | None = None
+
+
+@dataclass(frozen=True)
+class Column:
+    """A result column (at `position` in the row) filling a field of the row's message. (A NULL
+    literal column, `NULL::text AS note`, has none: its field is left unset on purpose.)"""
+
+    name: str
+    position: int
+    pg_type: PgType
+    nullable: bool
+    field: FieldRef
+    conversion: Conversion
+    enum: EnumMapping | None = None
+
+
+@dataclass(frozen=True)
+class Embedded:
+    """A joined table's whole row (`SELECT o.*, c FROM orders o LEFT JOIN customers c ...`)
+    filling a message field: its columns occupy consecutive row positions. When the row may be
+    absent (outer join), `presence` is the position of a column that is NOT NULL in the table
+    (NULL there means no row: the field is left unset); None when the row is always there."""
+
+    name: str
+    field: FieldRef
+    row: Row
+    presence: int | None
+
+
+@dataclass(frozen=True)
+class Row:
+    """How a result row becomes a message."""
+
+    message: TypeRef
+    columns: tuple[Column | Embedded, ...]
+
+
+@dataclass(frozen=True)
+class Probe:
+    """For a ONE statement that targets a row by its primary key and may match nothing: how to
+    tell "no such row" (NOT_FOUND) from "the row is not in the state this call needs"
+    (FAILED_PRECONDITION): whether `table` has a row whose `key` equals parameter `param`."""
+
+    table: QualifiedName
+    key: str
+    param: str
+
+
+@dataclass(frozen=True)
+class Rpc:
+    name: str  # ClaimNextTask
+    request: TypeRef
+    response: TypeRef
+    comment: str  # the RPC's leading comment, as written (any characters)
+    statement: Statement
+    cardinality: Cardinality
+    params: tuple[Param, ...]
+    #: How rows become messages; None for EXEC.
+    row: Row | None
+    #: The response field the rows go into; None when a row is the response itself.
+    result_field: str | None
+    probe: Probe | None
+    #: INSERT ... ON CONFLICT DO NOTHING: no row back means the row already existed.
+    conflict_do_nothing: bool
+    #: Whether the statement may write: rows that can fail to convert (a NULL array element) are
+    #: then converted before it commits, so a row that cannot be answered is not written either.
+    writes: bool
+    #: When the request has a string `w3c_traceparent` field the statement binds: the field
+    #: (the server fills it from the call's `traceparent` metadata when the caller left it unset).
+    traceparent: FieldRef | None = None
+
+
+class ListenFilter(enum.Enum):
+    """How a listen RPC checks the values of its filter field (the NOTIFY payloads' type)."""
+
+    TEXT = "text"
+    UUID = "uuid"
+    INTEGER = "integer"
+
+
+@dataclass(frozen=True)
+class Listen:
+    """A server-streaming RPC with `(pydb.v1.listen)`: one response per NOTIFY on `channel`."""
+
+    name: str
+    request: TypeRef
+    response: TypeRef
+    comment: str
+    channel: str
+    payload_field: str
+    filter_field: str | None
+    filter: ListenFilter
+
+
+@dataclass(frozen=True)
+class Service:
+    name: str  # GenerationDataService
+    full_name: str  # generation.task.v1.GenerationDataService
+    rpcs: tuple[Rpc, ...]
+    #: RPCs without an annotation: answered UNIMPLEMENTED.
+    unannotated: tuple[str, ...]
+    listens: tuple[Listen, ...] = ()
+
+
+@dataclass(frozen=True)
+class File:
+    proto: str  # generation/task/v1/task.proto
+    package: str
+    services: tuple[Service, ...]

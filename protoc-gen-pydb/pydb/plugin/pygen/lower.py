@@ -1,0 +1,296 @@
+"""IR -> render model: the Python for each value's conversion, psycopg placeholders, the probe's
+SQL with quoted identifiers, module aliases and helper names. Decides nothing about SQL
+validity: everything here was checked by bind."""
+
+from __future__ import annotations
+
+import json
+import keyword
+from dataclasses import dataclass, field
+
+from pydb import __version__
+
+from ..bind import ir
+from ..protos import python_module, snake_case
+from ..sql.names import quote_ident
+from . import model
+from .text import py_str
+
+_C = ir.Conversion
+
+#: Conversions whose Python value is the text PostgreSQL sends (a text loader for the type).
+_TEXT_LOADED = frozenset({_C.TEXT, _C.UUID})
+_LISTEN_PARSERS = {
+    ir.ListenFilter.TEXT: None,
+    ir.ListenFilter.UUID: "rt.parse_uuids",
+    ir.ListenFilter.INTEGER: "rt.parse_ints",
+}
+
+
+def argument(name: str, expr: str) -> str:
+    """A keyword argument of a message constructor; Python keywords go through `**{...}`."""
+    return f"**{{{py_str(name)}: {expr}}}" if keyword.iskeyword(name) else f"{name}={expr}"
+
+
+def attribute(obj: str, name: str) -> str:
+    return f"getattr({obj}, {py_str(name)})" if keyword.iskeyword(name) else f"{obj}.{name}"
+
+
+@dataclass
+class _Module:
+    """Per-file state: imports and helpers the generated module needs."""
+
+    proto: str
+    imports: dict[str, str] = field(default_factory=dict)  # pb2 module -> alias
+    enums: dict[tuple[str, str], model.EnumMap] = field(default_factory=dict)
+    converters: dict[tuple[str, tuple[str, ...]], model.RowConverter] = field(default_factory=dict)
+
+    def alias(self, proto_file: str) -> str:
+        module = python_module(proto_file)
+        if module not in self.imports:
+            alias = module.rsplit(".", 1)[-1]
+            if alias in self.imports.values():
+                alias = module.replace(".", "_")
+            self.imports[module] = alias
+        return self.imports[module]
+
+    def type(self, ref: ir.TypeRef) -> str:
+        return f"{self.alias(ref.file)}.{ref.local_name}"
+
+    def enum_map(self, mapping: ir.EnumMapping, to_pg: bool) -> model.EnumMap:
+        key = (mapping.pg_type, mapping.proto.full_name)
+        existing = self.enums.get(key)
+        base = "_" + snake_case(mapping.proto.local_name.replace(".", "")).upper()
+        # Values of a nested enum live on the enclosing message; of a top-level one, on the module.
+        scope = self.type(mapping.proto).rsplit(".", 1)[0]
+        em = model.EnumMap(
+            from_pg_name=base + "_FROM_PG",
+            to_pg_name=base + "_TO_PG",
+            proto_type=self.type(mapping.proto),
+            pairs=tuple((label, f"{scope}.{value}") for label, value in mapping.pairs),
+            pg_type=mapping.pg_type,
+            used_from_pg=(existing is not None and existing.used_from_pg) or not to_pg,
+            used_to_pg=(existing is not None and existing.used_to_pg) or to_pg,
+        )
+        self.enums[key] = em
+        return em
+
+    # -- parameters ------------------------------------------------------------------------
+    def param(self, p: ir.Param) -> model.ParamBinding:
+        f = p.field
+        access = attribute("request", f.name)
+        if f.wrapper is not None:
+            access += ".value"
+        quoted = py_str(f.name)
+        if p.conversion is _C.ENUM:
+            assert p.enum is not None
+            labels = self.enum_map(p.enum, to_pg=True).to_pg_name
+            one, many = f"rt.enum_label({labels}, {{}}, {quoted})", None
+        elif p.conversion is _C.UUID:
+            one, many = f"rt.parse_uuid({{}}, {quoted})", f"rt.parse_uuids({{}}, {quoted})"
+        elif p.conversion is _C.TIMESTAMP:
+            one, many = f"rt.timestamp_param({{}}, {quoted})", None
+        elif p.conversion is _C.DURATION:
+            one, many = "{}.ToTimedelta()", None
+        else:  # the field's value is what psycopg sends: numbers, bool, bytes, text
+            one, many = "{}", "list({})"
+        if f.repeated:
+            expr = many.format(access) if many else f"[{one.format('v')} for v in {access}]"
+        else:
+            expr = one.format(access)
+        if f.presence:
+            expr = f"{expr} if request.HasField({quoted}) else None"
+        return model.ParamBinding(p.name, expr)
+
+    # -- results ---------------------------------------------------------------------------
+    def value(self, c: ir.Column) -> str:
+        v = f"row[{c.position}]"
+        if c.conversion is _C.ENUM:
+            assert c.enum is not None
+            zero = f"{self.type(c.enum.proto).rsplit('.', 1)[0]}.{c.enum.zero}"
+            convert = self.enum_map(c.enum, to_pg=False).from_pg_name + f".get({{}}, {zero})"
+        elif c.conversion is _C.NUMERIC_TEXT:
+            convert = "str({})"
+        elif c.conversion is _C.NUMERIC_DOUBLE:
+            convert = "float({})"
+        elif c.conversion is _C.TIMESTAMP:
+            convert = "rt.timestamp_value({})"  # 2x faster than protobuf converting the datetime
+        elif c.conversion is _C.DURATION:
+            convert = "rt.duration_value({})"
+        else:
+            convert = "{}"
+        if c.field.wrapper is not None:
+            convert = f"{self.type(c.field.wrapper)}(value={convert})"
+        if c.field.repeated:
+            # NULL reads as no elements; a NULL element is refused. psycopg does not know an
+            # enum's array type: it sends the array as text.
+            source = f"rt.text_array({v})" if c.pg_type.is_enum else f"rt.elements({v})"
+            return source if convert == "{}" else f"[{convert.format('x')} for x in {source}]"
+        if convert == "{}":
+            return v
+        if c.nullable:
+            return f"None if {v} is None else {convert.format(v)}"
+        return convert.format(v)
+
+    def converter(self, row: ir.Row) -> str:
+        """The name of the function turning a row into `row.message` (one per distinct body)."""
+        values = []
+        for c in row.columns:
+            if isinstance(c, ir.Embedded):
+                nested = self.converter(c.row)
+                expr = f"{nested}(row)"
+                if c.presence is not None:
+                    expr = f"None if row[{c.presence}] is None else {expr}"
+                comment = f"{c.name}: a joined row" + (
+                    " (absent after an outer join)" if c.presence is not None else ""
+                )
+                values.append(model.FieldValue(argument(c.field.name, expr), comment))
+            else:
+                comment = f"{c.name} {c.pg_type}" + (" (nullable)" if c.nullable else "")
+                values.append(model.FieldValue(argument(c.field.name, self.value(c)), comment))
+        key = (row.message.full_name, tuple(v.argument for v in values))
+        if key not in self.converters:
+            base = f"_{snake_case(row.message.local_name.replace('.', ''))}_from_row"
+            taken = {c.function for c in self.converters.values()}
+            name, n = base, 2
+            while name in taken:
+                name, n = f"{base}_{n}", n + 1
+            self.converters[key] = model.RowConverter(
+                name, self.type(row.message), f"A result row as a {row.message.full_name}.", tuple(values)
+            )
+        return self.converters[key].function
+
+
+def psycopg_sql(statement: ir.Statement) -> str:
+    """The statement as psycopg takes it: parameters as `%(name)s`, every other `%` doubled."""
+    return "".join(p.replace("%", "%%") if isinstance(p, str) else f"%({p.name})s" for p in statement.pieces)
+
+
+def _columns(row: ir.Row) -> list[ir.Column]:
+    out: list[ir.Column] = []
+    for c in row.columns:
+        out += _columns(c.row) if isinstance(c, ir.Embedded) else [c]
+    return out
+
+
+def _braces(text: str) -> str:
+    """`text` as the literal part of an f-string."""
+    return text.replace("{", "{{").replace("}", "}}")
+
+
+def _fstring(body: str) -> str:
+    """An f-string literal around `body`: double-quoted, so the expressions in it may use single
+    quotes (before Python 3.12 they may not hold a backslash)."""
+    return "f" + json.dumps(body, ensure_ascii=False)
+
+
+def _probe(rpc: ir.Rpc, const: str) -> model.Probe | None:
+    p = rpc.probe
+    if p is None:
+        return None
+    table = str(p.table)
+    sql = f"SELECT 1 FROM {p.table.sql()} WHERE {quote_ident(p.key)} = ".replace("%", "%%") + f"%({p.param})s"
+    key = "{params['" + p.param + "']}"  # parameter names are proto field names: identifiers
+    return model.Probe(
+        const=const,
+        sql=sql,
+        param=p.param,
+        table=table,
+        missing=_fstring(f"{_braces(table)} {key} does not exist"),
+        wrong_state=_fstring(f"{rpc.name} does not apply to {_braces(table)} {key} in its current state"),
+    )
+
+
+def _rpc(m: _Module, rpc: ir.Rpc) -> model.Rpc:
+    function = snake_case(rpc.name)
+    response_type = m.type(rpc.response)
+    response = ""
+    text_types: tuple[str, ...] = ()
+    timestamp_types: tuple[str, ...] = ()
+    can_fail = False
+    if rpc.row is not None:
+        converter = m.converter(rpc.row)
+        if rpc.cardinality is ir.Cardinality.MANY:
+            assert rpc.result_field is not None
+            response = f"{response_type}({argument(rpc.result_field, f'[{converter}(row) for row in rows]')})"
+        elif rpc.result_field:
+            response = f"{response_type}({argument(rpc.result_field, f'{converter}(row)')})"
+        else:
+            response = f"{converter}(row)"
+        columns = _columns(rpc.row)
+        text_types = tuple(sorted({c.pg_type.name for c in columns if c.conversion in _TEXT_LOADED}))
+        timestamp_types = tuple(sorted({c.pg_type.name for c in columns if c.conversion is _C.TIMESTAMP}))
+        # Every value converts (docs/diagnostics.md) but a NULL element of an array.
+        can_fail = any(c.field.repeated for c in columns)
+    traceparent = None
+    if rpc.traceparent is not None:
+        name = rpc.traceparent.name
+        traceparent = f"not request.HasField({py_str(name)})" if rpc.traceparent.presence else f"not request.{name}"
+    return model.Rpc(
+        name=rpc.name,
+        function=function,
+        sql_const=function.upper() + "_SQL",
+        sql=psycopg_sql(rpc.statement),
+        request_type=m.type(rpc.request),
+        response_type=response_type,
+        cardinality=rpc.cardinality,
+        summary=rpc.comment,
+        params=tuple(m.param(p) for p in rpc.params),
+        response=response,
+        result_field=rpc.result_field,
+        text_types=text_types,
+        timestamp_types=timestamp_types,
+        probe=_probe(rpc, function.upper() + "_EXISTS_SQL"),
+        conflict_do_nothing=rpc.conflict_do_nothing,
+        transaction=rpc.writes and can_fail,
+        traceparent_unset=traceparent,
+    )
+
+
+def _listen(m: _Module, listen: ir.Listen) -> model.Listen:
+    return model.Listen(
+        name=listen.name,
+        request_type=m.type(listen.request),
+        response_type=m.type(listen.response),
+        channel=listen.channel,
+        payload_field=listen.payload_field,
+        response=f"{m.type(listen.response)}({argument(listen.payload_field, 'payload')})",
+        filter_field=listen.filter_field,
+        filter_access=attribute("request", listen.filter_field) if listen.filter_field else None,
+        filter_parser=_LISTEN_PARSERS[listen.filter],
+        summary=listen.comment,
+    )
+
+
+def lower(file: ir.File) -> model.File:
+    m = _Module(file.proto)
+    pb2 = python_module(file.proto)
+    m.alias(file.proto)
+    services = tuple(
+        model.Service(
+            s.name,
+            s.full_name,
+            f"{s.name}Handlers",
+            tuple(_rpc(m, r) for r in s.rpcs),
+            s.unannotated,
+            tuple(_listen(m, lst) for lst in s.listens),
+        )
+        for s in file.services
+    )
+    stem = file.proto[: -len(".proto")].replace("-", "_")
+    grpc_module = pb2 + "_grpc"
+    return model.File(
+        proto=file.proto,
+        pb2_module=pb2,
+        pb2_alias=m.imports[pb2],
+        grpc_module=grpc_module,
+        grpc_alias=grpc_module.rsplit(".", 1)[-1],
+        handlers_module=stem.replace("/", ".") + "_pydb",
+        handlers_path=stem + "_pydb.py",
+        server_path=stem + "_pydb_server.py",
+        extra_imports=tuple(sorted((mod, a) for mod, a in m.imports.items() if mod != pb2)),
+        enums=tuple(sorted(m.enums.values(), key=lambda e: e.from_pg_name)),
+        converters=tuple(m.converters.values()),
+        services=services,
+        version=__version__,
+    )

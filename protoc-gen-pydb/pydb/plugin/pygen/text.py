@@ -1,0 +1,27 @@
+"""Text as Python source: every value the templates interpolate into a string literal, a
+docstring or a comment goes through one of these, so any RPC comment, enum label, identifier
+or SQL text yields a valid module."""
+
+from __future__ import annotations
+
+
+def py_str(text: str) -> str:
+    """`text` as a Python string literal: double-quoted unless it holds a double quote (and no
+    single one), as a formatter would write it; every escape is Python's own (`repr`)."""
+    literal = repr(text)
+    if literal[0] == "'" and "'" not in text and '"' not in text:
+        return f'"{literal[1:-1]}"'
+    return literal
+
+
+def py_block(text: str) -> str:
+    """`text` as the body of a triple-quoted literal: backslashes, NULs and carriage returns
+    (which Python would read as newlines) escaped, no run of three quotes, no quote last (it
+    would run into the closing quotes)."""
+    body, last = (text[:-1], '\\"') if text.endswith('"') else (text, "")
+    return body.replace("\\", "\\\\").replace("\x00", "\\x00").replace("\r", "\\r").replace('"""', '""\\"') + last
+
+
+def py_comment(text: str) -> str:
+    """`text` on one line, for a `#` comment."""
+    return " ".join(text.splitlines()) if ("\n" in text or "\r" in text) else text

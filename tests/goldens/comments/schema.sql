@@ -1,0 +1,1 @@
+CREATE TABLE quotes (id bigint PRIMARY KEY, body text NOT NULL);

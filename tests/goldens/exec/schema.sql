@@ -1,0 +1,1 @@
+CREATE TABLE counters (name text PRIMARY KEY, value bigint NOT NULL DEFAULT 0);

@@ -1,0 +1,1 @@
+CREATE TABLE jobs (id uuid PRIMARY KEY, tool text NOT NULL);
