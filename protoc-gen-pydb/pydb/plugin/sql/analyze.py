@@ -27,6 +27,7 @@ from .names import fold
 from .operators import Operators
 from .scope import FromItems, Scope, Typed
 from .statements import Statements
+from .utility import analyze_utility
 
 __all__ = ["Analyzer", "analyze"]
 
@@ -37,6 +38,12 @@ class Analyzer(Statements, Grouping, FromItems, ExpressionInference, Operators, 
     def analyze(self) -> Analysis | None:
         if not self.type_names_exist():
             return None
+        tree = self.grammar.tree
+        if self.grammar.kind == "other" or (isinstance(tree, ast.SelectStmt) and tree.intoClause is not None):
+            # CALL, TRUNCATE, NOTIFY, DDL, SELECT INTO (a CREATE TABLE AS): PostgreSQL's tree, not sqlglot's
+            utility = analyze_utility(self.sql, self.grammar, self.catalog)
+            self.problems.extend(utility.problems)
+            return utility
         try:
             statements = [s for s in sqlglot.parse(self.sql, read="postgres") if s is not None]
         except (TokenError, ParseError) as err:
@@ -55,7 +62,7 @@ class Analyzer(Statements, Grouping, FromItems, ExpressionInference, Operators, 
         target: Table | None = None
         conflict_do_nothing = False
         columns: list[tuple[str, Typed, SqlSpan | None]] | None
-        if isinstance(stmt, (exp.Select, exp.Union, exp.Intersect, exp.Except)):
+        if isinstance(stmt, (exp.Select, exp.Union, exp.Intersect, exp.Except, exp.Values)):
             kind: StatementKind = "select"
             columns = self.query(stmt, scope)
         elif isinstance(stmt, exp.Insert):
