@@ -4,9 +4,10 @@ isort:skip_file
 The generation task queue's data plane. Every RPC is one SQL statement, checked against
 the sibling schema.sql and turned into a typed handler by protoc-gen-pydb.
 
-Life of a task: QueueTask (queued) -> ClaimNextTask / ClaimTasks (processing, leased)
--> HeartbeatTask while working -> CompleteTask (completed) or FailTask (queued again
-while retries remain, else failed). ListStaleTasks finds what no claim will recover.
+Life of a task: QueueTask / QueueTasks (queued) -> ClaimNextTask / ClaimTasks (processing,
+leased for the tool's lease_seconds) -> HeartbeatTask while working -> CompleteTask(s)
+(completed) or FailTask(s) (queued again while retries remain, else failed).
+ListStaleTasks finds what no claim will recover; PruneTasks deletes old terminal rows.
 """
 
 from collections import abc as _abc
