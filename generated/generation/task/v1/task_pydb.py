@@ -574,7 +574,7 @@ WITH gone AS (
     WHERE status IN ('completed', 'failed')
       AND completed_at < now() - COALESCE(NULLIF(GREATEST(%(older_than_seconds)s, 0), 0), 604800) * INTERVAL '1 second'
     ORDER BY completed_at
-    LIMIT COALESCE(NULLIF(%(limit)s, 0), 1000)
+    LIMIT COALESCE(NULLIF(%(limit)s::int4, 0), 1000)
     FOR UPDATE SKIP LOCKED
   )
   RETURNING 1
