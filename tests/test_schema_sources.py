@@ -134,7 +134,7 @@ def test_a_migrations_directory_gives_the_catalog_postgres_holds(
     FORMATS[tool](tmp_path)
     catalog, diagnostics = load_catalog(read_files(tmp_path))
     assert [d.format() for d in diagnostics if d.severity == "error"] == []
-    assert_catalog_matches_postgres(catalog, rich_conn)
+    assert_catalog_matches_postgres(catalog, rich_conn, indexes=False)
 
 
 @pytest.mark.parametrize("tool", FORMATS)
@@ -154,6 +154,14 @@ def test_natural_order_puts_2_before_10(tmp_path: Path) -> None:
         (tmp_path / name).write_text("SELECT 1;\n", encoding="utf-8")
     assert [p.name for p in migration_order(tmp_path)] == ["1_a.sql", "2_b.sql", "10_c.sql"]
     assert natural_key("v2") < natural_key("v10") and natural_key("a") < natural_key("b")
+
+
+def test_an_empty_migrations_directory_is_an_error(tmp_path: Path) -> None:
+    (tmp_path / "README.md").write_text("migrations go here\n", encoding="utf-8")
+    _, diagnostics = load_catalog(read_files(tmp_path), tmp_path)
+    assert [d.message for d in diagnostics] == [
+        f"migrations directory {tmp_path} holds no .sql migration (see docs/workflow.md)"
+    ]
 
 
 def test_down_sections_are_blanked_keeping_lines_and_columns() -> None:

@@ -97,7 +97,7 @@ class FileCompiler:
                 )
                 return None
             try:
-                self.catalogs[path] = load_catalog(read_files(found))
+                self.catalogs[path] = load_catalog(read_files(found), found)
             except Exception as err:  # a bug in protoc-gen-pydb, not in the schema
                 self.catalogs[path] = (None, [Diagnostic(str(found), 1, 1, internal_error(f"schema {found}", err))])
             self.diagnostics.extend(self.catalogs[path][1])

@@ -126,8 +126,8 @@ def bind_row(
 ) -> ir.Row:
     """The row as a `target` message; every problem reported (the caller checks the count).
     Fields no column fills are reported (once, at the field) only when the RPC and the schema
-    have no other error: after a wrong column name they are a follow-on. A column among `null_literals()` (a
-    NULL literal, `NULL::int AS age`) leaves its field unset on purpose."""
+    have no other error: after a wrong column name they are a follow-on. A column among
+    `null_literals()` (a NULL literal, `NULL::int AS age`) leaves its field unset on purpose."""
     errors_before = rep.error_count()
     where = _Rpc(rep, si, mi, rpc, sql, null_literals, expansions)
     row = _row(where, columns, target, 0, top=True)

@@ -147,8 +147,8 @@ class Catalog:
     search_path: tuple[str, ...] = DEFAULT_SEARCH_PATH
 
     # -- lookups through the search path ---------------------------------------------------
-    def _find(self, schema: str | None, name: str, objects: Mapping[str, _T]) -> _T | None:
-        for q in candidates(schema, name, self.search_path):
+    def _find(self, schema: str | None, name: str, objects: Mapping[str, _T], relation: bool = False) -> _T | None:
+        for q in candidates(schema, name, self.search_path, relation):
             found = objects.get(str(q))
             if found is not None:
                 return found
@@ -162,8 +162,8 @@ class Catalog:
             schema, dot, name = legacy.rpartition(".")
             if not dot:
                 schema = None
-        # pg_catalog relations are not modelled: the search path proper decides.
-        return self._find(schema, name, self.tables)
+        # pg_catalog relations are not modelled: pg_temp and the search path decide.
+        return self._find(schema, name, self.tables, relation=True)
 
     def type(self, schema: str | None, name: str) -> PgType | None:
         """The type a value of this type name has: a built-in (pg_catalog first, as PostgreSQL

@@ -204,7 +204,7 @@ def _owned_by(state: State, opts: PgNode) -> tuple[str, str] | bool | None:
 
 def create_sequence(state: State, node: PgNode) -> None:
     rv = node.sequence
-    schema = state.creation_schema(rv.schemaname, rv.location)
+    schema = state.new_relation_schema(rv)
     if schema is None:
         return
     key = f"{schema}.{rv.relname}"
@@ -255,7 +255,7 @@ def _query_columns(state: State, query: PgNode, what: str, names: list[str]) -> 
 
 def create_view(state: State, node: PgNode) -> None:
     rv = node.view
-    schema = state.creation_schema(rv.schemaname, rv.location)
+    schema = state.new_relation_schema(rv)
     if schema is None:
         return
     key = f"{schema}.{rv.relname}"
@@ -267,11 +267,12 @@ def create_view(state: State, node: PgNode) -> None:
     columns = _query_columns(state, node.query, f"view {key}", aliases)
     state.tables[key] = Table(schema, rv.relname, columns, kind="view")
     state.types[key] = PgType(key)
+    state.view_deps[key] = _reads(state, node.query)
 
 
 def create_table_as(state: State, node: PgNode) -> None:
     rv = node.into.rel
-    schema = state.creation_schema(rv.schemaname, rv.location)
+    schema = state.new_relation_schema(rv)
     if schema is None:
         return
     key = f"{schema}.{rv.relname}"
@@ -288,6 +289,28 @@ def create_table_as(state: State, node: PgNode) -> None:
     state.tables[key] = Table(schema, rv.relname, columns, kind="materialized_view" if matview else "table")
     state.types[key] = PgType(key)
     state.constraints[key] = {}
+    if matview:
+        state.view_deps[key] = _reads(state, node.query)
+
+
+def _reads(state: State, query: PgNode) -> set[str]:
+    """The relations a query reads (WITH query names resolve to no relation and drop out)."""
+    found: set[str] = set()
+
+    def visit(value: object) -> None:
+        if isinstance(value, ast.RangeVar):
+            key = state.relation_key(value)
+            if key is not None:
+                found.add(key)
+        elif isinstance(value, ast.Node):
+            for attr in value:
+                visit(getattr(value, attr))
+        elif isinstance(value, tuple):
+            for item in value:
+                visit(item)
+
+    visit(query)
+    return found
 
 
 # -- functions ------------------------------------------------------------------------------
@@ -414,7 +437,7 @@ def drop(state: State, node: PgNode) -> None:
     cascade = node.behavior == DropBehavior.DROP_CASCADE
     for obj in node.objects or ():
         if kind in _RELATION_KINDS:
-            _drop_relation(state, [s.sval for s in obj], _RELATION_KINDS[kind], bool(node.missing_ok))
+            _drop_relation(state, [s.sval for s in obj], _RELATION_KINDS[kind], bool(node.missing_ok), cascade)
         elif kind == ObjectType.OBJECT_INDEX:
             parts = [s.sval for s in obj]
             key = state.find_key(*split_name(parts), state.indexes)
@@ -452,8 +475,8 @@ def drop(state: State, node: PgNode) -> None:
         # casts, operators, aggregates, roles, text search objects, ...: not in the catalog
 
 
-def _drop_relation(state: State, parts: list[str], kinds: tuple[str, ...], missing_ok: bool) -> None:
-    key = state.find_key(*split_name(parts), state.tables)
+def _drop_relation(state: State, parts: list[str], kinds: tuple[str, ...], missing_ok: bool, cascade: bool) -> None:
+    key = state.find_key(*split_name(parts), state.tables, relation=True)
     if key is None:
         if not missing_ok:
             state.error(f"{kinds[0].replace('_', ' ')} {'.'.join(parts)} does not exist")
@@ -461,6 +484,23 @@ def _drop_relation(state: State, parts: list[str], kinds: tuple[str, ...], missi
     if state.tables[key].kind not in kinds:
         state.error(f"{'.'.join(parts)} is not a {kinds[0].replace('_', ' ')}")
         return
+    views = sorted(v for v, deps in state.view_deps.items() if key in deps and v != key)
+    foreign_keys = sorted(
+        (table, name)
+        for table, constraints in state.constraints.items()
+        for name, info in constraints.items()
+        if info.references == key and table != key
+    )
+    if (views or foreign_keys) and not cascade:
+        dependents = [*(f"view {v}" for v in views), *(f"constraint {n} on {t}" for t, n in foreign_keys)]
+        state.error(f"cannot drop {key} because other objects depend on it ({', '.join(dependents)}); use CASCADE")
+        return
+    for table, name in foreign_keys:
+        del state.constraints[table][name]
+    for view in views:
+        if view in state.tables:
+            _drop_relation(state, view.split(".", 1), ("view", "materialized_view"), True, True)
+    state.view_deps.pop(key, None)
     del state.tables[key]
     state.types.pop(key, None)
     state.constraints.pop(key, None)
@@ -601,12 +641,30 @@ def _move_relation(state: State, rv: PgNode, schema: str | None, new_name: str, 
     state.types.pop(key, None)
     state.types[new_key] = PgType(new_key)
     state.constraints[new_key] = state.constraints.pop(key, {})
+    for info in (i for constraints in state.constraints.values() for i in constraints.values()):
+        if info.references == key:
+            info.references = new_key
+    if key in state.view_deps:
+        state.view_deps[new_key] = state.view_deps.pop(key)
+    for deps in state.view_deps.values():
+        if key in deps:
+            deps.discard(key)
+            deps.add(new_key)
+
+    def moved(object_key: str) -> str:
+        """SET SCHEMA takes the table's indexes and owned sequences along."""
+        return f"{new_schema}.{object_key.split('.', 1)[1]}"
+
     for ikey, index in list(state.indexes.items()):
         if index.table == key:
-            state.indexes[ikey] = replace(index, table=new_key)
+            del state.indexes[ikey]
+            state.indexes[moved(ikey)] = replace(index, name=moved(ikey), table=new_key)
     for skey, seq in list(state.sequences.items()):
         if seq.owned_by and seq.owned_by[0] == key:
-            state.sequences[skey] = replace(seq, owned_by=(new_key, seq.owned_by[1]))
+            del state.sequences[skey]
+            state.sequences[moved(skey)] = replace(
+                seq, name=qualified(moved(skey)), owned_by=(new_key, seq.owned_by[1])
+            )
     state.retype(key, PgType(new_key))
 
 
@@ -705,10 +763,14 @@ def _rename_schema(state: State, old: str, new: str) -> None:
 
 
 def set_schema(state: State, node: PgNode) -> None:
+    kind = node.objectType
+    if node.missing_ok and kind in (*_RELATION_KINDS, ObjectType.OBJECT_SEQUENCE):
+        rv = node.relation
+        if state.find_key(rv.schemaname, rv.relname, [*state.tables, *state.sequences], relation=True) is None:
+            return  # IF EXISTS: PostgreSQL looks for the relation before the schema
     if node.newschema not in state.schemas:
         state.error(f"schema {node.newschema} does not exist")
         return
-    kind = node.objectType
     if kind in (*_RELATION_KINDS, ObjectType.OBJECT_SEQUENCE):
         _move_relation(state, node.relation, node.newschema, node.relation.relname, bool(node.missing_ok))
     elif kind in (ObjectType.OBJECT_TYPE, ObjectType.OBJECT_DOMAIN):

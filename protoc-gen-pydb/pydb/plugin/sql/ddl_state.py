@@ -4,7 +4,7 @@ the problems found, and the lookups and type resolution every DDL statement need
 from __future__ import annotations
 
 import difflib
-from collections.abc import Callable, Collection, Iterator, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -21,7 +21,7 @@ from .catalog import (
 from .catalog import (
     Sequence as SequenceObj,
 )
-from .names import DEFAULT_SEARCH_PATH, PG_CATALOG, QualifiedName, candidates, fold, split_name
+from .names import DEFAULT_SEARCH_PATH, PG_CATALOG, PG_TEMP, QualifiedName, candidates, fold, split_name
 from .pgparse import scan
 from .signatures import FunctionSig, OperatorSig
 from .types import PgType
@@ -55,11 +55,13 @@ class ConstraintInfo:
     #: pg_constraint.contype: p(rimary), u(nique), f(oreign), c(heck), x (exclusion), n (not null).
     kind: str
     columns: tuple[str, ...]
+    #: A foreign key's referenced table (`schema.name`): DROP TABLE of it needs CASCADE.
+    references: str | None = None
 
 
 @dataclass
 class State:
-    schemas: set[str] = field(default_factory=lambda: {"public"})
+    schemas: set[str] = field(default_factory=lambda: {"public", PG_TEMP})
     enums: dict[str, tuple[str, ...]] = field(default_factory=dict)
     tables: dict[str, Table] = field(default_factory=dict)
     indexes: dict[str, Index] = field(default_factory=dict)
@@ -73,6 +75,8 @@ class State:
     extensions: dict[str, str] = field(default_factory=dict)
     #: Constraints by table (`schema.name`) and constraint name.
     constraints: dict[str, dict[str, ConstraintInfo]] = field(default_factory=dict)
+    #: Views and materialized views -> the relations their query reads (DROP needs CASCADE).
+    view_deps: dict[str, set[str]] = field(default_factory=dict)
     #: Inheritance: child table -> [(parent, is_partition)] (INHERITS, PARTITION OF, ATTACH).
     parents: dict[str, list[tuple[str, bool]]] = field(default_factory=dict)
     #: Extensions created that the catalog has no data for: their objects are unknown.
@@ -152,15 +156,19 @@ class State:
             return None
         return schema
 
-    def find_key(self, schema: str | None, name: str, objects: Collection[str]) -> str | None:
-        for q in candidates(schema, name, self.search_path):
+    def find_key(self, schema: str | None, name: str, objects: Collection[str], relation: bool = False) -> str | None:
+        for q in candidates(schema, name, self.search_path, relation):
             if str(q) in objects:
                 return str(q)
         return None
 
     def relation_key(self, rv: PgNode) -> str | None:
         """The `schema.name` of an existing table, view or materialized view."""
-        return self.find_key(rv.schemaname, rv.relname, self.tables)
+        return self.find_key(rv.schemaname, rv.relname, self.tables, relation=True)
+
+    def new_relation_schema(self, rv: PgNode) -> str | None:
+        """Where CREATE [TEMP] TABLE/VIEW/SEQUENCE puts the relation."""
+        return self.creation_schema(PG_TEMP if rv.relpersistence == "t" else rv.schemaname, rv.location)
 
     def relation_exists(self, key: str) -> bool:
         return key in self.tables or key in self.indexes or key in self.sequences
@@ -182,9 +190,6 @@ class State:
                     out.append(child)
                     todo.append(child)
         return out
-
-    def tables_in_order(self) -> Iterator[tuple[str, Table]]:
-        yield from list(self.tables.items())
 
     # -- types -----------------------------------------------------------------------------
     def type_key(self, schema: str | None, name: str) -> str | None:
@@ -262,7 +267,7 @@ class State:
                 return t
             return new.array() if t.is_array else new
 
-        for tkey, table in self.tables_in_order():
+        for tkey, table in list(self.tables.items()):
             if any(c.type.name == key for c in table.columns):
                 cols = tuple(replace(c, type=swap(c.type)) for c in table.columns)
                 self.tables[tkey] = replace(table, columns=cols)

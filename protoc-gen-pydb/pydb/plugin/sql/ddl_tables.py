@@ -107,7 +107,7 @@ def _merge(state: State, columns: list[Column], col: Column, location: int | Non
 # -- CREATE TABLE ---------------------------------------------------------------------------
 def create_table(state: State, node: PgNode) -> None:
     rv = node.relation
-    schema = state.creation_schema(rv.schemaname, rv.location)
+    schema = state.new_relation_schema(rv)
     if schema is None:
         return
     key = f"{schema}.{rv.relname}"
@@ -273,7 +273,9 @@ def add_constraint(state: State, key: str, con: PgNode, on_columns: tuple[str, .
         state.error(f"constraint {name} for relation {table.qualified} already exists", con.location)
         return
     existing[name] = ConstraintInfo(
-        {"pkey": "p", "key": "u", "excl": "x", "fkey": "f", "check": "c"}.get(label, "n"), cols
+        {"pkey": "p", "key": "u", "excl": "x", "fkey": "f", "check": "c"}.get(label, "n"),
+        cols,
+        state.relation_key(con.pktable) if kind == ConstrType.CONSTR_FOREIGN and con.pktable is not None else None,
     )
     if kind == ConstrType.CONSTR_PRIMARY:
         if _has_primary(state, key, name):

@@ -23,6 +23,8 @@ _FOLD = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz"
 #: `"$user", public` with no role known offline: `$user` names no schema here.
 DEFAULT_SEARCH_PATH: tuple[str, ...] = ("public",)
 PG_CATALOG = "pg_catalog"
+#: The session's temporary schema: searched first for relations, and where TEMP objects go.
+PG_TEMP = "pg_temp"
 
 
 def fold(text: str, quoted: bool = False) -> str:
@@ -56,12 +58,17 @@ class QualifiedName:
         return f"{self.schema}.{self.name}"
 
 
-def candidates(schema: str | None, name: str, search_path: Iterable[str]) -> Iterator[QualifiedName]:
+def candidates(
+    schema: str | None, name: str, search_path: Iterable[str], relation: bool = False
+) -> Iterator[QualifiedName]:
     """Where a possibly unqualified name may live, in PostgreSQL's order of search (without the
-    implicit pg_catalog, which holds no schema-declared object)."""
+    implicit pg_catalog, which holds no schema-declared object); a relation is looked for in
+    pg_temp first."""
     if schema is not None:
         yield QualifiedName(schema, name)
         return
+    if relation:
+        yield QualifiedName(PG_TEMP, name)
     for candidate in search_path:
         yield QualifiedName(candidate, name)
 

@@ -157,9 +157,13 @@ def up_sections(text: str) -> str:
     return "".join(out)
 
 
-def load_catalog(files: Sequence[SchemaFile]) -> tuple[Catalog, list[Diagnostic]]:
-    """Apply the files in order; each problem becomes a diagnostic at its file, line and column."""
+def load_catalog(files: Sequence[SchemaFile], source: Path | None = None) -> tuple[Catalog, list[Diagnostic]]:
+    """Apply the files in order; each problem becomes a diagnostic at its file, line and column.
+    A migrations directory (`source`) without a migration is an error: the path is likely wrong."""
     catalog, problems = apply_schema([(f.path, f.sql) for f in files])
+    if not files and source is not None and source.is_dir():
+        message = f"migrations directory {os.path.normpath(source)} holds no .sql migration (see docs/workflow.md)"
+        return catalog, [Diagnostic(os.path.normpath(str(source)), 1, 1, message)]
     by_path = {f.path: f for f in files}
     return catalog, [_diagnostic(by_path[path], problem) for path, problem in problems]
 
