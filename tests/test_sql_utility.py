@@ -99,6 +99,10 @@ CASES = [
     # bodies not analysed; no parameters
     "DO $$ BEGIN PERFORM 1; END $$",
     "CREATE TABLE scratch (id integer NOT NULL)",
+    "CREATE TABLE scratch (id serial PRIMARY KEY, n bigserial)",
+    "DROP TYPE IF EXISTS no_such_type",
+    "CALL log_item(@item::no_such_type, 'x')",
+    "CREATE TABLE archive AS SELECT @x::no_such_type",
     "ALTER TABLE items ADD COLUMN extra text",
     "ALTER TABLE items ALTER name SET DEFAULT @name",
     "CREATE INDEX ON items (name)",

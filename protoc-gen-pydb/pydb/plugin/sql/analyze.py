@@ -36,14 +36,15 @@ class Analyzer(Statements, Grouping, FromItems, ExpressionInference, Operators, 
     """One statement's analysis: the mixins joined, and the entry point."""
 
     def analyze(self) -> Analysis | None:
-        if not self.type_names_exist():
-            return None
         tree = self.grammar.tree
         if self.grammar.kind == "other" or (isinstance(tree, ast.SelectStmt) and tree.intoClause is not None):
-            # CALL, TRUNCATE, NOTIFY, DDL, SELECT INTO (a CREATE TABLE AS): PostgreSQL's tree, not sqlglot's
+            # CALL, TRUNCATE, NOTIFY, DDL (whose type names are its own: serial, a type it drops),
+            # SELECT INTO (a CREATE TABLE AS): PostgreSQL's tree, not sqlglot's.
             utility = analyze_utility(self.sql, self.grammar, self.catalog)
             self.problems.extend(utility.problems)
             return utility
+        if not self.type_names_exist():
+            return None
         try:
             statements = [s for s in sqlglot.parse(self.sql, read="postgres") if s is not None]
         except (TokenError, ParseError) as err:
