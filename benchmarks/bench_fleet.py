@@ -3,7 +3,8 @@
 - fleet: one worker process (WorkerFleet, no-op tool, concurrency 128, LISTEN wake) drains
   20,000 tasks queued beforehand; tasks/s from its first claim to its last report. Twice: with
   batched reports (the default: CompleteTasks / FailTasks coalesced) and with one report per task
-  (report_batch=1, what the fleet did before), so the gain is measured in the same run.
+  (report_batch=1 with as many in flight as tasks: what the fleet did before), so the gain is
+  measured in the same run.
 - batched path: ClaimTasks(100) + CompleteTasks loops (bench_throughput's client, 8 loops in two
   processes) for the same minutes: the ceiling the fleet is compared with.
 - enqueue: QueueTasks in batches of 500 (4 calls in flight) vs QueueTask one by one (32 in
@@ -49,7 +50,13 @@ def worker_main(address: str, tool_id: str, count: int, concurrency: int, report
                 if not first:
                     first.append(time.perf_counter())
 
-            fleet = WorkerFleet(stub, report_batch=report_batch, report_window=0.002 if report_batch > 1 else 0.0)
+            batched = report_batch > 1
+            fleet = WorkerFleet(
+                stub,
+                report_batch=report_batch,
+                report_window=0.002 if batched else 0.0,
+                report_in_flight=4 if batched else concurrency,  # unbatched: a report per task at once
+            )
             fleet.add_tool(tool_id, noop, concurrency=concurrency)
             fleet.add_background(ListenWakeSubscriber(stub, fleet.wake, [tool_id]).run())
             run = asyncio.create_task(fleet.run())

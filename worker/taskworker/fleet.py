@@ -151,6 +151,7 @@ class WorkerFleet:
         rpc_timeout: float = 10.0,
         report_window: float = 0.002,
         report_batch: int = 500,
+        report_in_flight: int = 4,
         claim_max_bytes: int = DEFAULT_CLAIM_MAX_BYTES,
         events: task_events.EventEmitter | None = None,
         events_flush_timeout: float = 5.0,
@@ -167,7 +168,9 @@ class WorkerFleet:
         self.drain_timeout = drain_timeout
         self.rpc_timeout = rpc_timeout
         self.claim_max_bytes = claim_max_bytes
-        self.reports = ReportBatcher(stub, window=report_window, max_batch=report_batch, rpc_timeout=rpc_timeout)
+        self.reports = ReportBatcher(
+            stub, window=report_window, max_batch=report_batch, max_in_flight=report_in_flight, rpc_timeout=rpc_timeout
+        )
         self.lanes: dict[str, _Lane] = {}
         self.stats = FleetStats()
         self._draining = False
