@@ -125,6 +125,7 @@ class _Lane:
     wake: asyncio.Event = field(default_factory=asyncio.Event)
     running: dict[str, asyncio.Task[None]] = field(default_factory=dict)
     held: dict[str, _Held] = field(default_factory=dict)
+    reporting: int = 0  # of `running`, those whose work is done and whose outcome is on its way
 
 
 @dataclass
@@ -272,7 +273,10 @@ class WorkerFleet:
     async def _poll(self, lane: _Lane) -> None:
         while not self._draining:
             lane.wake.clear()  # before the sweep: a wake during it triggers another sweep
-            free = lane.concurrency - len(lane.running)
+            # A slot is busy while its work runs; an outcome waiting for its batch frees it, so
+            # claims overlap with reports. At most `concurrency` outcomes may wait on top.
+            free = lane.concurrency - (len(lane.running) - lane.reporting)
+            free = min(free, 2 * lane.concurrency - len(lane.running))
             if free <= 0:
                 timeout = self.capacity_backoff
             else:
@@ -319,7 +323,7 @@ class WorkerFleet:
                 raise  # the drain timeout: no report, the lease lapses
             except Exception as err:
                 error = f"{type(err).__name__}: {err}"
-                held.reporting = True
+                self._reporting(lane, held)
                 if ctx.lease_lost.is_set():
                     outcome = {"outcome": "lease_lost", "retrying": True}
                 elif await self._report_fail(task, ctx, error):
@@ -332,7 +336,7 @@ class WorkerFleet:
                 log.warning("task %s finished after its lease was lost; not reported", task.id)
                 outcome = {"outcome": "lease_lost", "retrying": True}
                 return
-            held.reporting = True
+            self._reporting(lane, held)
             if await self._report_complete(task, ctx, result):
                 outcome = {"outcome": "completed", "retrying": False}
             elif ctx.lease_lost.is_set():  # the report was refused: the lease is gone
@@ -343,8 +347,17 @@ class WorkerFleet:
             if not work.done():
                 work.cancel()
             lane.held.pop(task.id, None)
+            if held.reporting:
+                lane.reporting -= 1
             lane.running.pop(task.id, None)
             lane.wake.set()  # a slot is free: end a capacity back-off early
+
+    @staticmethod
+    def _reporting(lane: _Lane, held: _Held) -> None:
+        """The work is done: its slot is free for a new claim while the outcome is reported."""
+        held.reporting = True
+        lane.reporting += 1
+        lane.wake.set()
 
     async def _heartbeats(self, lane: _Lane) -> None:
         """One loop per lane beats every held task when due (a task of its own per claim would cost
