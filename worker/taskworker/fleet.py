@@ -274,9 +274,10 @@ class WorkerFleet:
         while not self._draining:
             lane.wake.clear()  # before the sweep: a wake during it triggers another sweep
             # A slot is busy while its work runs; an outcome waiting for its batch frees it, so
-            # claims overlap with reports. At most `concurrency` outcomes may wait on top.
+            # claims overlap with reports. At most 3 x `concurrency` outcomes may wait on top
+            # (a few batches on the wire: measured, 2 x held the claims back behind the reports).
             free = lane.concurrency - (len(lane.running) - lane.reporting)
-            free = min(free, 2 * lane.concurrency - len(lane.running))
+            free = min(free, 4 * lane.concurrency - len(lane.running))
             if free <= 0:
                 timeout = self.capacity_backoff
             else:
