@@ -13,7 +13,7 @@ export PYTHONHASHSEED := 0
 PROTO_ROOT := example_protos
 PROTOS := $(shell cd $(PROTO_ROOT) && find . -name '*.proto' | sed 's|^\./||' | LC_ALL=C sort)
 
-.PHONY: help venv generate check-generated lint typecheck test test-fast serve bench clean pgdata
+.PHONY: help venv generate check-generated lint typecheck test test-fast serve bench clean pgdata corpus-update differential
 
 help:
 	@echo "make generate         (re)create generated/ from $(PROTO_ROOT)/ (main job)"
@@ -22,6 +22,8 @@ help:
 	@echo "make serve            run GenerationDataService (DATABASE_URL, LISTEN_ADDR)"
 	@echo "make bench            benchmarks -> benchmarks/RESULTS.md"
 	@echo "make pgdata           re-extract the built-in catalog from PostgreSQL 15 (PGDATA_DSN)"
+	@echo "make corpus-update    rewrite tests/corpus/*/expected and the docs catalogue (review the diff)"
+	@echo "make differential CASES=dir [JSON=out.json]  plugin vs PostgreSQL on sqlc-style cases"
 
 $(VENV)/.installed: requirements-dev.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -68,6 +70,16 @@ test: lint typecheck check-generated
 
 test-fast: venv
 	$(VENV)/bin/pytest -q -p no:cacheprovider -m "not slow"
+
+# The test corpus' expectations (tests/corpus/README.md) from what the plugin gives now.
+corpus-update: venv
+	$(PY) tests/corpus/run.py --update
+
+# The external differential (benchmarks/sql_differential.py) on a directory of sqlc-style cases.
+differential: venv
+	@test -n "$(CASES)" || { echo "usage: make differential CASES=dir [JSON=out.json]"; exit 2; }
+	$(PY) -m pip install -q --disable-pip-version-check -r benchmarks/requirements-differential.txt
+	$(PY) benchmarks/sql_differential.py $(CASES) $(if $(JSON),--json $(JSON))
 
 serve: venv
 	PYTHONPATH=generated $(PY) -m generation.task.v1.task_pydb_server

@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "generated"))
 sys.path.insert(0, str(ROOT / "worker"))  # the taskworker package (tests/test_worker_*.py)
 sys.path.insert(0, str(ROOT / "tests"))
-ANNOTATION_CORPUS = ROOT / "tests" / "annotation_corpus"
+CORPUS_JOBS_SCHEMA = ROOT / "tests" / "corpus" / "_shared" / "jobs" / "schema.sql"
 
 from generation.task.v1 import task_pb2, task_pb2_grpc, task_pydb_server  # noqa: E402
 from pg import Cluster, postgres_server, scratch_database, with_dbname  # noqa: E402
@@ -118,9 +118,9 @@ async def private_service(server_url: str, **overrides: object) -> AsyncIterator
 
 @pytest.fixture(scope="module")
 def corpus_db(pg_server: tuple[str, Cluster | None]) -> Iterator[psycopg.Connection]:
-    """A connection to a scratch database holding the annotation corpus' schema."""
+    """A connection to a scratch database holding the corpus' shared jobs schema."""
     with (
-        scratch_database(pg_server[0], schema=ANNOTATION_CORPUS / "schema.sql") as url,
+        scratch_database(pg_server[0], schema=CORPUS_JOBS_SCHEMA) as url,
         psycopg.connect(url, autocommit=True) as conn,
     ):
         yield conn

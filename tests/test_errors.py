@@ -18,7 +18,7 @@ import psycopg
 import pytest
 from conftest import server_config, start_server
 from generation.task.v1 import task_pb2 as pb
-from generation.task.v1 import task_pb2_grpc
+from generation.task.v1 import task_pb2_grpc, task_pydb
 from pg import Cluster, scratch_database
 from pydb.runtime import status_for_db_error
 
@@ -144,7 +144,7 @@ async def broken_database(pg_server: tuple[str, Cluster | None]) -> AsyncIterato
 
 
 async def test_grpc_internal_never_leaks_sql_or_traceback(
-    broken_database: str, caplog: pytest.LogCaptureFixture
+    broken_database: str, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     caplog.set_level(logging.ERROR)  # server faults are logged at ERROR whatever the level
     with psycopg.connect(broken_database, autocommit=True) as c:
@@ -159,7 +159,16 @@ async def test_grpc_internal_never_leaks_sql_or_traceback(
             # Schema drift: the statement itself fails (42703 undefined_column).
             details = await expect(stub.RegisterTool(pb.RegisterToolRequest(name="x")), Code.INTERNAL)
             assert details == "database error (SQLSTATE 42703)"
-            # A row the handler cannot convert (an enum label the proto lacks): a Python exception.
+            # An enum label the proto lacks (added after generation) reads as UNSPECIFIED: no
+            # stored value makes a read fail (docs/diagnostics.md).
+            got = await stub.GetTask(pb.GetTaskRequest(task_id=task_id))
+            assert got.task.status == pb.TASK_STATUS_UNSPECIFIED
+
+            # A Python exception in a handler.
+            def explode(row: object) -> object:
+                raise KeyError("paused")
+
+            monkeypatch.setattr(task_pydb, "_task_from_row", explode)
             details = await expect(stub.GetTask(pb.GetTaskRequest(task_id=task_id)), Code.INTERNAL)
             assert details == "internal error"
     finally:

@@ -155,3 +155,33 @@ async def test_event_purger_applies_the_retention_window_until_stopped(
         stop.set()
         await asyncio.wait_for(job, 5)
     assert purger.purges >= 1
+
+
+async def test_watch_task_events_rejects_malformed_task_ids(stub: Stub) -> None:
+    call = stub.WatchTaskEvents(pb.WatchTaskEventsRequest(task_ids=["not-a-uuid"]), timeout=5)
+    try:
+        async for _ in call:
+            pass
+        code = grpc.StatusCode.OK
+    except grpc.aio.AioRpcError as err:
+        code = err.code()
+    assert code == grpc.StatusCode.INVALID_ARGUMENT, f"got {code.name}"
+
+
+async def test_purge_with_a_window_of_zero_or_less_means_the_default(
+    stub: Stub, tool: pb.Tool, database_url: str
+) -> None:
+    t = await queue(stub, tool)
+    await append(stub, t.id, "progress", "terminal")
+    # Taken literally, a negative window would purge everything; it means 3600 s / 86400 s.
+    for retention, idle in ((-5, -5), (0, 0)):
+        await stub.PurgeTaskEvents(pb.PurgeTaskEventsRequest(retention_seconds=retention, idle_seconds=idle))
+        assert await stored_seqs(database_url, t.id) == [1, 2]
+    # Backdated past the default retention, the same request purges it.
+    await sql(
+        database_url,
+        "UPDATE generation.task_events SET emitted_at = now() - interval '2 hours' WHERE task_id = %s",
+        t.id,
+    )
+    await stub.PurgeTaskEvents(pb.PurgeTaskEventsRequest())
+    assert await stored_seqs(database_url, t.id) == []

@@ -79,10 +79,17 @@ CASES = [
     Case("GetTask", "empty task_id", lambda c: pb.GetTaskRequest(), INVALID, "task_id is required"),
     Case("GetTask", "malformed task_id", lambda c: pb.GetTaskRequest(task_id="1; DROP TABLE generation.tasks"), INVALID, "task_id must be a UUID"),
     Case("GetTask", "unknown task", lambda c: pb.GetTaskRequest(task_id=NO_SUCH), NOT_FOUND, ""),
+    Case("AppendTaskEvents", "malformed task id", lambda c: pb.AppendTaskEventsRequest(task_ids=["nope"], kinds=["progress"], data=["{}"], emitted_at_unix=[1.0]), INVALID, "task_ids[0]"),
+    Case("AppendTaskEvents", "data not JSON", lambda c: pb.AppendTaskEventsRequest(task_ids=[c.task], kinds=["progress"], data=["{"], emitted_at_unix=[1.0]), INVALID, "json"),
+    Case("AppendTaskEvents", "lists of unequal length", lambda c: pb.AppendTaskEventsRequest(task_ids=[c.task, c.task], kinds=["progress"], data=["{}"], emitted_at_unix=[1.0]), INVALID, "kind"),
+    Case("ListTaskEvents", "malformed task_id", lambda c: pb.ListTaskEventsRequest(task_id="x", limit=5), INVALID, "task_id"),
+    Case("ListTaskEvents", "negative limit", lambda c: pb.ListTaskEventsRequest(task_id=c.task, limit=-1), INVALID, "LIMIT must not be negative"),
 ]  # fmt: skip
 
-# The server-streaming RPC has its bad-input case below (test_watch_task_wakes_...).
-COVERED_ELSEWHERE = {"WatchTaskWakes"}
+# The server-streaming RPCs have their bad-input cases below (test_watch_task_wakes_...) and in
+# test_events_postgres.py (WatchTaskEvents); PurgeTaskEvents takes only integers, where 0 or less
+# means the default (test_events_postgres.py checks a negative window purges nothing fresh).
+COVERED_ELSEWHERE = {"WatchTaskWakes", "WatchTaskEvents", "PurgeTaskEvents"}
 
 
 @pytest.fixture

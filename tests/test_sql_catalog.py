@@ -18,7 +18,7 @@ from pathlib import Path
 
 import psycopg
 import pytest
-from annotation_corpus.pgcheck import positional
+from corpus.run import positional
 from pg import Cluster, scratch_database
 from pydb.plugin.sql.analyze import analyze
 from pydb.plugin.sql.catalog import Catalog, build_catalog
@@ -425,7 +425,7 @@ def describe(conn: psycopg.Connection, sql: str) -> tuple[dict[str, str], list[t
     for _, name in sorted((s.start, n) for n, found in parameter_spans(sql).items() for s in found):
         if name not in order:
             order.append(name)
-    conn.pgconn.prepare(b"", positional(sql).encode())
+    conn.pgconn.prepare(b"", positional(sql)[0].encode())
     described = conn.pgconn.describe_prepared(b"")
     params = {name: types.spell(described.param_type(i)) for i, name in enumerate(order)}
     columns = [

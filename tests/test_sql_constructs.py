@@ -407,6 +407,24 @@ CONSTRUCTS: list[tuple[str, list[bool]]] = [
         [False, False],
     ),
     ("SELECT CASE WHEN total > 5 THEN @big ELSE note END AS c FROM orders", [True]),
+    ("SELECT v.a, v.b FROM (VALUES (1, 'x'), (2.5, NULL)) AS v(a, b)", [False, True]),
+    (
+        "SELECT sum(id), sum(total) AS t, avg(id), sum(placed_at - placed_at) AS i FROM orders",
+        [True, True, True, True],
+    ),
+    (
+        "SELECT sum(id) OVER () AS running, sum(total) OVER (PARTITION BY customer_id) AS per_customer FROM orders",
+        [False, False],
+    ),
+    (
+        "SELECT date_trunc('day', placed_at) AS d, date_trunc('month', placed_at::date) AS m, "
+        "date_trunc('hour', placed_at::timestamp) AS h FROM orders",
+        [False, False, False],
+    ),
+    (
+        "SELECT 1.5::float4 + total AS a, 1::int2 + 1::int2 AS b, id * 2 AS c, 5 % 2.0 AS d, total / 3 AS e FROM orders",
+        [False] * 5,
+    ),
     # functions the schema declares
     ("SELECT with_tax(amount => total) AS taxed, with_tax(amount => @a) AS named FROM orders", [False, False]),
     ("SELECT with_tax(total) FROM orders", [False]),
@@ -445,6 +463,9 @@ REJECTED = [
     "SELECT lower(1) FROM orders",
     "SELECT name FROM customers UNION SELECT id FROM customers",
     "SELECT coalesce(name, 1) FROM customers",
+    "SELECT sum(id), sum(id) OVER () FROM orders",
+    "SELECT * FROM (VALUES (1), ('x'::text)) AS v(a)",
+    "SELECT o.id FROM orders o JOIN (VALUES (@first), (@second)) AS v(id) ON v.id = o.id",
     "SELECT CASE WHEN true THEN name ELSE 1 END FROM customers",
     "SELECT percentile_cont(@f) WITHIN GROUP (ORDER BY placed_at - placed_at) FROM orders",
 ]

@@ -76,8 +76,11 @@ CREATE TRIGGER tasks_notify_wake
 -- best-effort side channel, numbered 1, 2, 3... per task by AppendTaskEvents and purged by
 -- PurgeTaskEvents. A commit NOTIFYs task_events with the task id (NOTIFYs repeated within one
 -- transaction are folded into one), which WatchTaskEvents relays to readers.
+-- No foreign key to generation.tasks, on purpose: its check would KEY SHARE-lock the task row
+-- on every append (which the claim's FOR UPDATE SKIP LOCKED would then skip) and forbid
+-- TRUNCATE of the queue; events of a deleted task simply age out with PurgeTaskEvents.
 CREATE TABLE generation.task_events (
-    task_id uuid NOT NULL REFERENCES generation.tasks (id) ON DELETE CASCADE,
+    task_id uuid NOT NULL,
     seq bigint NOT NULL,
     kind text NOT NULL,
     data jsonb NOT NULL,

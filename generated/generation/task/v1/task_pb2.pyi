@@ -922,9 +922,13 @@ class PurgeTaskEventsRequest(_message.Message):
     RETENTION_SECONDS_FIELD_NUMBER: _builtins.int
     IDLE_SECONDS_FIELD_NUMBER: _builtins.int
     retention_seconds: _builtins.int
-    """Delete a task's events once its newest event is a terminal one older than this."""
+    """Delete a task's events once its newest event is a terminal one older than this.
+    0 (or less) means 3600: a negative window must never purge fresh events.
+    """
     idle_seconds: _builtins.int
-    """... or, without a terminal event (a crashed worker), once its newest event is older than this."""
+    """... or, without a terminal event (a crashed worker), once its newest event is older than
+    this. 0 (or less) means 86400.
+    """
     def __init__(
         self,
         *,

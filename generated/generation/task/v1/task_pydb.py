@@ -512,7 +512,9 @@ DELETE FROM generation.task_events AS e
 USING (SELECT task_id FROM generation.task_events
        GROUP BY task_id
        HAVING max(emitted_at) < now() - CASE WHEN max(seq) = max(seq) FILTER (WHERE kind = 'terminal')
-                                             THEN %(retention_seconds)s::int4 ELSE %(idle_seconds)s::int4 END * INTERVAL '1 second'
+                                             THEN COALESCE(NULLIF(GREATEST(%(retention_seconds)s::int4, 0), 0), 3600)
+                                             ELSE COALESCE(NULLIF(GREATEST(%(idle_seconds)s::int4, 0), 0), 86400)
+                                        END * INTERVAL '1 second'
       ) AS expired
 WHERE e.task_id = expired.task_id
 """

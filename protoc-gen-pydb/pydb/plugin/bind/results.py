@@ -61,7 +61,8 @@ def row_target(
     reporting why the cardinality and the response do not fit together. For EXEC, always None."""
     where = _Rpc(rep, si, mi, rpc, "", frozenset)
     if cardinality is ir.Cardinality.EXEC:
-        if analysis.columns is not None:
+        # `SELECT pg_notify(@channel, @payload)`: a row of nothing but void values carries nothing.
+        if analysis.columns is not None and any(c.type is None or c.type.name != "void" for c in analysis.columns):
             where.error(
                 "CARDINALITY_EXEC statements must not return rows; drop RETURNING or use CARDINALITY_ONE/OPTIONAL/MANY"
             )
@@ -71,7 +72,7 @@ def row_target(
     card = f"CARDINALITY_{cardinality.name}"
     if analysis.columns is None:
         where.error(
-            f"{card} needs rows, but the {analysis.kind.upper()} returns none; add SELECT or RETURNING or use CARDINALITY_EXEC"
+            f"{card} needs rows, but the {'statement' if analysis.kind == 'utility' else analysis.kind.upper()} returns none; add SELECT or RETURNING or use CARDINALITY_EXEC"
         )
         return None
     if not result_field:
@@ -125,8 +126,8 @@ def bind_row(
 ) -> ir.Row:
     """The row as a `target` message; every problem reported (the caller checks the count).
     Fields no column fills are reported (once, at the field) only when the RPC and the schema
-    have no other error: after a wrong column name they are a follow-on. A column among `null_literals()` (a
-    NULL literal, `NULL::int AS age`) leaves its field unset on purpose."""
+    have no other error: after a wrong column name they are a follow-on. A column among
+    `null_literals()` (a NULL literal, `NULL::int AS age`) leaves its field unset on purpose."""
     errors_before = rep.error_count()
     where = _Rpc(rep, si, mi, rpc, sql, null_literals, expansions)
     row = _row(where, columns, target, 0, top=True)

@@ -10,7 +10,9 @@ from ..diagnostics import Problem, SqlSpan
 from .catalog import Table
 from .types import PgType
 
-StatementKind = Literal["select", "insert", "update", "delete"]
+#: "call": CALL of a procedure (rows only from its OUT parameters); "utility": any other statement
+#: PostgreSQL runs without rows (TRUNCATE, NOTIFY, LISTEN, REFRESH, LOCK, DO, DDL, ...).
+StatementKind = Literal["select", "insert", "update", "delete", "call", "utility"]
 
 
 @dataclass(frozen=True)

@@ -27,6 +27,7 @@ from .names import fold
 from .operators import Operators
 from .scope import FromItems, Scope, Typed
 from .statements import Statements
+from .utility import analyze_utility
 
 __all__ = ["Analyzer", "analyze"]
 
@@ -35,6 +36,13 @@ class Analyzer(Statements, Grouping, FromItems, ExpressionInference, Operators, 
     """One statement's analysis: the mixins joined, and the entry point."""
 
     def analyze(self) -> Analysis | None:
+        tree = self.grammar.tree
+        if self.grammar.kind == "other" or (isinstance(tree, ast.SelectStmt) and tree.intoClause is not None):
+            # CALL, TRUNCATE, NOTIFY, DDL (whose type names are its own: serial, a type it drops),
+            # SELECT INTO (a CREATE TABLE AS): PostgreSQL's tree, not sqlglot's.
+            utility = analyze_utility(self.sql, self.grammar, self.catalog)
+            self.problems.extend(utility.problems)
+            return utility
         if not self.type_names_exist():
             return None
         try:
@@ -55,7 +63,7 @@ class Analyzer(Statements, Grouping, FromItems, ExpressionInference, Operators, 
         target: Table | None = None
         conflict_do_nothing = False
         columns: list[tuple[str, Typed, SqlSpan | None]] | None
-        if isinstance(stmt, (exp.Select, exp.Union, exp.Intersect, exp.Except)):
+        if isinstance(stmt, (exp.Select, exp.Union, exp.Intersect, exp.Except, exp.Values)):
             kind: StatementKind = "select"
             columns = self.query(stmt, scope)
         elif isinstance(stmt, exp.Insert):

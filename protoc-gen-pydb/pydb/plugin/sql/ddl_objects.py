@@ -323,6 +323,7 @@ def create_function(state: State, node: PgNode) -> None:
     arg_types: list[PgType] = []
     arg_names: list[str] = []
     outs: list[tuple[str, PgType]] = []
+    call_args: list[tuple[str, PgType]] = []
     n_defaults = 0
     variadic = False
     for param in node.parameters or ():
@@ -334,6 +335,8 @@ def create_function(state: State, node: PgNode) -> None:
             variadic = param.mode == FunctionParameterMode.FUNC_PARAM_VARIADIC
         if param.mode in _OUTPUT_MODES:
             outs.append((param.name or f"column{len(outs) + 1}", ptype))
+        if param.mode != FunctionParameterMode.FUNC_PARAM_TABLE:
+            call_args.append((param.name or "", ptype))
     returns_set = bool(node.returnType is not None and node.returnType.setof)
     if node.returnType is not None and not (outs and _is_record(node.returnType)):
         return_type = state.resolve_type(node.returnType, f"result of {name}")
@@ -360,9 +363,12 @@ def create_function(state: State, node: PgNode) -> None:
         kind="p" if node.is_procedure else "f",
         variadic=variadic,
         n_defaults=n_defaults,
-        out_columns=tuple(outs) if len(outs) > 1 or _is_record(node.returnType) or (returns_set and outs) else (),
+        out_columns=tuple(outs)
+        if len(outs) > 1 or _is_record(node.returnType) or (returns_set and outs) or node.is_procedure
+        else (),
         volatility=volatility,
         strict=strict,
+        call_args=tuple(call_args) if node.is_procedure else (),
     )
     key = f"{created_in}.{name}"
     sigs = state.routines.setdefault(key, [])

@@ -12,7 +12,7 @@ from . import types as t
 from .builtins import load_builtins
 from .catalog import Catalog
 from .coerce import common_type
-from .coercion import describe, is_untyped
+from .coercion import is_untyped
 from .context import AnalyzerCore
 from .funcnames import function_name
 from .resolve import ResolveError, resolve_function
@@ -48,9 +48,10 @@ class FunctionCalls(AnalyzerCore):
         if isinstance(node, exp.MakeInterval):
             return self.make_interval(node, scope)
         if isinstance(node, (exp.TimestampTrunc, exp.DateTrunc)) and isinstance(node.args.get("unit"), exp.Var):
-            # date_trunc('day', ts): sqlglot keeps the unit apart and the timestamp in `this`,
-            # whose type is the result's.
-            return self.infer(node.this, scope)
+            # date_trunc('day', ts): sqlglot keeps the unit apart; resolved as written (a date
+            # is truncated as a timestamptz, PostgreSQL's preferred type).
+            unit = exp.Literal.string(str(node.args["unit"].name).lower())
+            return self.call(node, "date_trunc", None, [unit, node.this], scope)
         if isinstance(node, exp.ArrayAgg) and isinstance(node.this, exp.Order):
             # array_agg(x ORDER BY y): sqlglot wraps the argument in its ORDER BY.
             for ordered in node.this.expressions:
@@ -58,8 +59,6 @@ class FunctionCalls(AnalyzerCore):
             element = self.infer(node.this.this, scope)
             array = element.type.array() if element.type is not None else None
             return Typed(array, element.nullable if self.window_depth else True)
-        if name in ("sum", "avg") and args:
-            return self.sum_avg(name, args[0], scope)
         if isinstance(node, exp.Extract):  # extract(field FROM source): numeric
             return Typed(t.NUMERIC_T, self.infer(node.expression, scope).nullable)
         if isinstance(node, exp.GroupConcat):  # string_agg(x, sep [ORDER BY ...])
@@ -270,47 +269,6 @@ class FunctionCalls(AnalyzerCore):
             nullable = nullable or typed.nullable
         return Typed(t.INTERVAL, nullable)
 
-    def sum_avg(self, name: str, arg: exp.Expr, scope: Scope) -> Typed:
-        """sum() and avg() widen like Postgres: sum(int4) is int8, sum(int8) and avg(int) numeric."""
-        typed = self.infer(arg, scope)
-        arg_type = typed.type
-        # NULL over no rows; over a window frame (which holds the current row) only if the argument is.
-        nullable = typed.nullable if self.window_depth else True
-        if arg_type is None or arg_type in (t.UNKNOWN, t.NULL):
-            return Typed(None if arg_type is None else t.NUMERIC_T, True)
-        if arg_type == t.INTERVAL:
-            return Typed(t.INTERVAL, nullable)
-        if arg_type.is_array or arg_type.name not in t.NUMERIC:
-            self.error(f"function {name}({describe(arg_type)}) does not exist; it takes numbers or intervals", arg)
-            return Typed(None, True)
-        if arg_type.name in ("float4", "float8"):
-            return Typed(arg_type if name == "sum" else t.FLOAT8, nullable)
-        if name == "sum" and arg_type.name in ("int2", "int4"):
-            return Typed(t.INT8, nullable)
-        return Typed(t.NUMERIC_T, nullable)
-
-
-#: Built-ins above that PostgreSQL marks volatile (pg_proc.provolatile = 'v'), and the
-#: side-effecting ones a statement may call without the analyzer typing them.
-_VOLATILE = frozenset(
-    {
-        "clock_timestamp",
-        "gen_random_uuid",
-        "random",
-        "pg_notify",
-        "pg_advisory_lock",
-        "pg_advisory_xact_lock",
-        "pg_advisory_lock_shared",
-        "pg_try_advisory_lock",
-        "pg_try_advisory_xact_lock",
-        "pg_advisory_unlock",
-        "nextval",
-        "setval",
-        "timeofday",
-        "txid_current",
-    }
-)
-
 
 #: SQL's keyword "functions" (no call in PostgreSQL's parse tree: SQLValueFunction nodes).
 _SQL_VALUE_FUNCTIONS: dict[type[exp.Expr], PgType] = {
@@ -377,4 +335,5 @@ def is_volatile(node: exp.Func, catalog: Catalog) -> bool:
     """Whether the call may change data or give a different value each time it is evaluated:
     a volatile built-in, or a function the schema declares VOLATILE (its default)."""
     name = function_name(node)
-    return name in _VOLATILE or any(sig.volatility == "v" for sig in catalog.functions(None, name))
+    signatures = (*load_builtins().functions(name), *catalog.functions(None, name))
+    return any(sig.volatility == "v" for sig in signatures)

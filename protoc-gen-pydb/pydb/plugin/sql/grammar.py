@@ -346,6 +346,10 @@ def _problem(sql: str, err: PgSyntaxError, rewrite: _Rewrite, shift: int = 0) ->
         message = f'{head}{near}{written}"'
     if message == "LIMIT #,# syntax is not supported":
         message += _limit_hint(sql, start)
+    if quoted[:1] == "$" and quoted[1:].isdigit():  # a parameter where the grammar takes none
+        words = [tok for tok in scan(sql) if tok.name not in _COMMENTS]
+        if words and sql[words[0].start : words[0].end + 1].upper() == "NOTIFY":
+            message += "; NOTIFY takes no parameters: send with SELECT pg_notify(@channel, @payload)"
     return Problem(message, SqlSpan(start + shift, max(start, stop) + shift))
 
 

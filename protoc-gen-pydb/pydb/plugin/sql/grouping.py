@@ -131,14 +131,15 @@ def aggregates(node: exp.Expr) -> Iterator[exp.Func]:
 
 def _free_columns(node: exp.Expr, grouped_sql: set[str]) -> Iterator[exp.Column]:
     """Column references of a grouped query's output that are neither inside an aggregate
-    nor part of a grouped expression (nor in a subquery or window, which are not checked)."""
+    nor part of a grouped expression (nor in a subquery, which is not checked). A window
+    function is computed over the groups: its arguments and PARTITION BY are checked too."""
     if node.sql(dialect="postgres") in grouped_sql:
         return
     if isinstance(node, exp.Column):
         if not isinstance(node.this, exp.Star):
             yield node
         return
-    if isinstance(node, (exp.Subquery, exp.Select, exp.Exists, exp.Window)) or is_aggregate(node):
+    if isinstance(node, (exp.Subquery, exp.Select, exp.Exists)) or is_aggregate(node):
         return
     for child in node.iter_expressions():
         yield from _free_columns(child, grouped_sql)

@@ -356,7 +356,7 @@ def _one_row(query: exp.Expr) -> bool:
 
 #: Calls sqlglot models with a meaning of their own that the analyzer types directly: COUNT(*),
 #: the conditional expressions, make_interval's named parts, date_trunc/extract's unit keyword,
-#: array_agg(x ORDER BY y), and sum/avg (typed as PostgreSQL's sum/avg overloads widen).
+#: and array_agg(x ORDER BY y).
 _MODELED_CALLS = (
     exp.Count,
     exp.Coalesce,
@@ -368,6 +368,4 @@ _MODELED_CALLS = (
     exp.DateTrunc,
     exp.Extract,
     exp.ArrayAgg,
-    exp.Sum,
-    exp.Avg,
 )

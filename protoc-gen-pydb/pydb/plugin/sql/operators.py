@@ -315,8 +315,13 @@ class Operators(AnalyzerCore):
             return Typed(t.INTERVAL, nullable)
         if a.name == "jsonb" and isinstance(node, exp.Sub) and (b.name in t.INTEGER or b.name in t.TEXTUAL):
             return Typed(a, nullable)  # jsonb - key, jsonb - index, jsonb - text[]
-        if a.name in t.NUMERIC and b.name in t.NUMERIC:
-            return Typed(wider(a, b), nullable)
+        if a.name in t.NUMERIC and b.name in t.NUMERIC and not (a.is_array or b.is_array):
+            try:  # PostgreSQL's operator for the pair (float4 + numeric is float8)
+                symbol = _op(node)
+                resolution = resolve_operator(symbol, self.builtins.operators(symbol), a, b, env=self.builtins)
+                return Typed(resolution.result, nullable)
+            except ResolveError:
+                return Typed(wider(a, b), nullable)
         if t.UNKNOWN in (a, b):
             known = b if a == t.UNKNOWN else a
             if known == t.UNKNOWN:

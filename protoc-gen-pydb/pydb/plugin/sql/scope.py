@@ -12,10 +12,11 @@ from ..diagnostics import SqlSpan
 from . import types as t
 from .builtins import load_builtins
 from .catalog import Catalog, Table
-from .coercion import assignable, describe, wider
+from .coerce import ResolveError, common_type
+from .coercion import describe
 from .context import AnalyzerCore, suggest
 from .funcnames import function_name
-from .names import DEFAULT_SEARCH_PATH, quote_ident
+from .names import quote_ident
 from .types import PgType
 
 
@@ -124,7 +125,7 @@ def _suggest_table(schema: str | None, name: str, catalog: Catalog) -> str:
     """Did-you-mean for a table: compared with the tables of the schema it was looked for in
     (the first of the search_path when unqualified), so a shared schema does not make every
     table look alike; then with every qualified name."""
-    where = schema or DEFAULT_SEARCH_PATH[0]
+    where = schema or catalog.search_path[0]
     same_schema = [table.name for table in catalog.tables.values() if table.schema == where]
     close = difflib.get_close_matches(name, same_schema, n=1, cutoff=0.6)
     if close:
@@ -403,9 +404,10 @@ def _recursive_type(seed: PgType | None, step: PgType | None) -> PgType | None:
     requires it to be the non-recursive term's."""
     if seed is None or step is None or step in (t.UNKNOWN, t.NULL) or seed == step:
         return seed
-    if {seed.name, step.name} <= t.NUMERIC and not (seed.is_array or step.is_array):
-        return wider(seed, step)
-    return seed if assignable(step, seed) else step
+    try:  # PostgreSQL's select_common_type over both terms, as for UNION
+        return common_type([seed, step], "UNION")
+    except ResolveError:
+        return step
 
 
 def owner(col: exp.Column, scope: Scope) -> Relation | None:

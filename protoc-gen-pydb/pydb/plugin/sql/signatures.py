@@ -47,6 +47,9 @@ class FunctionSig:
     n_direct_args: int = 0
     #: The contrib extension that provides it ("" for the core catalog and schema-declared ones).
     extension: str = ""
+    #: A procedure's every parameter (IN, INOUT, OUT, VARIADIC), in order, as (name, type): since
+    #: PostgreSQL 14, CALL passes OUT parameters too and resolution matches all of them.
+    call_args: tuple[tuple[str, PgType], ...] = ()
 
 
 @dataclass(frozen=True)

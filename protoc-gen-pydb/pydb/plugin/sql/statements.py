@@ -10,7 +10,7 @@ from . import types as t
 from .analysis import Expansion
 from .catalog import Column, Table
 from .coerce import ResolveError, common_type
-from .coercion import assignable, describe, is_untyped, wider
+from .coercion import assignable, describe, is_untyped
 from .context import AnalyzerCore, suggest
 from .grouping import grouping_items, sometimes_grouped
 from .infer import output_name
@@ -145,20 +145,20 @@ class Statements(AnalyzerCore):
         for i, first in enumerate(rows[0]):
             cells = [row[i] for row in rows]
             typed = [None if is_untyped(c) else self.infer(c, scope) for c in cells]
-            # A column's type is its first typed value's; all-untyped literals are text.
-            known = next((x.type for x in typed if x is not None and x.type not in (None, t.UNKNOWN, t.NULL)), None)
-            if known is None and any(isinstance(c, exp.Literal) and c.is_string for c in cells):
-                known = t.TEXT
-            for x in typed:  # (1), (2.5): numeric
-                other = x.type if x is not None else None
-                if known is not None and other is not None and {known.name, other.name} <= t.NUMERIC:
-                    known = wider(known, other) if not (known.is_array or other.is_array) else known
+            # PostgreSQL's common type of the column ((1), (2.5): numeric; untyped alone: text).
+            known: PgType | None = None
+            if all(x is None or x.type is not None for x in typed):
+                types = [
+                    x.type or t.UNKNOWN
+                    if x is not None
+                    else (self.param_types.get(c.name) if isinstance(c, exp.Parameter) else None) or t.UNKNOWN
+                    for c, x in zip(cells, typed, strict=True)
+                ]
+                known = self.common_type(types, "VALUES", span_of(first))
             nullable = False
             for cell, cell_type in zip(cells, typed, strict=True):
                 if cell_type is None:
                     cell_type = self.expect(cell, known, scope) if known is not None else self.infer(cell, scope)
-                elif known is not None and cell_type.type is not None:
-                    self.check_comparable(cell_type.type, known, cell)
                 nullable = nullable or cell_type.nullable
             out.append((f"column{i + 1}", Typed(known, nullable), span_of(first)))
         return out

@@ -1,0 +1,778 @@
+"""protoc-gen-pydb against PostgreSQL on SQL nobody on this project wrote: an external differential.
+
+Takes a directory of sqlc-style cases (any directory holding a sqlc.json / sqlc.yaml / sqlc.yml;
+each `postgresql` package of it names a schema, a file or a directory of migrations, and query
+files with `-- name: GetX :one|:many|:exec|...` markers). Per distinct case:
+
+1. a scratch database on a real PostgreSQL; the schema applied (PostgreSQL's verdict recorded);
+2. each named statement translated to pydb's parameters (`sqlc.arg(x)`, `sqlc.narg(x)`, `@x`,
+   `$1` -> `@x`, `@p1`); what no proto can express is set aside with the reason (`sqlc.embed`,
+   `sqlc.slice`, `:copyfrom`, `:batch*`, result names that cannot be proto fields);
+3. PREPAREd and described: PostgreSQL's verdict, parameter types and result columns;
+4. an annotated proto built from that (request and response fields from PostgreSQL's types via
+   the pg -> proto table in pydb/plugin/bind/typemap.py, cardinality from `:one/:many/:exec`),
+   run through the plugin in process with the same schema;
+5. for statements the plugin accepts, its inferred types and names compared with PostgreSQL's.
+
+Printed: statements PostgreSQL prepares, accepted / rejected by cause (schema refused, statement
+error by message class, type or name mismatch vs PostgreSQL, internal error); cases sqlc expects to
+fail (a stderr.txt or stderr/ next to the config, or exec.json's meta.invalid_schema) that
+PostgreSQL also rejects: caught / missed; internal errors. A crash in one case is recorded as that
+case's internal error; it never stops the run.
+
+    .venv/bin/python benchmarks/sql_differential.py CASES_DIR [--json out.json] [--text out.txt]
+    make differential CASES=dir
+
+sqlc's own cases, outside the repository (never commit third-party SQL):
+    git --git-dir=/work/.mirror/sqlc-dev+sqlc/repo archive HEAD internal/endtoend/testdata | tar -x -C /tmp/sqlc
+"""
+
+from __future__ import annotations
+
+import argparse
+import concurrent.futures
+import concurrent.futures.process
+import contextlib
+import hashlib
+import itertools
+import json
+import os
+import re
+import sys
+import tempfile
+import time
+import traceback
+import uuid
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import psycopg
+from pglast.parser import ParseError, scan
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "tests"))
+
+from corpus.run import analyzer_signature, pg_type_names  # noqa: E402
+from differential_report import render_markdown, render_text, summarize, write_docs  # noqa: E402
+from plugin_harness import compile_protos, run_plugin  # noqa: E402
+from pydb.plugin.bind.typemap import DURATION_MSG, TIMESTAMP_MSG, TYPES  # noqa: E402
+from pydb.plugin.sql.analyze import analyze  # noqa: E402
+from pydb.plugin.sql.catalog import Catalog, build_catalog  # noqa: E402
+
+CONFIGS = ("sqlc.json", "sqlc.yaml", "sqlc.yml")
+#: sqlc's commands pydb has no counterpart for: the statement is set aside, with this reason.
+UNEXPRESSIBLE_COMMANDS = {
+    ":copyfrom": "COPY FROM (:copyfrom) is not a statement a proto RPC carries",
+    ":batchexec": "batched statements (:batch*)",
+    ":batchmany": "batched statements (:batch*)",
+    ":batchone": "batched statements (:batch*)",
+}
+SQLC_FUNCTIONS = ("arg", "narg", "slice", "embed")
+COMMANDS = {":one", ":many", ":exec", ":execrows", ":execresult", ":execlastid", *UNEXPRESSIBLE_COMMANDS}
+#: The plugin's own type table: per pg type, the proto types a column reads into and a parameter binds from.
+READS = {pg: frozenset(m.proto for m in pairs if m.reads) for pg, pairs in TYPES.items()}
+BINDS = {pg: frozenset(m.proto for m in pairs if m.binds) for pg, pairs in TYPES.items()}
+#: Preferred proto type per pg type, most natural first (the typemap allows the others too).
+PREFERENCE = ["int32", "int64", "double", "float", "bool", "string", "bytes", TIMESTAMP_MSG, DURATION_MSG]
+IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")  # a proto field name (not SQL)
+
+
+# -- cases ----------------------------------------------------------------------------------------
+
+
+@dataclass
+class Case:
+    """One postgresql package of a sqlc config: its schema and query files."""
+
+    id: str  # the config's directory relative to the cases root, + #n for the n-th package
+    directory: Path
+    schema: list[Path]
+    queries: list[Path]
+    expects_failure: str | None  # why sqlc expects it to fail, when it does
+    duplicates: list[str] = field(default_factory=list)  # ids of cases with the same SQL
+
+
+def load_config(path: Path) -> dict[str, Any]:
+    text = path.read_text(encoding="utf-8")
+    if path.suffix == ".json":
+        data = json.loads(text)
+    else:
+        import yaml  # type: ignore[import-untyped]  # only for sqlc.yaml (benchmarks/requirements-differential.txt)
+
+        data = yaml.safe_load(text)
+    return data if isinstance(data, dict) else {}
+
+
+def _paths(directory: Path, value: object) -> list[Path]:
+    items = value if isinstance(value, list) else [value] if isinstance(value, str) else []
+    return [directory / str(item) for item in items]
+
+
+def expected_failure(directory: Path) -> str | None:
+    """How sqlc marks a case that must fail: stderr.txt (or a stderr/ directory per context) next
+    to the config, or exec.json's meta.invalid_schema."""
+    if (directory / "stderr.txt").is_file() or (directory / "stderr").is_dir():
+        return "stderr.txt"
+    exec_json = directory / "exec.json"
+    if exec_json.is_file():
+        try:
+            meta = json.loads(exec_json.read_text(encoding="utf-8")).get("meta") or {}
+        except ValueError:
+            return None
+        if meta.get("invalid_schema"):
+            return "exec.json invalid_schema"
+    return None
+
+
+def discover(root: Path) -> tuple[list[Case], Counter[str]]:
+    """Every postgresql package under `root`, deduplicated by the content of its SQL files."""
+    skipped: Counter[str] = Counter()
+    by_content: dict[str, Case] = {}
+    for config in sorted(p for name in CONFIGS for p in root.rglob(name)):
+        directory = config.parent
+        try:
+            data = load_config(config)
+        except Exception:  # an unreadable config is sqlc's problem, not ours
+            skipped["unreadable config"] += 1
+            continue
+        packages = data.get("packages") if data.get("version") == "1" or "packages" in data else data.get("sql")
+        for n, package in enumerate(packages if isinstance(packages, list) else []):
+            if not isinstance(package, dict):
+                continue
+            if str(package.get("engine", "postgresql")) != "postgresql":
+                skipped[f"engine {package.get('engine')}"] += 1
+                continue
+            case = Case(
+                f"{directory.relative_to(root)}#{n}",
+                directory,
+                _paths(directory, package.get("schema")),
+                _paths(directory, package.get("queries")),
+                expected_failure(directory),
+            )
+            digest = hashlib.sha256(
+                json.dumps([[_read_all(p) for p in case.schema], [_read_all(p) for p in case.queries]]).encode()
+            ).hexdigest()
+            if digest in by_content:
+                by_content[digest].duplicates.append(case.id)
+                if case.expects_failure and not by_content[digest].expects_failure:
+                    by_content[digest].expects_failure = case.expects_failure
+            else:
+                by_content[digest] = case
+    return list(by_content.values()), skipped
+
+
+def sql_files(path: Path) -> list[Path]:
+    """A file, or a directory's .sql files in name order, as sqlc reads them; golang-migrate's
+    `*.down.sql` rollbacks are left out."""
+    if path.is_dir():
+        return sorted(p for p in path.iterdir() if p.suffix == ".sql" and not p.name.endswith(".down.sql"))
+    return [path] if path.is_file() else []
+
+
+def _read_all(path: Path) -> list[str]:
+    return [p.read_text(encoding="utf-8", errors="replace") for p in sql_files(path)]
+
+
+#: Comment lines after which a migration file holds its rollback (goose, sql-migrate, dbmate, tern).
+ROLLBACK_MARKERS = ("-- +goose down", "-- +migrate down", "-- migrate:down", "---- create above / drop below ----")
+
+
+def schema_text(text: str) -> str:
+    """A schema file as psql would feed it to the server: up to a migration's rollback marker, and
+    without psql's own meta-commands (`\\connect`, pg_dump's `\\restrict`), lines that start with a
+    backslash."""
+    lines = text.split("\n")
+    for i, line in enumerate(lines):
+        if line.strip().lower() in ROLLBACK_MARKERS:
+            lines = lines[:i]
+            break
+    return "\n".join("" if line.startswith("\\") else line for line in lines)
+
+
+# -- statements -----------------------------------------------------------------------------------
+
+
+@dataclass
+class Named:
+    """A statement of a query file: its `-- name:` marker (None for a DDL statement) and text."""
+
+    name: str | None
+    command: str | None
+    file: str
+    line: int
+    sql: str
+
+
+def _marker(comment: str) -> tuple[str, str] | None:
+    """(name, command) from `-- name: GetX :one` or `/* name: GetX :one */`."""
+    body = comment.strip().removeprefix("--").removeprefix("/*").removesuffix("*/").strip()
+    if not body.startswith("name:"):
+        return None
+    words = body.removeprefix("name:").split()
+    return (words[0], words[1] if len(words) > 1 else "") if words else None
+
+
+def statements(text: str, file: str) -> list[Named]:
+    """The file's statements, split where PostgreSQL's scanner sees `;` outside strings, comments
+    and dollar quotes; a statement preceded by a `-- name:` marker is a named query."""
+    try:
+        tokens = scan(text)
+    except ParseError:
+        tokens = []
+    out: list[Named] = []
+    marker: tuple[str, str] | None = None
+    start: int | None = None
+    for token in [*tokens, None]:
+        if token is not None and token.name in ("SQL_COMMENT", "C_COMMENT"):
+            found = _marker(text[token.start : token.end + 1])
+            if found is not None:
+                if start is not None:  # a marker inside an unterminated statement ends it
+                    out.append(_named(marker, file, text, start, token.start))
+                marker, start = found, None
+            continue
+        if token is None or token.name == "ASCII_59":
+            if start is not None:
+                out.append(_named(marker, file, text, start, token.start if token else len(text)))
+            marker, start = (None, None) if token is not None else (marker, start)
+            continue
+        if start is None:
+            start = token.start
+    if not tokens and text.strip():
+        out.append(Named(None, None, file, 1, text))  # the scanner failed: one chunk, PostgreSQL decides
+    return out
+
+
+def _named(marker: tuple[str, str] | None, file: str, text: str, start: int, end: int) -> Named:
+    line = text.count("\n", 0, start) + 1
+    return Named(marker[0] if marker else None, marker[1] if marker else None, file, line, text[start:end].strip())
+
+
+@dataclass
+class Translated:
+    pydb_sql: str  # with @name parameters
+    pg_sql: str  # with $n parameters, n in order of first use
+    params: list[str]  # names in $n order
+    nullable: set[str]  # sqlc.narg parameters
+    unexpressible: str | None
+
+
+def translate(sql: str) -> Translated:
+    """sqlc's parameters -> pydb's `@name` (and PostgreSQL's `$n`), through PostgreSQL's scanner."""
+    try:
+        tokens = scan(sql)
+    except ParseError:
+        return Translated(sql, sql, [], set(), None)  # PostgreSQL reports it
+    edits: list[tuple[int, int, str]] = []  # (start, end exclusive, parameter name)
+    nullable: set[str] = set()
+    unexpressible = None
+    i = 0
+    while i < len(tokens):
+        token = tokens[i]
+        word = sql[token.start : token.end + 1]
+        ahead = [sql[t.start : t.end + 1] for t in tokens[i + 1 : i + 4]]
+        close = (
+            _closing(tokens, i + 3)
+            if word.lower() == "sqlc"
+            and ahead[:1] == ["."]
+            and ahead[2:3] == ["("]
+            and ahead[1].lower() in SQLC_FUNCTIONS
+            else None
+        )
+        if close is not None:
+            function = ahead[1].lower()
+            if function in ("embed", "slice"):
+                unexpressible = f"sqlc.{function}()"
+            name = sql[tokens[i + 4].start : tokens[close - 1].end + 1].strip("'\"") if close > i + 4 else ""
+            edits.append((token.start, tokens[close].end + 1, name))
+            if function == "narg":
+                nullable.add(name)
+            i = close + 1
+            continue
+        if token.name == "Op" and word == "@" and i + 1 < len(tokens) and tokens[i + 1].start == token.end + 1:
+            following = tokens[i + 1]
+            edits.append((token.start, following.end + 1, sql[following.start : following.end + 1]))
+            i += 2
+            continue
+        if token.name == "PARAM":
+            edits.append((token.start, token.end + 1, f"p{word[1:]}"))
+        i += 1
+    pydb, pg, order, pos = [], [], [], 0
+    for start, end, name in edits:
+        if name not in order:
+            order.append(name)
+        pydb.append(sql[pos:start] + f"@{name}")
+        pg.append(sql[pos:start] + f"${order.index(name) + 1}")
+        pos = end
+    pydb.append(sql[pos:])
+    pg.append(sql[pos:])
+    return Translated("".join(pydb), "".join(pg), order, nullable, unexpressible)
+
+
+def _closing(tokens: list[Any], opening: int) -> int | None:
+    """The index of the `)` that closes the `(` at `opening`."""
+    depth = 0
+    for k in range(opening, len(tokens)):
+        depth += {"ASCII_40": 1, "ASCII_41": -1}.get(tokens[k].name, 0)
+        if depth == 0:
+            return k
+    return None
+
+
+# -- PostgreSQL -----------------------------------------------------------------------------------
+
+
+@dataclass
+class Described:
+    error: str | None
+    params: list[str] = field(default_factory=list)  # types, in $n order
+    columns: list[tuple[str, str]] = field(default_factory=list)  # (name, type)
+    enum_types: set[str] = field(default_factory=set)
+
+
+def describe(conn: psycopg.Connection[Any], sql: str, types: dict[int, str], enums: set[int]) -> Described:
+    pgconn = conn.pgconn
+    result = pgconn.prepare(b"", sql.encode())
+    if result.status != psycopg.pq.ExecStatus.COMMAND_OK:
+        return Described((result.error_message or b"").decode(errors="replace").strip().split("\n")[0])
+    described = pgconn.describe_prepared(b"")
+    oids = [described.param_type(i) for i in range(described.nparams)] + [
+        described.ftype(i) for i in range(described.nfields)
+    ]
+    return Described(
+        None,
+        [types.get(described.param_type(i), f"oid {described.param_type(i)}") for i in range(described.nparams)],
+        [
+            ((described.fname(i) or b"").decode(errors="replace"), types.get(described.ftype(i), "?"))
+            for i in range(described.nfields)
+        ],
+        {types[oid] for oid in oids if oid in enums and oid in types},
+    )
+
+
+def proto_type(pg: str, enums: set[str], table: dict[str, frozenset[str]]) -> tuple[str, bool]:
+    """(proto type, repeated) for a pg type, by the plugin's own table; string when it has none
+    (the plugin then says what it thinks)."""
+    element, repeated = (pg[:-2], True) if pg.endswith("[]") else (pg, False)
+    if element in enums:
+        return "string", repeated
+    allowed = table.get(element, frozenset())
+    return next((t for t in PREFERENCE if t in allowed), "string"), repeated
+
+
+# -- the annotated proto --------------------------------------------------------------------------
+
+
+def proto_string(text: str) -> str:
+    """A protobuf text-format string literal: printable ASCII as is, everything else octal escaped."""
+    out = []
+    for byte in text.encode("utf-8"):
+        char = chr(byte)
+        out.append(char if 32 <= byte < 127 and char not in '"\\' else f"\\{byte:03o}")
+    return '"' + "".join(out) + '"'
+
+
+@dataclass
+class Rpc:
+    name: str
+    command: str
+    translated: Translated
+    described: Described
+
+    def cardinality(self) -> str:
+        """sqlc's :one / :many; an :exec* statement that returns rows is read as :many (pydb's
+        EXEC returns none)."""
+        if self.command == ":one":
+            return "CARDINALITY_ONE"
+        if self.command == ":many" or self.described.columns:
+            return "CARDINALITY_MANY"
+        return "CARDINALITY_EXEC"
+
+
+def field_line(name: str, number: int, proto: str, repeated: bool, optional: bool) -> str:
+    label = "repeated " if repeated else "optional " if optional and "." not in proto else ""
+    return f"  {label}{proto} {name} = {number};"
+
+
+def build_proto(package: str, rpcs: list[Rpc]) -> str:
+    lines = ['syntax = "proto3";', f"package {package};", 'import "pydb/v1/options.proto";']
+    lines += ['option (pydb.v1.schema) = "schema.sql";', "message Empty {}"]
+    services = []
+    for rpc in rpcs:
+        d = rpc.described
+        request = [
+            field_line(name, n, *proto_type(t, d.enum_types, BINDS), optional=name in rpc.translated.nullable)
+            # A statement PostgreSQL rejects has no parameter types: text, the plugin decides.
+            for n, (name, t) in enumerate(
+                itertools.zip_longest(rpc.translated.params, d.params[: len(rpc.translated.params)], fillvalue="text"),
+                1,
+            )
+        ]
+        lines += [f"message {rpc.name}_Request {{", *request, "}"]
+        response = f"{rpc.name}_Row"
+        # Every result field has presence: PostgreSQL does not say which columns may be NULL.
+        row = [
+            field_line(name, n, *proto_type(t, d.enum_types, READS), optional=True)
+            for n, (name, t) in enumerate(d.columns, 1)
+        ]
+        lines += [f"message {rpc.name}_Row {{", *row, "}"]
+        option = [f"    query: {proto_string(rpc.translated.pydb_sql)}", f"    cardinality: {rpc.cardinality()}"]
+        if rpc.cardinality() == "CARDINALITY_MANY":
+            lines += [f"message {rpc.name}_Rows {{", f"  repeated {rpc.name}_Row rows = 1;", "}"]
+            response = f"{rpc.name}_Rows"
+            option.append('    result_field: "rows"')
+        elif rpc.cardinality() == "CARDINALITY_EXEC":
+            response = "Empty"
+        services.append(
+            f"  rpc {rpc.name}({rpc.name}_Request) returns ({response}) {{\n"
+            "    option (pydb.v1.sql) = {\n" + "\n".join(option) + "\n    };\n  }"
+        )
+    text = "\n".join(lines) + "\nservice Queries {\n" + "\n".join(services) + "\n}\n"
+    for message, file in ((TIMESTAMP_MSG, "timestamp"), (DURATION_MSG, "duration")):
+        if f" {message} " in text:  # protoc warns about unused imports
+            text = text.replace("package ", f'import "google/protobuf/{file}.proto";\npackage ', 1)
+    return text
+
+
+# -- one case -------------------------------------------------------------------------------------
+
+DIAGNOSTIC = re.compile(r"^(?P<path>\S+):\d+:\d+: (?P<severity>error|warning): (?P<message>.*)$", re.M)
+#: Messages of the binding step: the proto built from PostgreSQL's types does not fit what the
+#: plugin inferred, i.e. a type or a name differs from PostgreSQL's.
+MISMATCH_MARKERS = (
+    "has no field in",
+    "does not fit",
+    "cannot be bound where",
+    "is not a field of",
+    "must be repeated",
+    "is repeated, but",
+    "but the statement expects",
+    "needs rows",
+    "must not return rows",
+)
+
+
+#: Words of the plugin's messages that stay even when the statement uses them too.
+MESSAGE_WORDS = frozenset(
+    [
+        "not",
+        "does",
+        "exist",
+        "is",
+        "in",
+        "of",
+        "the",
+        "a",
+        "and",
+        "or",
+        "on",
+        "as",
+        "by",
+        "to",
+        "for",
+        "from",
+        "group",
+        "order",
+        "set",
+        "null",
+        "no",
+        "all",
+        "any",
+        "exists",
+        "select",
+        "insert",
+        "update",
+        "delete",
+        "where",
+        "union",
+        "values",
+        "into",
+        "with",
+        "type",
+        "table",
+        "column",
+        "function",
+        "schema",
+        "operator",
+    ]
+)
+
+
+#: Errors the plugin reports on purpose where PostgreSQL would fail only when the statement runs.
+DELIBERATE = ("NOT NULL and has no default", "is NOT NULL, but NULL is inserted", "is NOT NULL, but is set to NULL")
+
+
+def message_class(message: str, source: str) -> str:
+    """A diagnostic with the names from the statement (or schema) masked: `column X does not exist`."""
+    head = re.split(r"[;:]| \(|, which", message, maxsplit=1)[0] if not message.startswith("syntax") else message
+    words = {w.lower() for w in re.findall(r"\w+", source)} - MESSAGE_WORDS
+
+    def mask(m: re.Match[str]) -> str:
+        word = m.group(0)
+        return "X" if word.lower() in words or not word.isalpha() else word
+
+    masked = re.sub(r"'[^']*'|\"[^\"]*\"|@\w+|[\w.$]+", mask, head)
+    # The name after `column` is the statement's even when the statement does not spell it (`*`).
+    masked = re.sub(r"\b(column) (?!X\b)[\w.]+", r"\1 X", masked)
+    return re.sub(r"(X[ ,.]*)+X", "X", masked)
+
+
+def run_case(case: Case, server_url: str) -> dict[str, Any]:
+    """Everything for one case; never raises (a crash is the case's internal error)."""
+    record: dict[str, Any] = {"case": case.id, "duplicates": case.duplicates, "expects_failure": case.expects_failure}
+    try:
+        _run_case(case, server_url, record)
+    except Exception:
+        record["harness_error"] = traceback.format_exc()
+    return record
+
+
+def _run_case(case: Case, server_url: str, record: dict[str, Any]) -> None:
+    schema = "\n".join(
+        "\n".join(n.sql + ";" for n in statements(schema_text(text), str(path)) if n.name is None)
+        for path in case.schema
+        for text in _read_all(path)
+    )
+    queries: list[Named] = []
+    for path in case.queries:
+        for file in sql_files(path):
+            text = file.read_text(encoding="utf-8", errors="replace")
+            queries += [n for n in statements(text, str(file.relative_to(case.directory))) if n.name is not None]
+    record["statements"] = results = []
+    database = f"pydb_diff_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(server_url, autocommit=True) as admin:
+        admin.execute(f'CREATE DATABASE "{database}"')
+        try:
+            url = psycopg.conninfo.make_conninfo(server_url, dbname=database)
+            # A bound on every statement: a schema or statement must never hang the run.
+            with psycopg.connect(url, autocommit=True, options="-c statement_timeout=20s") as conn:
+                try:
+                    conn.execute(schema.encode())  # simple protocol: many statements at once
+                    record["schema_postgres"] = None
+                except psycopg.Error as err:
+                    record["schema_postgres"] = str(err).strip().split("\n")[0]
+                types = pg_type_names(conn)
+                enums = {row[0] for row in conn.execute("SELECT oid FROM pg_type WHERE typtype = 'e'")}
+                rpcs, set_aside = _describe_all(conn, queries, types, enums, results)
+        finally:
+            admin.execute(f'DROP DATABASE IF EXISTS "{database}" WITH (FORCE)')
+    _run_plugin(case, schema, rpcs, record)
+    catalog, _ = build_catalog(schema)
+    for rpc, result in set_aside:
+        result["mismatches"] = _compare(catalog, rpc)
+
+
+def _describe_all(
+    conn: psycopg.Connection[Any], queries: list[Named], types: dict[int, str], enums: set[int], results: list[Any]
+) -> tuple[list[tuple[Rpc, dict[str, Any]]], list[tuple[Rpc, dict[str, Any]]]]:
+    """PostgreSQL's verdict and types per named query; the RPCs to build, and the statements set
+    aside for their names."""
+    rpcs: list[tuple[Rpc, dict[str, Any]]] = []
+    set_aside: list[tuple[Rpc, dict[str, Any]]] = []
+    names: Counter[str] = Counter()
+    for query in queries:
+        translated = translate(query.sql.rstrip().removesuffix(";"))
+        result: dict[str, Any] = {"name": query.name, "command": query.command, "file": query.file}
+        result |= {"line": query.line, "sql": query.sql}
+        results.append(result)
+        described = describe(conn, translated.pg_sql, types, enums)
+        result["postgres"] = described.error
+        result["postgres_params"] = described.params
+        result["postgres_columns"] = described.columns
+        names[query.name or ""] += 1
+        base = query.name if query.name and IDENTIFIER.fullmatch(query.name) else "Query"
+        rpc_name = base[0].upper() + base[1:] + (str(names[query.name or ""]) if names[query.name or ""] > 1 else "")
+        rpc = Rpc(rpc_name, query.command or "", translated, described)
+        reason = translated.unexpressible or UNEXPRESSIBLE_COMMANDS.get(query.command or "")
+        if reason is None and query.command not in COMMANDS:
+            reason = f"not a sqlc command: {query.command!r}"
+        if reason is not None:
+            result["status"], result["reason"] = "not_expressible", reason
+            continue
+        if described.error is None and (named := _unexpressible_names(translated, described)) is not None:
+            # Set aside, but the analyzer's types and names are still compared with PostgreSQL's.
+            result["status"], result["reason"], result["reason_detail"] = "not_expressible", *named
+            set_aside.append((rpc, result))
+            continue
+        result["rpc"] = rpc_name
+        rpcs.append((rpc, result))
+    return rpcs, set_aside
+
+
+def _unexpressible_names(translated: Translated, described: Described) -> tuple[str, str] | None:
+    """(reason, detail) when a parameter or result column has a name no proto field can have."""
+    columns = [name for name, _ in described.columns]
+    if "?column?" in columns:
+        return "a result column PostgreSQL names ?column? (a field needs an alias)", "?column?"
+    bad = [n for n in [*translated.params, *columns] if not IDENTIFIER.fullmatch(n)]
+    if bad:
+        return "a name no proto field can have", bad[0]
+    if len(set(columns)) != len(columns):
+        duplicate = next(n for n in columns if columns.count(n) > 1)
+        return "two result columns of one name (a message has one field per name)", duplicate
+    return None
+
+
+def _run_plugin(case: Case, schema: str, rpcs: list[tuple[Rpc, dict[str, Any]]], record: dict[str, Any]) -> None:
+    for rpc, result in rpcs:
+        result["status"] = "postgres_rejects" if rpc.described.error else "pending"
+    pending = [(rpc, result) for rpc, result in rpcs if result["status"] == "pending"]
+    # Statements PostgreSQL rejects go through the plugin too, one proto each (no types to build
+    # fields from): caught or missed. Valid ones share one proto.
+    batches: list[list[tuple[Rpc, dict[str, Any]]]] = [pending] if pending else []
+    batches += [[(rpc, result)] for rpc, result in rpcs if result["status"] == "postgres_rejects"]
+    schema_problems: list[str] | None = None
+    for batch in batches:
+        with tempfile.TemporaryDirectory() as tmp:
+            package = "diff.c" + hashlib.sha1(case.id.encode()).hexdigest()[:10]
+            (Path(tmp) / "schema.sql").write_text(schema, encoding="utf-8")
+            (Path(tmp) / "query.proto").write_text(build_proto(package, [rpc for rpc, _ in batch]), encoding="utf-8")
+            try:
+                descriptors = compile_protos(Path(tmp), ["query.proto"])
+            except RuntimeError as err:  # the proto this script built: its bug, recorded
+                for _, result in batch:
+                    result["plugin"] = {"internal_error": f"harness: {err}"}
+                continue
+            outcome = run_plugin(descriptors, ["query.proto"], parameter=f"proto_path={tmp}")
+        text = outcome.error + "\n" + outcome.warnings
+        if "internal error" in text or "Traceback" in text:
+            for _, result in batch:
+                result["plugin"] = {"internal_error": text[-2000:]}
+            continue
+        diagnostics = [(m["path"], m["message"]) for m in DIAGNOSTIC.finditer(outcome.error)]
+        schema_problems = [message for path, message in diagnostics if path.endswith(".sql")]
+        for rpc, result in batch:
+            prefix = f"{rpc.name}: "
+            errors = [m.removeprefix(prefix) for path, m in diagnostics if m.startswith(prefix)]
+            result["plugin"] = {"errors": errors, "schema_errors": schema_problems}
+    record["schema_plugin"] = schema_problems
+    catalog, _ = build_catalog(schema)
+    for rpc, result in rpcs:
+        plugin = result.get("plugin", {})
+        rejected = bool(plugin.get("errors") or plugin.get("schema_errors") or plugin.get("internal_error"))
+        if result["status"] == "postgres_rejects":
+            # Its proto was built without PostgreSQL's types: only a statement or schema error counts.
+            statement_errors = [e for e in plugin.get("errors", []) if not _is_binding(e)]
+            caught = bool(statement_errors or plugin.get("schema_errors"))
+            result["status"] = "caught" if caught else "missed"
+        elif rejected:
+            result["status"] = "rejected"
+            result["cause"], result["class"] = _cause(plugin, rpc.translated.pydb_sql, schema)
+        else:
+            result["status"] = "accepted"
+            result["mismatches"] = _compare(catalog, rpc)
+
+
+def _is_binding(message: str) -> bool:
+    """A message about the proto binding (types, names, nullability), not about the SQL."""
+    return any(marker in message for marker in MISMATCH_MARKERS) or "may be NULL" in message
+
+
+def _unmapped_type(message: str) -> str | None:
+    """The pg type of `result column x is T, which does not fit` or `... where Postgres expects T`
+    when the type table has no entry for it (nor for its element type)."""
+    for before, after in ((" is ", ", which does not fit"), ("where Postgres expects ", " (see")):
+        if before in message and after in message:
+            pg = message.split(after, 1)[0].rsplit(before, 1)[-1].removesuffix("[]")
+            return pg if pg not in TYPES else None
+    return None
+
+
+def _cause(plugin: dict[str, Any], sql: str, schema: str) -> tuple[str, str]:
+    if plugin.get("internal_error"):
+        return "internal error", "internal error"
+    if plugin.get("schema_errors"):
+        return "schema refused", message_class(plugin["schema_errors"][0], schema)
+    first = plugin["errors"][0]
+    if "may be NULL" in first and "(repeated " in first:
+        return "a nullable array column: a repeated field cannot tell NULL from empty", message_class(first, sql)
+    if "may be NULL" in first:
+        return "nullability", message_class(first, sql)
+    if any(marker in first for marker in DELIBERATE):
+        return "stricter than PostgreSQL on purpose (it fails only at run time)", message_class(first, sql)
+    if first.startswith("unsupported statement"):
+        return "a statement kind pydb does not run", first.split(":")[0]
+    unmapped = _unmapped_type(first)
+    if unmapped is not None:
+        return "a pg type with no proto mapping (bind/typemap.py)", unmapped
+    if _is_binding(first):
+        return "type or name mismatch vs PostgreSQL", message_class(first, sql)
+    return "statement error", message_class(first, sql)
+
+
+def _compare(catalog: Catalog, rpc: Rpc) -> list[str]:
+    """Where the analyzer's inferred parameter types, column names and types differ from PostgreSQL's."""
+    analysis, problems = analyze(rpc.translated.pydb_sql, catalog, frozenset(rpc.translated.nullable))
+    # Two columns of one name is a proto limit the analyzer rightly reports; the types still compare.
+    errors = [p.message for p in problems if p.severity == "error" and "appears more than once" not in p.message]
+    if analysis is None or errors:
+        return [f"analyzer error: {errors[0] if errors else 'no analysis'}"]
+    ours_params, ours_columns = analyzer_signature(analysis)
+    pg_params = dict(zip(rpc.translated.params, rpc.described.params, strict=True))
+    out = [f"@{n}: pydb {ours_params.get(n)}, PostgreSQL {t}" for n, t in pg_params.items() if ours_params.get(n) != t]
+    padded = ours_columns + [("", "")] * len(rpc.described.columns)
+    for (name, pg), ours in zip(rpc.described.columns, padded, strict=False):
+        if ours != (name, pg):
+            out.append(f"column {ours[0]} {ours[1]}: PostgreSQL {name} {pg}")
+    return out
+
+
+def run(root: Path, server_url: str, jobs: int) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    started = time.monotonic()
+    cases, skipped = discover(root)
+    if jobs <= 1:
+        records = [run_case(case, server_url) for case in cases]
+    else:
+        records = run_parallel(cases, server_url, jobs)
+    return summarize(records, skipped, time.monotonic() - started), records
+
+
+def run_parallel(cases: list[Case], server_url: str, jobs: int) -> list[dict[str, Any]]:
+    """Cases in worker processes (the plugin is CPU-bound Python; the harness redirects stderr). A
+    worker that dies (a crash in native code) breaks the pool: the cases it left unfinished are
+    then run one process each, so the one that crashes is recorded and the others still run."""
+    done: dict[str, dict[str, Any]] = {}
+    with concurrent.futures.ProcessPoolExecutor(max_workers=jobs) as pool:
+        futures = {pool.submit(run_case, case, server_url): case for case in cases}
+        for future in concurrent.futures.as_completed(futures):
+            with contextlib.suppress(concurrent.futures.process.BrokenProcessPool):
+                done[futures[future].id] = future.result()
+    for case in cases:
+        if case.id not in done:
+            with concurrent.futures.ProcessPoolExecutor(max_workers=1) as alone:
+                try:
+                    done[case.id] = alone.submit(run_case, case, server_url).result()
+                except concurrent.futures.process.BrokenProcessPool:
+                    done[case.id] = {"case": case.id, "duplicates": case.duplicates, "harness_error": "worker died"}
+                    done[case.id]["expects_failure"] = case.expects_failure
+    return [done[case.id] for case in cases]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("cases", type=Path, help="a directory of sqlc-style cases")
+    parser.add_argument(
+        "--database-url", default=os.environ.get("DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
+    )
+    parser.add_argument("--json", type=Path, help="write the summary and every statement's result here")
+    parser.add_argument("--text", type=Path, help="write the printed summary here too")
+    parser.add_argument("--docs", action="store_true", help="rewrite the figures in docs/diagnostics.md")
+    parser.add_argument("--jobs", type=int, default=3, help="cases in flight at once (default 3)")
+    args = parser.parse_args(argv)
+    summary, records = run(args.cases, args.database_url, args.jobs)
+    text = render_text(summary, records)
+    print(text, end="")
+    if args.text:
+        args.text.write_text(text, encoding="utf-8")
+    if args.docs:
+        write_docs(render_markdown(summary, records))
+    if args.json:
+        args.json.write_text(
+            json.dumps({"summary": summary, "cases": records}, indent=1, default=list), encoding="utf-8"
+        )
+    return 1 if summary["internal_errors"] else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
