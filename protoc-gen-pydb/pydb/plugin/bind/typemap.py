@@ -47,6 +47,9 @@ _I, _T = Conversion.IDENTITY, Conversion.TEXT
 _INT32 = "int32 sint32 sfixed32"
 _INT64 = "int64 sint64 sfixed64"
 
+#: PostgreSQL's text form into (and from) a `string`: what a type without a row of its own gets.
+TEXT_FORM: tuple[Mapping, ...] = _pairs("string", _T)
+
 #: PostgreSQL type (the element type, for arrays) -> its proto pairings. A narrower proto integer
 #: may feed a wider column, never the reverse; a column may land in a wider field.
 TYPES: dict[str, tuple[Mapping, ...]] = {
@@ -96,9 +99,6 @@ _TEXT_FORM_NAMES = (
 )
 TEXT_FORM_TYPES = tuple(_TEXT_FORM_NAMES.split())
 
-#: PostgreSQL's text form into (and from) a `string`.
-TEXT_FORM: tuple[Mapping, ...] = _pairs("string", _T)
-
 #: Pseudo-types name no values (`void`, `anyelement`, `trigger`, ...): nothing to read or bind.
 #: `record` (an anonymous row) is a value: its text form, like a composite type's.
 _PSEUDO = frozenset(
@@ -111,7 +111,7 @@ _PSEUDO = frozenset(
 ARRAY_DELIMITERS: dict[str, str] = {"box": ";"}
 
 for _name in TEXT_FORM_TYPES:
-    TYPES[_name] = TEXT_FORM
+    TYPES.setdefault(_name, TEXT_FORM)  # a row in TYPES above (a better mapping) wins
 #: An anonymous row reads as its text form; PostgreSQL cannot parse one from text.
 TYPES["record"] = _pairs("string", _T, binds=False)
 
