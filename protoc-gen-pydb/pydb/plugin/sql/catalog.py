@@ -25,12 +25,13 @@ are their `str()` (`schema.name`). Never re-implement the `public` rule: call th
 from __future__ import annotations
 
 import difflib
+import functools
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal, TypeVar
 
 from ..diagnostics import Problem
-from .builtins import load_builtins
+from .builtins import BUILTIN_RELATION_SCHEMAS, load_builtins
 from .names import DEFAULT_SEARCH_PATH, PG_CATALOG, QualifiedName, candidates
 from .signatures import FunctionSig, OperatorSig
 from .types import PgType
@@ -162,8 +163,13 @@ class Catalog:
             schema, dot, name = legacy.rpartition(".")
             if not dot:
                 schema = None
-        # pg_catalog relations are not modelled: pg_temp and the search path decide.
-        return self._find(schema, name, self.tables, relation=True)
+        # pg_catalog is searched right after pg_temp unless the search path places it.
+        path = self.search_path if PG_CATALOG in self.search_path else (PG_CATALOG, *self.search_path)
+        for q in candidates(schema, name, path, relation=True):
+            found = self.tables.get(str(q)) or builtin_relation(q.schema, q.name)
+            if found is not None:
+                return found
+        return None
 
     def type(self, schema: str | None, name: str) -> PgType | None:
         """The type a value of this type name has: a built-in (pg_catalog first, as PostgreSQL
@@ -215,6 +221,28 @@ def build_catalog(sql: str) -> tuple[Catalog, list[Problem]]:
 
     catalog, problems = apply_schema([("", sql)])
     return catalog, [p for _, p in problems]
+
+
+_RELKINDS: dict[str, RelationKind] = {
+    "r": "table",
+    "p": "partitioned_table",
+    "v": "view",
+    "m": "materialized_view",
+    "f": "foreign_table",
+}
+
+
+@functools.cache
+def builtin_relation(schema: str, name: str) -> Table | None:
+    """A table or view of pg_catalog or information_schema (pg_tables, information_schema.columns),
+    from the data extracted from PostgreSQL 15: NOT NULL where pg_attribute says so."""
+    if schema not in BUILTIN_RELATION_SCHEMAS:
+        return None
+    found = load_builtins().relation(schema, name)
+    if found is None:
+        return None
+    columns = tuple(Column(c, pgtype, not_null, has_default=False) for c, pgtype, not_null in found.columns)
+    return Table(schema, name, columns, kind=_RELKINDS[found.relkind])
 
 
 def builtin_type(name: str) -> PgType | None:

@@ -10,7 +10,7 @@ from sqlglot import exp
 
 from ..diagnostics import SqlSpan
 from . import types as t
-from .builtins import load_builtins
+from .builtins import BUILTIN_RELATION_SCHEMAS, load_builtins
 from .catalog import Catalog, Table
 from .coerce import ResolveError, common_type
 from .coercion import describe
@@ -338,7 +338,7 @@ class FromItems(AnalyzerCore):
             if schema is not None and scope is not None and scope.cte(node.name) is not None:
                 self.error(f"table {written} does not exist (a WITH query is named without a schema)", node)
                 return None
-            if schema is not None and schema not in self.catalog.schemas:
+            if schema is not None and schema not in self.catalog.schemas and schema not in BUILTIN_RELATION_SCHEMAS:
                 self.error(f"schema {schema} does not exist{suggest(schema, sorted(self.catalog.schemas))}", node)
             else:
                 self.error(f"table {written} does not exist{_suggest_table(schema, node.name, self.catalog)}", node)

@@ -1,0 +1,87 @@
+"""Statements PostgreSQL prepares that the analyzer once refused or typed differently (issue 10),
+differentially: the analyzer's parameter and output column names and types must be what
+PostgreSQL describes, and a column the analyzer calls NOT NULL must be one PostgreSQL holds NOT
+NULL."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import psycopg
+import pytest
+from pg import Cluster, scratch_database
+from pydb.plugin.sql.analyze import analyze
+from pydb.plugin.sql.catalog import Catalog, build_catalog
+from test_sql_constructs import analysed, describe, ours
+
+SCHEMA = """
+CREATE TABLE writers (
+    id bigserial PRIMARY KEY,
+    name text NOT NULL,
+    bio text
+);
+CREATE TABLE events (id bigserial PRIMARY KEY, happened date NOT NULL);
+"""
+
+
+@pytest.fixture(scope="module")
+def catalog() -> Catalog:
+    built, problems = build_catalog(SCHEMA)
+    assert not problems
+    return built
+
+
+@pytest.fixture(scope="module")
+def conn(pg_server: tuple[str, Cluster | None]) -> Iterator[psycopg.Connection]:
+    with scratch_database(pg_server[0], schema=None) as url, psycopg.connect(url, autocommit=True) as connection:
+        connection.execute(SCHEMA)
+        yield connection
+
+
+# -- system catalogs and views ------------------------------------------------------------------
+
+SYSTEM_RELATIONS = [
+    "SELECT * FROM pg_catalog.pg_timezone_names",
+    "SELECT * FROM pg_timezone_names WHERE abbrev = @abbrev",
+    "SELECT * FROM pg_tables WHERE schemaname = @schema",
+    "SELECT pid, datname, query, state FROM pg_stat_activity",
+    "SELECT * FROM information_schema.columns WHERE table_name = @table",
+    "SELECT table_name, column_name, ordinal_position FROM information_schema.columns",
+    "SELECT c.relname, n.nspname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace",
+    "SELECT * FROM pg_catalog.pg_type",
+    "SELECT a.attname, a.attnotnull FROM pg_attribute a WHERE a.attrelid = @rel::regclass",
+]
+
+
+@pytest.mark.parametrize("sql", SYSTEM_RELATIONS)
+def test_system_relation_is_described_like_postgresql(sql: str, catalog: Catalog, conn: psycopg.Connection) -> None:
+    assert ours(analysed(sql, catalog)) == describe(conn, sql)
+
+
+def test_system_catalog_not_null_is_pg_attribute_s(catalog: Catalog, conn: psycopg.Connection) -> None:
+    analysis = analysed("SELECT * FROM pg_class", catalog)
+    assert analysis.columns is not None
+    not_null = {
+        name
+        for (name,) in conn.execute(
+            "SELECT attname FROM pg_attribute WHERE attrelid = 'pg_class'::regclass AND attnum > 0 AND attnotnull"
+        ).fetchall()
+    }
+    assert not_null and {c.name for c in analysis.columns if not c.nullable} == not_null
+    view = analysed("SELECT * FROM pg_tables", catalog)
+    assert view.columns is not None and all(c.nullable for c in view.columns)
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "SELECT * FROM pg_catalog.no_such_view",
+        "SELECT * FROM information_schema.no_such_view",
+        "SELECT * FROM pg_tablez",
+    ],
+)
+def test_unknown_system_relation_is_an_error(sql: str, catalog: Catalog, conn: psycopg.Connection) -> None:
+    _, problems = analyze(sql, catalog)
+    assert [p.message for p in problems if "does not exist" in p.message]
+    with pytest.raises(psycopg.errors.UndefinedTable):
+        conn.execute(sql)
