@@ -85,3 +85,34 @@ def test_unknown_system_relation_is_an_error(sql: str, catalog: Catalog, conn: p
     assert [p.message for p in problems if "does not exist" in p.message]
     with pytest.raises(psycopg.errors.UndefinedTable):
         conn.execute(sql)
+
+
+# -- SQL value functions (CURRENT_DATE, USER, ...): a function in FROM, a keyword in a list ------
+
+SQL_VALUE_FUNCTIONS = [
+    "SELECT * FROM CURRENT_DATE",
+    "SELECT * FROM current_timestamp AS t",
+    "SELECT * FROM LOCALTIME",
+    "SELECT * FROM localtimestamp l (at)",
+    "SELECT * FROM current_user",
+    "SELECT * FROM session_user, current_catalog",
+    "SELECT * FROM user u",
+    "SELECT * FROM current_time(2)",
+    "SELECT current_role, user, session_user, current_catalog, localtime",
+    "SELECT e.id FROM events e, current_date WHERE e.happened < current_date",
+]
+
+
+@pytest.mark.parametrize("sql", SQL_VALUE_FUNCTIONS)
+def test_sql_value_function_is_described_like_postgresql(sql: str, catalog: Catalog, conn: psycopg.Connection) -> None:
+    analysis = analysed(sql, catalog)
+    assert ours(analysis) == describe(conn, sql)
+    assert analysis.columns is not None and not any(c.nullable for c in analysis.columns)
+
+
+def test_quoted_keyword_is_a_name(catalog: Catalog, conn: psycopg.Connection) -> None:
+    sql = 'SELECT * FROM "current_date"'
+    _, problems = analyze(sql, catalog)
+    assert [p.message for p in problems] == ["table current_date does not exist"]
+    with pytest.raises(psycopg.errors.UndefinedTable):
+        conn.execute(sql)

@@ -275,9 +275,14 @@ _SQL_VALUE_FUNCTIONS: dict[type[exp.Expr], PgType] = {
     exp.CurrentDate: PgType("date"),
     exp.CurrentTime: PgType("timetz"),
     exp.CurrentTimestamp: t.TIMESTAMPTZ,
+    exp.Localtime: PgType("time"),
     exp.Localtimestamp: PgType("timestamp"),
     exp.CurrentUser: PgType("name"),
+    exp.SessionUser: PgType("name"),
+    exp.CurrentRole: PgType("name"),
+    exp.CurrentCatalog: PgType("name"),
 }
+
 
 #: Window functions that always have a value (the others read a row that may not exist).
 _WINDOW_NOT_NULL = frozenset({"row_number", "rank", "dense_rank", "percent_rank", "cume_dist", "ntile"})

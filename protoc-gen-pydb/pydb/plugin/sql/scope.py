@@ -15,7 +15,7 @@ from .catalog import Catalog, Table
 from .coerce import ResolveError, common_type
 from .coercion import describe
 from .context import AnalyzerCore, suggest
-from .funcnames import function_name
+from .funcnames import SQL_VALUE_KEYWORDS, function_name
 from .names import quote_ident
 from .types import PgType
 
@@ -250,6 +250,12 @@ class FromItems(AnalyzerCore):
         col_aliases = [c.name for c in alias.columns] if isinstance(alias, exp.TableAlias) else []
         if isinstance(source, exp.Table) and isinstance(source.this, exp.Identifier):
             name = source.name
+            keyword = None if source.this.quoted or source.args.get("db") else SQL_VALUE_KEYWORDS.get(name)
+            if keyword is not None:  # FROM current_date: a function, its one column named after it
+                rel_name = alias_name or name
+                return Relation(
+                    rel_name, (rel_name,), [(col_aliases[0] if col_aliases else rel_name, Typed(keyword, False))]
+                )
             if not source.args.get("db"):
                 cte = scope.cte(name)
                 if cte is not None:
@@ -373,6 +379,9 @@ class FromItems(AnalyzerCore):
                 )
                 return Typed(None, True)
             return typed
+        keyword = SQL_VALUE_KEYWORDS.get(name) if isinstance(col.this, exp.Identifier) and not col.this.quoted else None
+        if keyword is not None:  # SELECT user, current_role: reserved words, never a column
+            return Typed(keyword, False)
         s: Scope | None = scope
         while s is not None:
             if name in s.merged:
