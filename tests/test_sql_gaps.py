@@ -116,3 +116,33 @@ def test_quoted_keyword_is_a_name(catalog: Catalog, conn: psycopg.Connection) ->
     assert [p.message for p in problems] == ["table current_date does not exist"]
     with pytest.raises(psycopg.errors.UndefinedTable):
         conn.execute(sql)
+
+
+# -- ORDER BY a bare name: an output column first (PostgreSQL's findTargetlistEntrySQL92) --------
+
+ORDER_BY_OUTPUT = [
+    "SELECT a.name FROM writers a JOIN writers b ON a.id = b.id ORDER BY name",
+    "SELECT a.bio AS name FROM writers a JOIN writers b ON a.id = b.id ORDER BY name DESC",
+    "SELECT a.name AS label FROM writers a JOIN writers b ON a.id = b.id ORDER BY label, b.id",
+]
+
+
+@pytest.mark.parametrize("sql", ORDER_BY_OUTPUT)
+def test_order_by_output_column_name(sql: str, catalog: Catalog, conn: psycopg.Connection) -> None:
+    assert ours(analysed(sql, catalog)) == describe(conn, sql)
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        # In an expression the name is an input column again: a and b both have one.
+        "SELECT a.name FROM writers a JOIN writers b ON a.id = b.id ORDER BY name || ''",
+        # GROUP BY prefers the FROM item's column, which is ambiguous.
+        "SELECT a.name FROM writers a JOIN writers b ON a.id = b.id GROUP BY name",
+    ],
+)
+def test_ambiguous_input_column_is_still_an_error(sql: str, catalog: Catalog, conn: psycopg.Connection) -> None:
+    _, problems = analyze(sql, catalog)
+    assert any("ambiguous" in p.message for p in problems)
+    with pytest.raises(psycopg.errors.AmbiguousColumn):
+        conn.execute(sql)

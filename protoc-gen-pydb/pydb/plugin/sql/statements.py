@@ -104,6 +104,8 @@ class Statements(AnalyzerCore):
                         self.error(f"ORDER BY position {key.this} is not in select list", key)
                 elif isinstance(key, (exp.Literal, exp.Boolean, exp.Null)):
                     self.error("non-integer constant in ORDER BY", key)
+                elif isinstance(key, exp.Column) and not key.table and key.name in local.output:
+                    pass  # a bare name is an output column first (SQL92), even one FROM has twice
                 else:
                     self.infer(key, local, allow_output=True)
             if isinstance(distinct, exp.Distinct) and distinct.args.get("on") is not None:
