@@ -21,6 +21,8 @@ CREATE TABLE writers (
     bio text
 );
 CREATE TABLE events (id bigserial PRIMARY KEY, happened date NOT NULL);
+CREATE TABLE pens (writer_id bigint, colour text);
+CREATE TABLE books (writer_id bigint, title text);
 """
 
 
@@ -145,4 +147,35 @@ def test_ambiguous_input_column_is_still_an_error(sql: str, catalog: Catalog, co
     _, problems = analyze(sql, catalog)
     assert any("ambiguous" in p.message for p in problems)
     with pytest.raises(psycopg.errors.AmbiguousColumn):
+        conn.execute(sql)
+
+
+# -- JOIN ... USING (k) GROUP BY k: the merged column is one side's column ----------------------
+
+USING_GROUPED = [
+    "SELECT p.writer_id, count(b.title) FROM pens p JOIN books b USING (writer_id) GROUP BY writer_id",
+    "SELECT pens.writer_id, sum(books.writer_id) FROM pens JOIN books USING (writer_id) GROUP BY writer_id",
+    "SELECT p.writer_id FROM pens p LEFT JOIN books b USING (writer_id) GROUP BY writer_id",
+    "SELECT b.writer_id FROM pens p RIGHT JOIN books b USING (writer_id) GROUP BY writer_id",
+    "SELECT writer_id, count(*) FROM pens p JOIN books b USING (writer_id) GROUP BY p.writer_id",
+]
+
+USING_NOT_GROUPED = [
+    "SELECT b.writer_id FROM pens p JOIN books b USING (writer_id) GROUP BY writer_id",
+    "SELECT p.writer_id FROM pens p RIGHT JOIN books b USING (writer_id) GROUP BY writer_id",
+    "SELECT p.writer_id FROM pens p FULL JOIN books b USING (writer_id) GROUP BY writer_id",
+    "SELECT writer_id FROM pens p FULL JOIN books b USING (writer_id) GROUP BY p.writer_id",
+]
+
+
+@pytest.mark.parametrize("sql", USING_GROUPED)
+def test_using_column_groups_its_side(sql: str, catalog: Catalog, conn: psycopg.Connection) -> None:
+    assert ours(analysed(sql, catalog)) == describe(conn, sql)
+
+
+@pytest.mark.parametrize("sql", USING_NOT_GROUPED)
+def test_using_column_does_not_group_the_other_side(sql: str, catalog: Catalog, conn: psycopg.Connection) -> None:
+    _, problems = analyze(sql, catalog)
+    assert any("must appear in the GROUP BY clause" in p.message for p in problems)
+    with pytest.raises(psycopg.errors.GroupingError):
         conn.execute(sql)

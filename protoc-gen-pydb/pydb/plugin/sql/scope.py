@@ -98,6 +98,9 @@ class Scope:
     star: list[StarColumn] = field(default_factory=list)
     #: The columns JOIN ... USING merged: an unqualified reference to one is not ambiguous.
     merged: dict[str, Typed] = field(default_factory=dict)
+    #: The side's column a merged USING column is (inner and LEFT joins: the left one, RIGHT:
+    #: the right one; FULL: neither, it is a COALESCE), as SQL: grouping by one groups the other.
+    merged_as: dict[str, str] = field(default_factory=dict)
 
     def add_relation(self, rel: Relation) -> None:
         self.relations.append(rel)
@@ -227,6 +230,8 @@ class FromItems(AnalyzerCore):
             else:  # an inner join matched the two by equality: neither is NULL
                 merged.append(StarColumn(name, Typed(left.typed.type, False), left.sql))
             scope.merged[name] = merged[-1].typed
+            if side != "FULL":
+                scope.merged_as[name] = (right if side == "RIGHT" else left).sql
         scope.star = [
             *merged,
             *(c for c in left_star if c.name not in using),
