@@ -337,6 +337,14 @@ def describe(conn: psycopg.Connection[Any], sql: str, types: dict[int, str], enu
     if result.status != psycopg.pq.ExecStatus.COMMAND_OK:
         return Described((result.error_message or b"").decode(errors="replace").strip().split("\n")[0])
     described = pgconn.describe_prepared(b"")
+    # The first EXECUTE also plans: EXPLAIN EXECUTE (every parameter NULL) finds what only the
+    # planner checks (the ON CONFLICT arbiter), as tests/corpus/run.py does.
+    pgconn.prepare(b"differential_plan", sql.encode())
+    nulls = f"({', '.join('NULL' for _ in range(described.nparams))})" if described.nparams else ""
+    planned = pgconn.exec_(f"EXPLAIN EXECUTE differential_plan{nulls}".encode())
+    pgconn.exec_(b"DEALLOCATE differential_plan")
+    if planned.status not in (psycopg.pq.ExecStatus.COMMAND_OK, psycopg.pq.ExecStatus.TUPLES_OK):
+        return Described((planned.error_message or b"").decode(errors="replace").strip().split("\n")[0])
     oids = [described.param_type(i) for i in range(described.nparams)] + [
         described.ftype(i) for i in range(described.nfields)
     ]
