@@ -179,3 +179,23 @@ def test_using_column_does_not_group_the_other_side(sql: str, catalog: Catalog, 
     assert any("must appear in the GROUP BY clause" in p.message for p in problems)
     with pytest.raises(psycopg.errors.GroupingError):
         conn.execute(sql)
+
+
+# -- date_trunc(@unit, x): sqlglot keeps the unit apart, PostgreSQL takes it first ---------------
+
+DATE_TRUNC = [
+    "SELECT date_trunc(@unit, happened) FROM events",
+    "SELECT date_trunc(@unit, happened)::text AS day, @unit AS unit FROM events",
+    "SELECT date_trunc(@unit, now(), @zone)",
+    "SELECT date_trunc(lower(@unit), happened) FROM events",
+    "SELECT d.day::text AS day, coalesce(c.n, 0) AS n"
+    " FROM (SELECT date_trunc(@unit, happened) AS day, count(*) AS n FROM events"
+    " WHERE happened BETWEEN @since AND @until GROUP BY 1) AS c"
+    " RIGHT JOIN (SELECT * FROM generate_series(@since, @until, concat('1 ', @unit)::interval)"
+    " AS day) AS d ON date_trunc(@unit, d.day) = c.day ORDER BY 1",
+]
+
+
+@pytest.mark.parametrize("sql", DATE_TRUNC)
+def test_date_trunc_unit_parameter(sql: str, catalog: Catalog, conn: psycopg.Connection) -> None:
+    assert ours(analysed(sql, catalog)) == describe(conn, sql)

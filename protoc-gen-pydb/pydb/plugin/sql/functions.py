@@ -47,11 +47,15 @@ class FunctionCalls(AnalyzerCore):
             return Typed(typed.type, True)
         if isinstance(node, exp.MakeInterval):
             return self.make_interval(node, scope)
-        if isinstance(node, (exp.TimestampTrunc, exp.DateTrunc)) and isinstance(node.args.get("unit"), exp.Var):
-            # date_trunc('day', ts): sqlglot keeps the unit apart; resolved as written (a date
-            # is truncated as a timestamptz, PostgreSQL's preferred type).
-            unit = exp.Literal.string(str(node.args["unit"].name).lower())
-            return self.call(node, "date_trunc", None, [unit, node.this], scope)
+        if isinstance(node, (exp.TimestampTrunc, exp.DateTrunc)) and isinstance(node.args.get("unit"), exp.Expr):
+            # date_trunc('day', ts) or date_trunc(@unit, ts [, zone]): sqlglot keeps the unit
+            # apart; resolved in PostgreSQL's argument order (a date is truncated as a
+            # timestamptz, PostgreSQL's preferred type).
+            unit = node.args["unit"]
+            if isinstance(unit, exp.Var):
+                unit = exp.Literal.string(str(unit.name).lower())
+            zone = node.args.get("zone")
+            return self.call(node, "date_trunc", None, [unit, node.this, *([zone] if zone else [])], scope)
         if isinstance(node, exp.ArrayAgg) and isinstance(node.this, exp.Order):
             # array_agg(x ORDER BY y): sqlglot wraps the argument in its ORDER BY.
             for ordered in node.this.expressions:
