@@ -23,6 +23,9 @@ CREATE TABLE writers (
 CREATE TABLE events (id bigserial PRIMARY KEY, happened date NOT NULL);
 CREATE TABLE pens (writer_id bigint, colour text);
 CREATE TABLE books (writer_id bigint, title text);
+CREATE FUNCTION add_writer(name text, bio text, OUT id bigint) LANGUAGE sql
+    AS $$ INSERT INTO writers (name, bio) VALUES (name, bio) RETURNING id $$;
+CREATE FUNCTION no_op(x int, OUT int) LANGUAGE sql AS $$ SELECT x $$;
 """
 
 
@@ -198,4 +201,23 @@ DATE_TRUNC = [
 
 @pytest.mark.parametrize("sql", DATE_TRUNC)
 def test_date_trunc_unit_parameter(sql: str, catalog: Catalog, conn: psycopg.Connection) -> None:
+    assert ours(analysed(sql, catalog)) == describe(conn, sql)
+
+
+# -- a function with one OUT parameter: in FROM its column is named after the parameter -----------
+
+ONE_OUT_PARAMETER = [
+    "SELECT * FROM add_writer(@name, @bio)",
+    "SELECT * FROM add_writer(@name, @bio) AS w",
+    "SELECT * FROM add_writer(@name, @bio) AS w (new_id)",
+    "SELECT w.id FROM add_writer(@name, @bio) AS w",
+    "SELECT w FROM add_writer(@name, @bio) AS w",
+    "SELECT add_writer(@name, @bio)",
+    "SELECT * FROM no_op(1)",
+    "SELECT * FROM no_op(1) n",
+]
+
+
+@pytest.mark.parametrize("sql", ONE_OUT_PARAMETER)
+def test_one_out_parameter_names_the_column(sql: str, catalog: Catalog, conn: psycopg.Connection) -> None:
     assert ours(analysed(sql, catalog)) == describe(conn, sql)

@@ -65,6 +65,8 @@ class AnalyzerCore(ABC):
         self.builtins = load_builtins()
         #: The OUT/TABLE columns of record-returning calls (by id of the node): a FROM item's columns.
         self.row_columns: dict[int, tuple[tuple[str, PgType], ...]] = {}
+        #: A call of a function with one named OUT parameter, by id: that name.
+        self.out_names: dict[int, str] = {}
 
     def error(self, message: str, node: exp.Expr | None = None, span: SqlSpan | None = None) -> None:
         if span is None and node is not None:

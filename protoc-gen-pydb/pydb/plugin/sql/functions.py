@@ -171,6 +171,8 @@ class FunctionCalls(AnalyzerCore):
             nullable = True
         if resolution.out_columns:
             self.row_columns[id(node)] = resolution.out_columns
+        elif resolution.sig.out_name:  # one OUT parameter: in FROM its column has its name
+            self.out_names[id(node)] = resolution.sig.out_name
         return Typed(resolution.result, nullable)
 
     def call_args(self, node: exp.Expr, count: int) -> list[exp.Expr] | None:

@@ -61,6 +61,8 @@ class Relation:
     own_columns: list[tuple[str, Typed]] = field(default_factory=list)
     #: A table's system columns (ctid, xmin, ...): found by name, never part of `*`.
     system: list[tuple[str, Typed]] = field(default_factory=list)
+    #: A function in FROM returning one value: a reference to its alias is that value.
+    scalar: bool = False
 
     def make_optional(self) -> None:
         if not self.optional:
@@ -337,7 +339,11 @@ class FromItems(AnalyzerCore):
         out = self.row_columns.get(id(func))
         if out is not None:  # jsonb_each(j): key, value; a function's OUT or TABLE columns
             return Relation(name, (name,), rename([(n, Typed(pgtype, True)) for n, pgtype in out], col_aliases))
-        return Relation(name, (name,), [(col_aliases[0] if col_aliases else name, typed)], incomplete=incomplete)
+        out_name = self.out_names.get(id(func))
+        if out_name:  # f(..., OUT id int): the column is id, NULL when the body assigns none
+            typed = Typed(typed.type, True)
+        column = col_aliases[0] if col_aliases else out_name or name
+        return Relation(name, (name,), [(column, typed)], incomplete=incomplete, scalar=True)
 
     def table(self, node: exp.Table, scope: Scope | None = None) -> Table | None:
         """The table `node` names: a qualified name in its schema, an unqualified one along the
@@ -403,6 +409,8 @@ class FromItems(AnalyzerCore):
             if allow_output and s is scope and name in s.output:
                 return s.output[name]
             whole_row = next((rel for rel in s.relations if name in rel.names), None)
+            if whole_row is not None and whole_row.scalar and whole_row.columns:
+                return whole_row.columns[0][1]
             if whole_row is not None:  # a whole-row reference: to_jsonb(t), SELECT c FROM customers c
                 return Typed(PgType("record"), whole_row.optional, tuple(whole_row.row_columns()))
             s = s.parent
