@@ -25,6 +25,10 @@ CREATE TABLE pens (writer_id bigint, colour text);
 CREATE TABLE books (writer_id bigint, title text);
 CREATE FUNCTION add_writer(name text, bio text, OUT id bigint) LANGUAGE sql
     AS $$ INSERT INTO writers (name, bio) VALUES (name, bio) RETURNING id $$;
+CREATE TABLE stamped (id bigserial PRIMARY KEY, label text NOT NULL, stamp text NOT NULL);
+CREATE FUNCTION fill_stamp() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN NEW.stamp := 'filled'; RETURN NEW; END $$;
+CREATE TRIGGER stamped_fill BEFORE INSERT ON stamped
+    FOR EACH ROW EXECUTE FUNCTION fill_stamp();
 CREATE FUNCTION no_op(x int, OUT int) LANGUAGE sql AS $$ SELECT x $$;
 """
 
@@ -221,3 +225,18 @@ ONE_OUT_PARAMETER = [
 @pytest.mark.parametrize("sql", ONE_OUT_PARAMETER)
 def test_one_out_parameter_names_the_column(sql: str, catalog: Catalog, conn: psycopg.Connection) -> None:
     assert ours(analysed(sql, catalog)) == describe(conn, sql)
+
+
+# -- an INSERT that leaves out a NOT NULL column: PostgreSQL prepares it (a trigger may fill it) --
+
+
+def test_insert_leaving_out_not_null_column_is_a_warning(catalog: Catalog, conn: psycopg.Connection) -> None:
+    sql = "INSERT INTO stamped (label) VALUES (@label) RETURNING id, stamp"
+    analysis, problems = analyze(sql, catalog)
+    assert analysis is not None
+    assert [(p.severity, "column stamp of public.stamped is NOT NULL" in p.message) for p in problems] == [
+        ("warning", True)
+    ]
+    assert ours(analysis) == describe(conn, sql)
+    # The BEFORE trigger sets it: the statement runs.
+    assert conn.execute("INSERT INTO stamped (label) VALUES ('x') RETURNING stamp").fetchone() == ("filled",)
