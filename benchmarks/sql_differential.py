@@ -654,8 +654,12 @@ def _run_plugin(case: Case, schema: str, rpcs: list[tuple[Rpc, dict[str, Any]]],
             prefix = f"{rpc.name}: "
             errors = [m.removeprefix(prefix) for path, m in diagnostics if m.startswith(prefix)]
             result["plugin"] = {"errors": errors, "schema_errors": schema_problems}
+    catalog, catalog_problems = build_catalog(schema)
+    # When every statement was set aside nothing went through the plugin: its catalog still
+    # says whether it takes the schema (a case whose only flaw is the schema).
+    if schema_problems is None:
+        schema_problems = [p.message for p in catalog_problems if p.severity == "error"]
     record["schema_plugin"] = schema_problems
-    catalog, _ = build_catalog(schema)
     for rpc, result in rpcs:
         plugin = result.get("plugin", {})
         rejected = bool(plugin.get("errors") or plugin.get("schema_errors") or plugin.get("internal_error"))
