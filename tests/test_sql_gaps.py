@@ -21,6 +21,7 @@ CREATE TABLE writers (
     bio text
 );
 CREATE TABLE events (id bigserial PRIMARY KEY, happened date NOT NULL);
+CREATE SEQUENCE ticket_numbers AS integer;
 CREATE TABLE pens (writer_id bigint, colour text);
 CREATE TABLE books (writer_id bigint, title text);
 CREATE FUNCTION add_writer(name text, bio text, OUT id bigint) LANGUAGE sql
@@ -59,6 +60,9 @@ SYSTEM_RELATIONS = [
     "SELECT c.relname, n.nspname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace",
     "SELECT * FROM pg_catalog.pg_type",
     "SELECT a.attname, a.attnotnull FROM pg_attribute a WHERE a.attrelid = @rel::regclass",
+    # A sequence is a relation too: its one row.
+    "SELECT last_value FROM ticket_numbers",
+    "SELECT * FROM public.ticket_numbers t WHERE t.is_called",
 ]
 
 
@@ -77,6 +81,8 @@ def test_system_catalog_not_null_is_pg_attribute_s(catalog: Catalog, conn: psyco
         ).fetchall()
     }
     assert not_null and {c.name for c in analysis.columns if not c.nullable} == not_null
+    sequence = analysed("SELECT * FROM ticket_numbers", catalog)
+    assert sequence.columns is not None and not any(c.nullable for c in sequence.columns)
     view = analysed("SELECT * FROM pg_tables", catalog)
     assert view.columns is not None and all(c.nullable for c in view.columns)
 

@@ -39,7 +39,7 @@ from .types import PgType
 _T = TypeVar("_T")
 
 #: pg_class.relkind, spelled out.
-RelationKind = Literal["table", "partitioned_table", "view", "materialized_view", "foreign_table"]
+RelationKind = Literal["table", "partitioned_table", "view", "materialized_view", "foreign_table", "sequence"]
 
 
 @dataclass(frozen=True)
@@ -166,7 +166,7 @@ class Catalog:
         # pg_catalog is searched right after pg_temp unless the search path places it.
         path = self.search_path if PG_CATALOG in self.search_path else (PG_CATALOG, *self.search_path)
         for q in candidates(schema, name, path, relation=True):
-            found = self.tables.get(str(q)) or builtin_relation(q.schema, q.name)
+            found = self.tables.get(str(q)) or builtin_relation(q.schema, q.name) or _sequence_relation(self, str(q))
             if found is not None:
                 return found
         return None
@@ -221,6 +221,19 @@ def build_catalog(sql: str) -> tuple[Catalog, list[Problem]]:
 
     catalog, problems = apply_schema([("", sql)])
     return catalog, [p for _, p in problems]
+
+
+def _sequence_relation(catalog: Catalog, key: str) -> Table | None:
+    """A sequence read as a relation (SELECT last_value FROM seq): its one row's columns."""
+    seq = catalog.sequences.get(key)
+    if seq is None:
+        return None
+    int8, boolean = PgType("int8"), PgType("bool")
+    columns = tuple(
+        Column(n, pgtype, True, False)
+        for n, pgtype in (("last_value", int8), ("log_cnt", int8), ("is_called", boolean))
+    )
+    return Table(seq.name.schema, seq.name.name, columns, kind="sequence")
 
 
 _RELKINDS: dict[str, RelationKind] = {
