@@ -217,6 +217,22 @@ KNOWN_DIFFERENCES: dict[tuple[str, str, str], tuple[str, str]] = {
 }
 
 
+#: Cases where the plugin still disagrees with PostgreSQL (issues 10 and 11), with the reason. Each is
+#: a strict xfail: it must keep failing, so whoever closes the gap unlists it.
+KNOWN_GAPS = {
+    "issue10_ifnull": "IFNULL(a, b) is accepted (sqlglot reads it as COALESCE); PostgreSQL: function ifnull does not exist",
+    "issue11_composite_types": "(location).street = @street: the parameter's type is not inferred from a composite field",
+    "issue11_extension_citext_insert": "text assigned to a citext column is refused; PostgreSQL casts it (assignment)",
+    "issue11_extension_trgm_operator": "pg_trgm's text % text operator is not in the catalog after CREATE EXTENSION pg_trgm",
+    "issue11_migration_statements": "ON CONFLICT (email) WHERE ... does not infer the partial unique index on (email)",
+    "issue11_network_and_bit_types": "inet's <<= operator: pydb cannot analyse the statement (sqlglot)",
+    # Not the plugin: this test applies schema.sql in one implicit transaction, not statement by
+    # statement as psql (and a migration tool) does.
+    "issue11_create_index_concurrently": "CREATE INDEX CONCURRENTLY cannot run inside this test's implicit transaction",
+    "issue11_psql_meta_lines": "psql meta-lines (\\restrict) reach PostgreSQL: this test does not apply the schema through psql",
+}
+
+
 SchemaDatabase = Callable[[Path], tuple[psycopg.Connection | None, str | None]]
 
 
@@ -258,7 +274,15 @@ def assert_same_signature(
             assert our_params[name] == pg_type, f"{key} @{name}: analyzer {our_params[name]}, PostgreSQL {pg_type}"
 
 
-@pytest.mark.parametrize("case", CASES)
+@pytest.mark.parametrize(
+    "case",
+    [
+        pytest.param(case, marks=pytest.mark.xfail(strict=True, reason=KNOWN_GAPS[case]))
+        if case in KNOWN_GAPS
+        else case
+        for case in CASES
+    ],
+)
 def test_postgres_agrees_with_the_case(corpus: Corpus, schema_database: SchemaDatabase, case: str) -> None:
     schema = corpus.schema_path(case)
     if not schema.is_file():

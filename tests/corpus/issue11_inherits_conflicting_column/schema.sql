@@ -1,0 +1,2 @@
+CREATE TABLE parent (id int, name text);
+CREATE TABLE child (name int) INHERITS (parent);
