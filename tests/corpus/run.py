@@ -276,7 +276,7 @@ DOC_GROUPS: list[tuple[str, str, set[str] | None]] = [
         {"syntax_error", "stray_comma", "two_statements", "unsupported_statement", "empty_query"}
         | {"select_star_without_from", "subquery_two_columns", "union_column_count", "where_not_boolean"}
         | {"values_length_mismatch", "order_by_constant", "distinct_on_order_mismatch"}
-        | {"issue10_syntax_error_token", "issue10_limit_comma", "issue11_network_and_bit_types"},
+        | {"issue10_syntax_error_token", "issue10_limit_comma", "issue11_inet_contained_operator"},
     ),
     (
         "Names: tables, columns, functions, types",
@@ -307,7 +307,7 @@ DOC_GROUPS: list[tuple[str, str, set[str] | None]] = [
         "INSERT, UPDATE and ON CONFLICT",
         "",
         {"null_into_not_null", "update_same_column_twice", "issue10_on_conflict_update_without_target"}
-        | {"issue11_migration_statements"},
+        | {"issue11_on_conflict_partial_index"},
     ),
     ("Parameters", "Every `@name` binds the request field `name`; its type comes from where it is used.", set()),
     (
@@ -318,14 +318,20 @@ DOC_GROUPS: list[tuple[str, str, set[str] | None]] = [
     ("Cardinality and options", "", None),
 ]
 _PREFIXES: dict[str, tuple[str, ...]] = {
-    "Schema files": ("schema_", "issue11_unknown_type_string", "issue11_inherits_", "issue11_duplicate_function"),
+    "Schema files": (
+        "schema_",
+        "issue11_unknown_type_string",
+        "issue11_inherits_",
+        "issue11_duplicate_function",
+        "issue11_do_block_ddl",
+    ),
     "Types, literals and operators": ("literal_",),
     "INSERT, UPDATE and ON CONFLICT": ("insert_", "on_conflict_"),
     "Parameters": (
         "param_",
         "enum_zero_not_unspecified_param",
         "issue10_param_",
-        "issue11_composite_types",
+        "issue11_composite_field_",
         "issue11_extension_citext_param",
     ),
     "Result columns": ("result_",),
