@@ -152,7 +152,7 @@ def test_a_crash_in_one_rpc_is_an_internal_error_naming_it(tmp_path: Path, monke
 def test_a_crash_reading_the_schema_is_an_internal_error_naming_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    def explode(files: object) -> object:
+    def explode(*args: object) -> object:
         raise ValueError("bad")
 
     monkeypatch.setattr(compiler, "load_catalog", explode)
