@@ -1,2 +1,2 @@
-CREATE TABLE parent (id int, name text);
-CREATE TABLE child (name int) INHERITS (parent);
+CREATE TABLE parent (id int, code text);
+CREATE TABLE child (code int) INHERITS (parent);
