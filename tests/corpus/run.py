@@ -286,7 +286,8 @@ DOC_GROUPS: list[tuple[str, str, set[str] | None]] = [
         | {"ambiguous_column", "duplicate_table_name", "cte_unknown_column", "cte_named_with_schema"}
         | {"using_not_on_both_sides", "update_unknown_column", "insert_unknown_column", "unknown_function"}
         | {"insert_unknown_column_no_suggestion", "unknown_cast_type", "unknown_cast_type_misspelt"}
-        | {"many_errors_one_run", "issue10_random_with_argument", "issue10_cast_to_unknown_type_string"},
+        | {"many_errors_one_run", "issue10_random_with_argument", "issue10_cast_to_unknown_type_string"}
+        | {"issue10_schema_qualified_function"},
     ),
     (
         "Types, literals and operators",
