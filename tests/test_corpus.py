@@ -30,6 +30,7 @@ from corpus.run import (
     CATALOGUE,
     CORPUS,
     DOC,
+    KNOWN_GAPS,
     ROOT,
     STDERR,
     Corpus,
@@ -219,24 +220,6 @@ KNOWN_DIFFERENCES: dict[tuple[str, str, str], tuple[str, str]] = {
     # A parameter assigned to a domain column is typed by the domain's base type; PostgreSQL describes
     # the domain (its NOT NULL and CHECK apply when the row is written either way).
     ("issue11_pg_dump_output", "PlaceOrder", "total"): ("numeric", "positive_money"),
-}
-
-
-#: Cases where the plugin still disagrees with PostgreSQL (issues 10 and 11), with the reason. Each is
-#: a strict xfail: it must keep failing, so whoever closes the gap unlists it.
-KNOWN_GAPS = {
-    "issue10_ifnull": "IFNULL(a, b) is accepted (sqlglot reads it as COALESCE); PostgreSQL: function ifnull does not exist",
-    "issue10_schema_qualified_function": "shop.order_count(...) defined in schema.sql is not found by its qualified name",
-    "issue11_composite_field_param": "(location).street = @street: no type is inferred from a composite type's field",
-    "issue11_composite_field_result": "(location).city: no type is inferred from a composite type's field",
-    "issue11_extension_citext_insert": "text assigned to a citext column is refused; PostgreSQL casts it (assignment)",
-    "issue11_extension_trgm_operator": "pg_trgm's text % text operator is not in the catalog after CREATE EXTENSION pg_trgm",
-    "issue11_on_conflict_partial_index": "ON CONFLICT (email) WHERE ... does not infer the partial unique index on (email)",
-    "issue11_inet_contained_operator": "inet's <<= operator: pydb cannot analyse the statement (sqlglot)",
-    # Not the plugin: this test applies schema.sql in one implicit transaction, not statement by
-    # statement as psql (and a migration tool) does.
-    "issue11_create_index_concurrently": "CREATE INDEX CONCURRENTLY cannot run inside this test's implicit transaction",
-    "issue11_psql_meta_lines": "psql meta-lines (\\restrict) reach PostgreSQL: this test does not apply the schema through psql",
 }
 
 

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import psycopg
 import pytest
-from corpus.run import ROOT, Corpus, postgres_error, proto_name
+from corpus.run import KNOWN_GAPS, ROOT, Corpus, postgres_error, proto_name
 from google.protobuf import descriptor_pb2
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -245,7 +245,8 @@ class Statement:
 
 def _statements() -> list[Statement]:
     out: list[Statement] = []
-    for case in GENERATING:
+    # A known gap already disagrees with PostgreSQL (or its schema needs psql): no differential start.
+    for case in (c for c in GENERATING if c not in KNOWN_GAPS):
         catalog = CORPUS.catalog(case)
         assert catalog is not None, case
         out.extend(
