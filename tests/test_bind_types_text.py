@@ -9,10 +9,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import grpc
 import psycopg
 import pytest
 from goldens.harness import generate, write_tree
 from pg import Cluster
+from pydb import runtime as rt
 from test_bind_runtime import HEADER, built, database, pb2, rpc
 
 #: (column, type as written in schema.sql, a value as its input text). Each column also has an
@@ -179,6 +181,11 @@ async def test_text_form_types_round_trip(
                 assert expected[c + "_a"] == [parsed[0], parsed[0]], c
             assert _as_dict(returned, samples) == expected
             assert _as_dict(got, samples) == expected
+            # A string PostgreSQL cannot parse as the column's type is the caller's error.
+            strict = next(c for c, t, _ in samples if t in ("inet", "ltree"))
+            with pytest.raises(psycopg.DataError) as refused:
+                await handlers.put_vals(conn, m.Vals(id=3, **{strict: "not a value of the type"}))
+            assert rt.status_for_db_error(refused.value)[0] is grpc.StatusCode.INVALID_ARGUMENT
             # NULLs: an unset optional field binds NULL and reads back unset; a NULL array is [].
             empty = await handlers.put_vals(conn, m.Vals(id=2))
             assert _as_dict(empty, samples) == {k: None if not k.endswith("_a") else [] for k in expected}
