@@ -337,6 +337,14 @@ def describe(conn: psycopg.Connection[Any], sql: str, types: dict[int, str], enu
     if result.status != psycopg.pq.ExecStatus.COMMAND_OK:
         return Described((result.error_message or b"").decode(errors="replace").strip().split("\n")[0])
     described = pgconn.describe_prepared(b"")
+    # The first EXECUTE also plans: EXPLAIN EXECUTE (every parameter NULL) finds what only the
+    # planner checks (the ON CONFLICT arbiter), as tests/corpus/run.py does.
+    pgconn.prepare(b"differential_plan", sql.encode())
+    nulls = f"({', '.join('NULL' for _ in range(described.nparams))})" if described.nparams else ""
+    planned = pgconn.exec_(f"EXPLAIN EXECUTE differential_plan{nulls}".encode())
+    pgconn.exec_(b"DEALLOCATE differential_plan")
+    if planned.status not in (psycopg.pq.ExecStatus.COMMAND_OK, psycopg.pq.ExecStatus.TUPLES_OK):
+        return Described((planned.error_message or b"").decode(errors="replace").strip().split("\n")[0])
     oids = [described.param_type(i) for i in range(described.nparams)] + [
         described.ftype(i) for i in range(described.nfields)
     ]
@@ -646,8 +654,12 @@ def _run_plugin(case: Case, schema: str, rpcs: list[tuple[Rpc, dict[str, Any]]],
             prefix = f"{rpc.name}: "
             errors = [m.removeprefix(prefix) for path, m in diagnostics if m.startswith(prefix)]
             result["plugin"] = {"errors": errors, "schema_errors": schema_problems}
+    catalog, catalog_problems = build_catalog(schema)
+    # When every statement was set aside nothing went through the plugin: its catalog still
+    # says whether it takes the schema (a case whose only flaw is the schema).
+    if schema_problems is None:
+        schema_problems = [p.message for p in catalog_problems if p.severity == "error"]
     record["schema_plugin"] = schema_problems
-    catalog, _ = build_catalog(schema)
     for rpc, result in rpcs:
         plugin = result.get("plugin", {})
         rejected = bool(plugin.get("errors") or plugin.get("schema_errors") or plugin.get("internal_error"))

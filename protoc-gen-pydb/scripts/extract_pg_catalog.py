@@ -23,6 +23,10 @@ Layout (each object type grouped by owner: "" for the core pg_catalog, else the 
   ops:    {owner: [[symbol, left ("" for prefix), right, result], ...]}
   casts:  {owner: [[source, target, context (i/a/e), method (f/b/i)], ...]}
   system_columns: [[name, type], ...]
+  relations: {"schema.relname": [relkind, [[column, type, not_null], ...]]}
+          the tables and views of pg_catalog and information_schema, columns in attnum order;
+          a domain-typed column (information_schema.sql_identifier) as its base type, which is
+          what PostgreSQL describes a result column as; not_null from pg_attribute.attnotnull
 Types are referred to by pg_type.typname (arrays as `_int4`).
 """
 
@@ -144,6 +148,22 @@ where a.attrelid = 'pg_class'::regclass and a.attnum < 0 order by a.attnum desc
 """
 
 
+# The system catalogs and views statements may read (pg_tables, pg_stat_activity,
+# information_schema.columns, ...), not those an extension adds.
+RELATIONS = f"""
+select n.nspname || '.' || c.relname, c.relkind::text,
+       (select json_agg(json_build_array(a.attname,
+                                         case when t.typtype = 'd' then b.typname else t.typname end,
+                                         case when a.attnotnull then 1 else 0 end) order by a.attnum)
+        from pg_attribute a join pg_type t on t.oid = a.atttypid left join pg_type b on b.oid = t.typbasetype
+        where a.attrelid = c.oid and a.attnum > 0 and not a.attisdropped)
+from pg_class c join pg_namespace n on n.oid = c.relnamespace
+where n.nspname in ('pg_catalog', 'information_schema') and c.relkind in ('r', 'v', 'm', 'p', 'f')
+  and {OWNER.format(catalog="pg_class", obj="c")} = ''
+order by 1
+"""
+
+
 def sort_ops(conn: psycopg.Connection[Any], row: tuple[Any, ...]) -> str:
     """Ask PostgreSQL whether ORDER BY / GROUP BY of a value of the type (and of its array)
     find an ordering / equality operator: "could not identify an ordering operator for type json"."""
@@ -214,6 +234,7 @@ def extract(dsn: str) -> dict[str, Any]:
             ops = conn.execute(OPERATORS, params).fetchall()
             casts = conn.execute(CASTS).fetchall()
             syscols = conn.execute(SYSTEM_COLUMNS).fetchall()
+            relations = conn.execute(RELATIONS).fetchall()
     finally:
         with psycopg.connect(dsn, autocommit=True) as admin:
             admin.execute(f'drop database if exists "{scratch}" with (force)')
@@ -229,6 +250,9 @@ def extract(dsn: str) -> dict[str, Any]:
         "ops": grouped(ops),
         "casts": grouped(casts),
         "system_columns": [list(row) for row in syscols],
+        "relations": {
+            name: [kind, json.loads(cols) if isinstance(cols, str) else cols] for name, kind, cols in relations
+        },
     }
 
 

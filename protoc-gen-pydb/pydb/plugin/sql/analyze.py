@@ -156,7 +156,7 @@ def analyze(
         return None, list(grammar.problems)
     analyzer = Analyzer(sql, catalog, grammar, nullable_params)
     result = analyzer.analyze()
-    return result, analyzer.problems
+    return result, [*analyzer.problems, *analyzer.warnings]
 
 
 def _result_column(name: str, typed: Typed, span: SqlSpan | None) -> ResultColumn:

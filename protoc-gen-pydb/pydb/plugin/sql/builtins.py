@@ -18,6 +18,8 @@ Public API:
     Builtins.display(PgType) -> str              PostgreSQL's format_type: "integer", "character varying[]"
     Builtins.system_columns -> tuple[tuple[str, PgType], ...]   ctid, xmin, cmin, xmax, cmax, tableoid
     Builtins.extension(name) -> Extension | None   its functions, operators, types, casts
+    Builtins.relation(schema, name) -> BuiltinRelation | None   a table or view of pg_catalog or
+        information_schema (pg_tables, pg_stat_activity, information_schema.columns, ...)
     Builtins.extension_names -> tuple[str, ...]
     SchemaTypes(builtins, types=[TypeInfo...], casts=[CastSig...])   built-ins + schema domains,
         composites, enums and casts: an `env` for resolve.py (type_info, cast, display)
@@ -103,6 +105,20 @@ class TypeInfo:
     equality: bool | None = None
     array_orderable: bool | None = None  # the same for its array type
     array_equality: bool | None = None
+
+
+#: The schemas whose relations the data file describes.
+BUILTIN_RELATION_SCHEMAS = ("pg_catalog", "information_schema")
+
+
+@dataclass(frozen=True)
+class BuiltinRelation:
+    """A system catalog or view: pg_class.relkind and its columns (name, type, NOT NULL)."""
+
+    schema: str
+    name: str
+    relkind: str
+    columns: tuple[tuple[str, PgType, bool], ...]
 
 
 @dataclass(frozen=True)
@@ -344,6 +360,10 @@ class Builtins:
         """Every table's hidden columns, in attnum order -1, -2, ...: ctid, xmin, cmin, xmax, cmax, tableoid."""
         return tuple((name, self._data.pgtype(t)) for name, t in self._data.raw["system_columns"])
 
+    def relation(self, schema: str, name: str) -> BuiltinRelation | None:
+        """The table or view `schema.name` of pg_catalog or information_schema, if there is one."""
+        return _relation(schema, name)
+
     def extension(self, name: str) -> Extension | None:
         """The functions, operators, types and casts extension `name` adds; None if unknown."""
         return _extension(name)
@@ -402,6 +422,16 @@ def _extension(name: str) -> Extension | None:
         types=tuple(info for row in raw["types"].get(name, ()) if (info := data.info(row[0])) is not None),
         casts=tuple(data.cast_sig(name, row) for row in raw["casts"].get(name, ())),
     )
+
+
+@functools.cache
+def _relation(schema: str, name: str) -> BuiltinRelation | None:
+    data = _data()
+    found = data.raw["relations"].get(f"{schema}.{name}")
+    if found is None:
+        return None
+    relkind, columns = found
+    return BuiltinRelation(schema, name, relkind, tuple((c, data.pgtype(t), bool(nn)) for c, t, nn in columns))
 
 
 @functools.cache

@@ -12,7 +12,9 @@ with `pg_catalog` searched first for types and functions); `schema=None` means u
 - `catalog.table(schema, name)` -> `Table | None` (tables, partitioned tables, views,
   materialized views); `catalog.table("s.t")` / `catalog.table("t")` still work (legacy form).
 - `catalog.type(schema, name)` -> `PgType | None`: the type a column of that name has (built-in,
-  enum, domain (its base type), composite, range, extension type).
+  enum, domain (its base type), composite, range, extension type). `name` as pg_type spells it
+  (`int4`, `_int4` for its array), as PostgreSQL's parser hands it over; SQL spellings such as
+  `integer` are `builtins.load_builtins().type_named`'s.
 - `catalog.functions(schema, name)` -> every `FunctionSig` of that name the resolver may
   choose from (schema-declared functions and procedures, and installed extensions' functions).
 - `catalog.enum(schema, name)`, `catalog.domain(...)`, `catalog.composite(...)`,
@@ -25,12 +27,13 @@ are their `str()` (`schema.name`). Never re-implement the `public` rule: call th
 from __future__ import annotations
 
 import difflib
+import functools
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal, TypeVar
 
 from ..diagnostics import Problem
-from .builtins import load_builtins
+from .builtins import BUILTIN_RELATION_SCHEMAS, load_builtins
 from .names import DEFAULT_SEARCH_PATH, PG_CATALOG, QualifiedName, candidates
 from .signatures import FunctionSig, OperatorSig
 from .types import PgType
@@ -38,7 +41,7 @@ from .types import PgType
 _T = TypeVar("_T")
 
 #: pg_class.relkind, spelled out.
-RelationKind = Literal["table", "partitioned_table", "view", "materialized_view", "foreign_table"]
+RelationKind = Literal["table", "partitioned_table", "view", "materialized_view", "foreign_table", "sequence"]
 
 
 @dataclass(frozen=True)
@@ -162,8 +165,13 @@ class Catalog:
             schema, dot, name = legacy.rpartition(".")
             if not dot:
                 schema = None
-        # pg_catalog relations are not modelled: pg_temp and the search path decide.
-        return self._find(schema, name, self.tables, relation=True)
+        # pg_catalog is searched right after pg_temp unless the search path places it.
+        path = self.search_path if PG_CATALOG in self.search_path else (PG_CATALOG, *self.search_path)
+        for q in candidates(schema, name, path, relation=True):
+            found = self.tables.get(str(q)) or builtin_relation(q.schema, q.name) or _sequence_relation(self, str(q))
+            if found is not None:
+                return found
+        return None
 
     def type(self, schema: str | None, name: str) -> PgType | None:
         """The type a value of this type name has: a built-in (pg_catalog first, as PostgreSQL
@@ -215,6 +223,41 @@ def build_catalog(sql: str) -> tuple[Catalog, list[Problem]]:
 
     catalog, problems = apply_schema([("", sql)])
     return catalog, [p for _, p in problems]
+
+
+def _sequence_relation(catalog: Catalog, key: str) -> Table | None:
+    """A sequence read as a relation (SELECT last_value FROM seq): its one row's columns."""
+    seq = catalog.sequences.get(key)
+    if seq is None:
+        return None
+    int8, boolean = PgType("int8"), PgType("bool")
+    columns = tuple(
+        Column(n, pgtype, True, False)
+        for n, pgtype in (("last_value", int8), ("log_cnt", int8), ("is_called", boolean))
+    )
+    return Table(seq.name.schema, seq.name.name, columns, kind="sequence")
+
+
+_RELKINDS: dict[str, RelationKind] = {
+    "r": "table",
+    "p": "partitioned_table",
+    "v": "view",
+    "m": "materialized_view",
+    "f": "foreign_table",
+}
+
+
+@functools.cache
+def builtin_relation(schema: str, name: str) -> Table | None:
+    """A table or view of pg_catalog or information_schema (pg_tables, information_schema.columns),
+    from the data extracted from PostgreSQL 15: NOT NULL where pg_attribute says so."""
+    if schema not in BUILTIN_RELATION_SCHEMAS:
+        return None
+    found = load_builtins().relation(schema, name)
+    if found is None:
+        return None
+    columns = tuple(Column(c, pgtype, not_null, has_default=False) for c, pgtype, not_null in found.columns)
+    return Table(schema, name, columns, kind=_RELKINDS[found.relkind])
 
 
 def builtin_type(name: str) -> PgType | None:

@@ -65,11 +65,19 @@ class AnalyzerCore(ABC):
         self.builtins = load_builtins()
         #: The OUT/TABLE columns of record-returning calls (by id of the node): a FROM item's columns.
         self.row_columns: dict[int, tuple[tuple[str, PgType], ...]] = {}
+        #: A call of a function with one named OUT parameter, by id: that name.
+        self.out_names: dict[int, str] = {}
+        self.warnings: list[Problem] = []
 
     def error(self, message: str, node: exp.Expr | None = None, span: SqlSpan | None = None) -> None:
         if span is None and node is not None:
             span = self.span(node)
         self.problems.append(Problem(message, span))
+
+    def warn(self, message: str, node: exp.Expr | None = None) -> None:
+        """What PostgreSQL prepares but may fail when run: reported apart from `problems`, so
+        no check that waits for an error-free statement is held back by it."""
+        self.warnings.append(Problem(message, self.span(node) if node is not None else None, "warning"))
 
     def span(self, node: exp.Expr) -> SqlSpan | None:
         """Where `node` stands in the statement. sqlglot places identifiers and literals but

@@ -337,6 +337,7 @@ def create_function(state: State, node: PgNode) -> None:
             outs.append((param.name or f"column{len(outs) + 1}", ptype))
         if param.mode != FunctionParameterMode.FUNC_PARAM_TABLE:
             call_args.append((param.name or "", ptype))
+    out_names = [p.name or "" for p in node.parameters or () if p.mode in _OUTPUT_MODES]
     returns_set = bool(node.returnType is not None and node.returnType.setof)
     if node.returnType is not None and not (outs and _is_record(node.returnType)):
         return_type = state.resolve_type(node.returnType, f"result of {name}")
@@ -369,6 +370,7 @@ def create_function(state: State, node: PgNode) -> None:
         volatility=volatility,
         strict=strict,
         call_args=tuple(call_args) if node.is_procedure else (),
+        out_name=out_names[0] if len(out_names) == 1 else "",
     )
     key = f"{created_in}.{name}"
     sigs = state.routines.setdefault(key, [])

@@ -8,6 +8,8 @@ from collections.abc import Callable
 from pglast import ast
 from sqlglot import exp
 
+from .types import TIMESTAMPTZ, PgType
+
 _FUNC_ALIASES = {
     "currenttimestamp": "now",
     "arrayagg": "array_agg",
@@ -42,6 +44,22 @@ _FUNC_ALIASES = {
     "uuid": "gen_random_uuid",
     "pow": "power",
     "length": "length",
+}
+
+
+#: The same keywords by name, for where sqlglot reads one as a column or a table (`SELECT user`,
+#: `FROM current_date`): reserved words in PostgreSQL, so unquoted they are never a name.
+SQL_VALUE_KEYWORDS: dict[str, PgType] = {
+    "current_date": PgType("date"),
+    "current_time": PgType("timetz"),
+    "current_timestamp": TIMESTAMPTZ,
+    "localtime": PgType("time"),
+    "localtimestamp": PgType("timestamp"),
+    "current_role": PgType("name"),
+    "current_user": PgType("name"),
+    "session_user": PgType("name"),
+    "user": PgType("name"),
+    "current_catalog": PgType("name"),
 }
 
 

@@ -47,11 +47,15 @@ class FunctionCalls(AnalyzerCore):
             return Typed(typed.type, True)
         if isinstance(node, exp.MakeInterval):
             return self.make_interval(node, scope)
-        if isinstance(node, (exp.TimestampTrunc, exp.DateTrunc)) and isinstance(node.args.get("unit"), exp.Var):
-            # date_trunc('day', ts): sqlglot keeps the unit apart; resolved as written (a date
-            # is truncated as a timestamptz, PostgreSQL's preferred type).
-            unit = exp.Literal.string(str(node.args["unit"].name).lower())
-            return self.call(node, "date_trunc", None, [unit, node.this], scope)
+        if isinstance(node, (exp.TimestampTrunc, exp.DateTrunc)) and isinstance(node.args.get("unit"), exp.Expr):
+            # date_trunc('day', ts) or date_trunc(@unit, ts [, zone]): sqlglot keeps the unit
+            # apart; resolved in PostgreSQL's argument order (a date is truncated as a
+            # timestamptz, PostgreSQL's preferred type).
+            unit = node.args["unit"]
+            if isinstance(unit, exp.Var):
+                unit = exp.Literal.string(str(unit.name).lower())
+            zone = node.args.get("zone")
+            return self.call(node, "date_trunc", None, [unit, node.this, *([zone] if zone else [])], scope)
         if isinstance(node, exp.ArrayAgg) and isinstance(node.this, exp.Order):
             # array_agg(x ORDER BY y): sqlglot wraps the argument in its ORDER BY.
             for ordered in node.this.expressions:
@@ -167,6 +171,8 @@ class FunctionCalls(AnalyzerCore):
             nullable = True
         if resolution.out_columns:
             self.row_columns[id(node)] = resolution.out_columns
+        elif resolution.sig.out_name:  # one OUT parameter: in FROM its column has its name
+            self.out_names[id(node)] = resolution.sig.out_name
         return Typed(resolution.result, nullable)
 
     def call_args(self, node: exp.Expr, count: int) -> list[exp.Expr] | None:
@@ -275,9 +281,14 @@ _SQL_VALUE_FUNCTIONS: dict[type[exp.Expr], PgType] = {
     exp.CurrentDate: PgType("date"),
     exp.CurrentTime: PgType("timetz"),
     exp.CurrentTimestamp: t.TIMESTAMPTZ,
+    exp.Localtime: PgType("time"),
     exp.Localtimestamp: PgType("timestamp"),
     exp.CurrentUser: PgType("name"),
+    exp.SessionUser: PgType("name"),
+    exp.CurrentRole: PgType("name"),
+    exp.CurrentCatalog: PgType("name"),
 }
+
 
 #: Window functions that always have a value (the others read a row that may not exist).
 _WINDOW_NOT_NULL = frozenset({"row_number", "rank", "dense_rank", "percent_rank", "cume_dist", "ntile"})

@@ -74,6 +74,10 @@ class Grouping(AnalyzerCore):
                 g = next((e for e in node.expressions if isinstance(e, exp.Alias) and e.alias == g.name), g)
             g = g.this if isinstance(g, exp.Alias) else g
             grouped_sql.add(g.sql(dialect="postgres"))
+            # JOIN ... USING (k) GROUP BY k groups t1.k too, and GROUP BY t1.k groups k.
+            if isinstance(g, exp.Column) and not g.table and g.name in scope.merged_as:
+                grouped_sql.add(scope.merged_as[g.name])
+            grouped_sql.update(name for name, sql in scope.merged_as.items() if sql == g.sql(dialect="postgres"))
             if isinstance(g, exp.Column):
                 rel = owner(g, scope)
                 if rel is not None:
@@ -82,6 +86,14 @@ class Grouping(AnalyzerCore):
         items = [*results, *([o for o in order.expressions] if order is not None else [])]
         for item in items:
             for col in _free_columns(item.this if isinstance(item, exp.Alias) else item, grouped_sql):
+                if not col.table and col.name in scope.merged:  # a USING column: one side's, or a COALESCE
+                    if scope.merged_as.get(col.name) not in grouped_sql:
+                        self.error(
+                            f"column {col.name} must appear in the GROUP BY clause or be used in an aggregate function",
+                            col,
+                        )
+                        return
+                    continue
                 rel = owner(col, scope)
                 if rel is None or (id(rel), col.name) in grouped_cols:
                     continue

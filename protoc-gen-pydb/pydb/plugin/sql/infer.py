@@ -302,7 +302,11 @@ class ExpressionInference(AnalyzerCore):
             try:
                 target = t.resolve_datatype(to, self.catalog.enums)
             except UnknownType as err:
-                self.error(f"type {err} does not exist", to)
+                # A type sqlglot has no name for (regclass, a domain, an extension's type).
+                schema, _, name = str(err).rpartition(".")
+                target = self.catalog.type(schema or None, name)
+                if target is None:
+                    self.error(f"type {err} does not exist", to)
         inner = node.this
         if isinstance(inner, exp.Parameter):
             self.bind(inner, target)

@@ -10,12 +10,12 @@ from sqlglot import exp
 
 from ..diagnostics import SqlSpan
 from . import types as t
-from .builtins import load_builtins
+from .builtins import BUILTIN_RELATION_SCHEMAS, load_builtins
 from .catalog import Catalog, Table
 from .coerce import ResolveError, common_type
 from .coercion import describe
 from .context import AnalyzerCore, suggest
-from .funcnames import function_name
+from .funcnames import SQL_VALUE_KEYWORDS, function_name
 from .names import quote_ident
 from .types import PgType
 
@@ -61,6 +61,8 @@ class Relation:
     own_columns: list[tuple[str, Typed]] = field(default_factory=list)
     #: A table's system columns (ctid, xmin, ...): found by name, never part of `*`.
     system: list[tuple[str, Typed]] = field(default_factory=list)
+    #: A function in FROM returning one value: a reference to its alias is that value.
+    scalar: bool = False
 
     def make_optional(self) -> None:
         if not self.optional:
@@ -98,6 +100,9 @@ class Scope:
     star: list[StarColumn] = field(default_factory=list)
     #: The columns JOIN ... USING merged: an unqualified reference to one is not ambiguous.
     merged: dict[str, Typed] = field(default_factory=dict)
+    #: The side's column a merged USING column is (inner and LEFT joins: the left one, RIGHT:
+    #: the right one; FULL: neither, it is a COALESCE), as SQL: grouping by one groups the other.
+    merged_as: dict[str, str] = field(default_factory=dict)
 
     def add_relation(self, rel: Relation) -> None:
         self.relations.append(rel)
@@ -227,6 +232,8 @@ class FromItems(AnalyzerCore):
             else:  # an inner join matched the two by equality: neither is NULL
                 merged.append(StarColumn(name, Typed(left.typed.type, False), left.sql))
             scope.merged[name] = merged[-1].typed
+            if side != "FULL":
+                scope.merged_as[name] = (right if side == "RIGHT" else left).sql
         scope.star = [
             *merged,
             *(c for c in left_star if c.name not in using),
@@ -250,6 +257,12 @@ class FromItems(AnalyzerCore):
         col_aliases = [c.name for c in alias.columns] if isinstance(alias, exp.TableAlias) else []
         if isinstance(source, exp.Table) and isinstance(source.this, exp.Identifier):
             name = source.name
+            keyword = None if source.this.quoted or source.args.get("db") else SQL_VALUE_KEYWORDS.get(name)
+            if keyword is not None:  # FROM current_date: a function, its one column named after it
+                rel_name = alias_name or name
+                return Relation(
+                    rel_name, (rel_name,), [(col_aliases[0] if col_aliases else rel_name, Typed(keyword, False))]
+                )
             if not source.args.get("db"):
                 cte = scope.cte(name)
                 if cte is not None:
@@ -326,7 +339,11 @@ class FromItems(AnalyzerCore):
         out = self.row_columns.get(id(func))
         if out is not None:  # jsonb_each(j): key, value; a function's OUT or TABLE columns
             return Relation(name, (name,), rename([(n, Typed(pgtype, True)) for n, pgtype in out], col_aliases))
-        return Relation(name, (name,), [(col_aliases[0] if col_aliases else name, typed)], incomplete=incomplete)
+        out_name = self.out_names.get(id(func))
+        if out_name:  # f(..., OUT id int): the column is id, NULL when the body assigns none
+            typed = Typed(typed.type, True)
+        column = col_aliases[0] if col_aliases else out_name or name
+        return Relation(name, (name,), [(column, typed)], incomplete=incomplete, scalar=True)
 
     def table(self, node: exp.Table, scope: Scope | None = None) -> Table | None:
         """The table `node` names: a qualified name in its schema, an unqualified one along the
@@ -338,7 +355,7 @@ class FromItems(AnalyzerCore):
             if schema is not None and scope is not None and scope.cte(node.name) is not None:
                 self.error(f"table {written} does not exist (a WITH query is named without a schema)", node)
                 return None
-            if schema is not None and schema not in self.catalog.schemas:
+            if schema is not None and schema not in self.catalog.schemas and schema not in BUILTIN_RELATION_SCHEMAS:
                 self.error(f"schema {schema} does not exist{suggest(schema, sorted(self.catalog.schemas))}", node)
             else:
                 self.error(f"table {written} does not exist{_suggest_table(schema, node.name, self.catalog)}", node)
@@ -373,6 +390,9 @@ class FromItems(AnalyzerCore):
                 )
                 return Typed(None, True)
             return typed
+        keyword = SQL_VALUE_KEYWORDS.get(name) if isinstance(col.this, exp.Identifier) and not col.this.quoted else None
+        if keyword is not None:  # SELECT user, current_role: reserved words, never a column
+            return Typed(keyword, False)
         s: Scope | None = scope
         while s is not None:
             if name in s.merged:
@@ -389,6 +409,8 @@ class FromItems(AnalyzerCore):
             if allow_output and s is scope and name in s.output:
                 return s.output[name]
             whole_row = next((rel for rel in s.relations if name in rel.names), None)
+            if whole_row is not None and whole_row.scalar and whole_row.columns:
+                return whole_row.columns[0][1]
             if whole_row is not None:  # a whole-row reference: to_jsonb(t), SELECT c FROM customers c
                 return Typed(PgType("record"), whole_row.optional, tuple(whole_row.row_columns()))
             s = s.parent

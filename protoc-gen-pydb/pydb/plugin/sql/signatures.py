@@ -50,6 +50,9 @@ class FunctionSig:
     #: A procedure's every parameter (IN, INOUT, OUT, VARIADIC), in order, as (name, type): since
     #: PostgreSQL 14, CALL passes OUT parameters too and resolution matches all of them.
     call_args: tuple[tuple[str, PgType], ...] = ()
+    #: The name of a function's one OUT parameter: the column `SELECT * FROM f(...)` yields is
+    #: named so (not after the function or its alias). "" when it has none or it is unnamed.
+    out_name: str = ""
 
 
 @dataclass(frozen=True)

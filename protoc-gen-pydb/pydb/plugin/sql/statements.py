@@ -104,6 +104,8 @@ class Statements(AnalyzerCore):
                         self.error(f"ORDER BY position {key.this} is not in select list", key)
                 elif isinstance(key, (exp.Literal, exp.Boolean, exp.Null)):
                     self.error("non-integer constant in ORDER BY", key)
+                elif isinstance(key, exp.Column) and not key.table and key.name in local.output:
+                    pass  # a bare name is an output column first (SQL92), even one FROM has twice
                 else:
                     self.infer(key, local, allow_output=True)
             if isinstance(distinct, exp.Distinct) and distinct.args.get("on") is not None:
@@ -238,8 +240,10 @@ class Statements(AnalyzerCore):
         named = {n for n, _ in columns}
         for col in table.columns:
             if col.not_null and not col.has_default and col.name not in named:
-                self.error(
-                    f"column {col.name} of {table.qualified} is NOT NULL and has no default, but the INSERT does not set it",
+                # PostgreSQL prepares it: a BEFORE INSERT trigger may set the column.
+                self.warn(
+                    f"column {col.name} of {table.qualified} is NOT NULL and has no default, but the INSERT does not "
+                    "set it: it fails when run unless a trigger sets it",
                     target_node,
                 )
         source = node.expression
