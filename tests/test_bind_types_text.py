@@ -229,8 +229,8 @@ async def _advisory_locks(conn: psycopg.AsyncConnection[Any]) -> list[int]:
 
 async def test_void_columns_are_skipped(pg_server: tuple[str, Cluster | None], tmp_path: Path) -> None:
     """`SELECT pg_advisory_lock(@id)` under ONE / OPTIONAL (an empty message, google.protobuf.Empty
-    or one's own), MANY (one empty
-    message per row), EXEC (nothing), and beside other columns (they fill their fields)."""
+    or one's own), MANY (one empty message per row), EXEC (nothing), and beside other columns
+    (they fill their fields)."""
     with (
         built(tmp_path, "bind_void.v1", VOID_PROTO, VOID_SCHEMA) as handlers,
         database(pg_server, tmp_path, VOID_SCHEMA) as url,
