@@ -246,3 +246,19 @@ def test_insert_leaving_out_not_null_column_is_a_warning(catalog: Catalog, conn:
     assert ours(analysis) == describe(conn, sql)
     # The BEFORE trigger sets it: the statement runs.
     assert conn.execute("INSERT INTO stamped (label) VALUES ('x') RETURNING stamp").fetchone() == ("filled",)
+
+
+# -- ON CONFLICT without a matching unique index: PostgreSQL prepares it, and plans it never ------
+
+
+def test_on_conflict_without_arbiter_fails_every_execution(catalog: Catalog, conn: psycopg.Connection) -> None:
+    """PREPARE (parse analysis) takes it; the planner looks for the arbiter index, so the first
+    EXECUTE, whatever the values, fails: the analyzer rejects it, as a compiler should."""
+    sql = "INSERT INTO writers (name, bio) VALUES ('a', 'b') ON CONFLICT (name) DO UPDATE SET bio = excluded.bio"
+    _, problems = analyze(sql, catalog)
+    assert [p.severity for p in problems if "no unique or exclusion constraint" in p.message] == ["error"]
+    assert conn.pgconn.prepare(b"", sql.encode()).status == psycopg.pq.ExecStatus.COMMAND_OK
+    with pytest.raises(psycopg.errors.InvalidColumnReference):
+        conn.execute(f"EXPLAIN {sql}")
+    arbiter = "INSERT INTO writers (id, name) VALUES (@id, @name) ON CONFLICT (id) DO UPDATE SET name = excluded.name"
+    assert ours(analysed(arbiter, catalog)) == describe(conn, arbiter)
