@@ -14,6 +14,8 @@ TARGETS = {
     "single_ratio": 0.35,
     "batched_tasks_per_s": 12_000,
     "backlog_ratio": 1.5,
+    "fleet_ratio": 0.5,
+    "bulk_enqueue_tasks_per_s": 20_000,
 }
 
 
@@ -64,6 +66,17 @@ def headline(r: Json) -> list[tuple[str, str, str, str]]:
         rows.append(("Batched (ClaimTasks 100 + CompleteTasks) through gRPC",
                      f"{b['tool']['tasks_per_s']:,.0f} tasks/s (pgbench {b['pgbench']['tasks_per_s']:,.0f}, N={b['clients']})",
                      "≥ 12,000 tasks/s", _met(b["tool"]["tasks_per_s"] >= TARGETS["batched_tasks_per_s"])))  # fmt: skip
+    fl = r.get("fleet")
+    if fl:
+        f, b = fl["fleet_batched"], fl["batched_path"]
+        rows.append((f"Fleet end to end (no-op, {fl['tasks']:,} queued, concurrency {fl['concurrency']}, 1 process) vs batched path, same run",
+                     f"{f['tasks_per_s']:,.0f} vs {b['tasks_per_s']:,.0f} tasks/s = {fl['ratio_fleet_to_batched_path']:.2f}x "
+                     f"(one report per task: {fl['fleet_one_report_per_task']['tasks_per_s']:,.0f})",
+                     "≥ 0.5x", _met(fl["ratio_fleet_to_batched_path"] >= TARGETS["fleet_ratio"])))  # fmt: skip
+        e = fl["enqueue_bulk_500"]
+        rows.append(("Bulk enqueue through gRPC (QueueTasks, batches of 500)",
+                     f"{e['tasks_per_s']:,.0f} tasks/s (QueueTask one by one: {fl['enqueue_single']['tasks_per_s']:,.0f})",
+                     "≥ 20,000 tasks/s", _met(e["tasks_per_s"] >= TARGETS["bulk_enqueue_tasks_per_s"])))  # fmt: skip
     bl = r.get("backlog")
     if bl:
         sw = bl["sweep"]
@@ -321,6 +334,38 @@ def _events(r: Json) -> list[str]:
     return [*out, ""]
 
 
+def _fleet(r: Json) -> list[str]:
+    fl = r["fleet"]
+    rows = (
+        ("fleet, batched reports (CompleteTasks / FailTasks)", fl["fleet_batched"]),
+        ("fleet, one report per task (report_batch=1)", fl["fleet_one_report_per_task"]),
+    )
+    out = [
+        "## 6. The worker fleet end to end, and bulk enqueue",
+        "",
+        f"One worker process (`WorkerFleet`, no-op tool, concurrency {fl['concurrency']}, LISTEN wake) drains "
+        f"{fl['tasks']:,} tasks queued beforehand; tasks/s from its first claim to its last report. Beside it, in the "
+        f"same run, the batched path (ClaimTasks {fl['batched_path']['batch']} + CompleteTasks, "
+        f"{fl['batched_path']['clients']} loops in two processes). Server, worker, clients and PostgreSQL share the machine.",
+        "",
+        "| Path | Tasks/s | Report statements |",
+        "|---|---|---|",
+    ]
+    out += [f"| {name} | {x['tasks_per_s']:,.0f} | {x['report_batches']:,} |" for name, x in rows]
+    out.append(f"| batched path (ClaimTasks + CompleteTasks loops) | {fl['batched_path']['tasks_per_s']:,.0f} | - |")
+    out += [
+        "",
+        f"Fleet / batched path: **{fl['ratio_fleet_to_batched_path']:.2f}x**.",
+        "",
+        "| Enqueue through gRPC | Tasks | Tasks/s |",
+        "|---|---|---|",
+        f"| QueueTasks, batches of 500, 4 in flight | {fl['enqueue_bulk_500']['queued']:,} | {fl['enqueue_bulk_500']['tasks_per_s']:,.0f} |",
+        f"| QueueTask one by one, 32 in flight | {fl['enqueue_single']['queued']:,} | {fl['enqueue_single']['tasks_per_s']:,.0f} |",
+        "",
+    ]
+    return out
+
+
 def markdown(r: Json) -> str:
     out = [
         "# Benchmark results",
@@ -351,6 +396,7 @@ def markdown(r: Json) -> str:
         ("throughput", _throughput),
         ("backlog", _backlog),
         ("events", _events),
+        ("fleet", _fleet),
     ):
         if name in r:
             out += section(r)

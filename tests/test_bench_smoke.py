@@ -84,3 +84,12 @@ def test_backlog(pg_server: tuple[str, Cluster | None], tmp_path: Path) -> None:
     for s in result["settings"].values():
         assert s["after"]["n"] > 0 and s["churn"]["windows"]
     assert "## 4. Backlog depth" in render({"backlog": result}, tmp_path)
+
+
+def test_fleet(pg_server: tuple[str, Cluster | None], tmp_path: Path) -> None:
+    result = bench("bench_fleet").run(pg_server[0], quick=True)
+    for key in ("fleet_batched", "fleet_one_report_per_task"):
+        assert result[key]["completed"] == result["tasks"] == result[key]["verified_completed_rows"]
+    assert result["fleet_batched"]["report_batches"] < result["fleet_one_report_per_task"]["report_batches"]
+    assert result["enqueue_bulk_500"]["queued"] == result["enqueue_bulk_500"]["verified_rows"] > 0
+    assert "## 6. The worker fleet end to end" in render({"fleet": result}, tmp_path)

@@ -201,6 +201,9 @@ FRONT_END_STRICTER = {
     "result_untyped_null": "an untyped NULL column (PostgreSQL makes it text)",
     # Valid SQL that no RPC can be: pydb runs SELECT, INSERT, UPDATE and DELETE.
     "unsupported_statement": "TRUNCATE",
+    # The catalog does not run procedural code: it warns at the DO block, and errs where a statement
+    # uses what the block created.
+    "issue11_do_block_ddl": "a table created inside a DO block",
 }
 
 #: Schema files PostgreSQL applies but the plugin's catalog refuses, by case, with the reason.
@@ -213,6 +216,27 @@ KNOWN_DIFFERENCES: dict[tuple[str, str, str], tuple[str, str]] = {
     # `LIMIT COALESCE(NULLIF(@limit, 0), n)`: LIMIT wants int8, PostgreSQL types @limit from NULLIF's 0.
     ("queue", "ListStaleTasks", "limit"): ("int8", "int4"),
     ("optional_params_and_wrappers", "Search", "limit"): ("int8", "int4"),
+    # A parameter assigned to a domain column is typed by the domain's base type; PostgreSQL describes
+    # the domain (its NOT NULL and CHECK apply when the row is written either way).
+    ("issue11_pg_dump_output", "PlaceOrder", "total"): ("numeric", "positive_money"),
+}
+
+
+#: Cases where the plugin still disagrees with PostgreSQL (issues 10 and 11), with the reason. Each is
+#: a strict xfail: it must keep failing, so whoever closes the gap unlists it.
+KNOWN_GAPS = {
+    "issue10_ifnull": "IFNULL(a, b) is accepted (sqlglot reads it as COALESCE); PostgreSQL: function ifnull does not exist",
+    "issue10_schema_qualified_function": "shop.order_count(...) defined in schema.sql is not found by its qualified name",
+    "issue11_composite_field_param": "(location).street = @street: no type is inferred from a composite type's field",
+    "issue11_composite_field_result": "(location).city: no type is inferred from a composite type's field",
+    "issue11_extension_citext_insert": "text assigned to a citext column is refused; PostgreSQL casts it (assignment)",
+    "issue11_extension_trgm_operator": "pg_trgm's text % text operator is not in the catalog after CREATE EXTENSION pg_trgm",
+    "issue11_on_conflict_partial_index": "ON CONFLICT (email) WHERE ... does not infer the partial unique index on (email)",
+    "issue11_inet_contained_operator": "inet's <<= operator: pydb cannot analyse the statement (sqlglot)",
+    # Not the plugin: this test applies schema.sql in one implicit transaction, not statement by
+    # statement as psql (and a migration tool) does.
+    "issue11_create_index_concurrently": "CREATE INDEX CONCURRENTLY cannot run inside this test's implicit transaction",
+    "issue11_psql_meta_lines": "psql meta-lines (\\restrict) reach PostgreSQL: this test does not apply the schema through psql",
 }
 
 
@@ -257,7 +281,15 @@ def assert_same_signature(
             assert our_params[name] == pg_type, f"{key} @{name}: analyzer {our_params[name]}, PostgreSQL {pg_type}"
 
 
-@pytest.mark.parametrize("case", CASES)
+@pytest.mark.parametrize(
+    "case",
+    [
+        pytest.param(case, marks=pytest.mark.xfail(strict=True, reason=KNOWN_GAPS[case]))
+        if case in KNOWN_GAPS
+        else case
+        for case in CASES
+    ],
+)
 def test_postgres_agrees_with_the_case(corpus: Corpus, schema_database: SchemaDatabase, case: str) -> None:
     schema = corpus.schema_path(case)
     if not schema.is_file():

@@ -34,6 +34,7 @@ def test_the_goldens_cover_the_features() -> None:
         "listen",
         "nested",
         "quoted_identifiers",
+        "text_form",
         "wrappers",
     }
 

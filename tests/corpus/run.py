@@ -275,7 +275,8 @@ DOC_GROUPS: list[tuple[str, str, set[str] | None]] = [
         "",
         {"syntax_error", "stray_comma", "two_statements", "unsupported_statement", "empty_query"}
         | {"select_star_without_from", "subquery_two_columns", "union_column_count", "where_not_boolean"}
-        | {"values_length_mismatch", "order_by_constant", "distinct_on_order_mismatch"},
+        | {"values_length_mismatch", "order_by_constant", "distinct_on_order_mismatch"}
+        | {"issue10_syntax_error_token", "issue10_limit_comma", "issue11_inet_contained_operator"},
     ),
     (
         "Names: tables, columns, functions, types",
@@ -285,7 +286,8 @@ DOC_GROUPS: list[tuple[str, str, set[str] | None]] = [
         | {"ambiguous_column", "duplicate_table_name", "cte_unknown_column", "cte_named_with_schema"}
         | {"using_not_on_both_sides", "update_unknown_column", "insert_unknown_column", "unknown_function"}
         | {"insert_unknown_column_no_suggestion", "unknown_cast_type", "unknown_cast_type_misspelt"}
-        | {"many_errors_one_run"},
+        | {"many_errors_one_run", "issue10_random_with_argument", "issue10_cast_to_unknown_type_string"}
+        | {"issue10_schema_qualified_function"},
     ),
     (
         "Types, literals and operators",
@@ -293,7 +295,8 @@ DOC_GROUPS: list[tuple[str, str, set[str] | None]] = [
         {"enum_label_comparison", "enum_label_assignment", "operator_type_mismatch", "arithmetic_type_mismatch"}
         | {"json_operator_on_integer", "unnest_non_array", "unnest_too_many_names", "make_interval_bad_argument"}
         | {"sum_of_text", "max_of_uuid", "cast_not_possible", "json_equality", "jsonb_key_type"}
-        | {"number_divided_by_interval", "text_minus_literal", "union_type_mismatch"},
+        | {"number_divided_by_interval", "text_minus_literal", "union_type_mismatch", "issue10_double_equals"}
+        | {"issue10_recursive_cte_untyped_null", "issue11_extension_trgm_operator", "issue11_extension_citext_insert"},
     ),
     (
         "Aggregates and window functions",
@@ -301,7 +304,12 @@ DOC_GROUPS: list[tuple[str, str, set[str] | None]] = [
         {"aggregate_in_where", "aggregate_in_update_where", "nested_aggregate", "ungrouped_column"}
         | {"window_function_without_over", "window_in_where"},
     ),
-    ("INSERT, UPDATE and ON CONFLICT", "", {"null_into_not_null", "update_same_column_twice"}),
+    (
+        "INSERT, UPDATE and ON CONFLICT",
+        "",
+        {"null_into_not_null", "update_same_column_twice", "issue10_on_conflict_update_without_target"}
+        | {"issue11_on_conflict_partial_index"},
+    ),
     ("Parameters", "Every `@name` binds the request field `name`; its type comes from where it is used.", set()),
     (
         "Result columns",
@@ -311,10 +319,22 @@ DOC_GROUPS: list[tuple[str, str, set[str] | None]] = [
     ("Cardinality and options", "", None),
 ]
 _PREFIXES: dict[str, tuple[str, ...]] = {
-    "Schema files": ("schema_",),
+    "Schema files": (
+        "schema_",
+        "issue11_unknown_type_string",
+        "issue11_inherits_",
+        "issue11_duplicate_function",
+        "issue11_do_block_ddl",
+    ),
     "Types, literals and operators": ("literal_",),
     "INSERT, UPDATE and ON CONFLICT": ("insert_", "on_conflict_"),
-    "Parameters": ("param_", "enum_zero_not_unspecified_param"),
+    "Parameters": (
+        "param_",
+        "enum_zero_not_unspecified_param",
+        "issue10_param_",
+        "issue11_composite_field_",
+        "issue11_extension_citext_param",
+    ),
     "Result columns": ("result_",),
 }
 _NOT_RESULT_COLUMNS = {"result_field_unknown", "result_field_not_message"}

@@ -11,10 +11,17 @@ concurrency limit, and a poll loop that
    back-off early);
 4. otherwise parks on the wake event, with a jittered fallback of `poll_interval` (2.0 s).
 
-Every claimed task runs with a background heartbeat every `heartbeat_interval` (60 s against
-the 120 s lease). A heartbeat the data plane rejects (the lease was lost: someone reclaimed the
-task, or the reaper failed it) cancels the work, which is then never reported. Otherwise the
-task ends with CompleteTask (output, reported usage) or FailTask(increment_retry=true).
+A claim asks for at most the lane's free slots and at most `claim_max_bytes` of answer (under
+the channel's 4 MiB receive limit), so the data plane never commits a claim that cannot reach
+this worker. Every claimed task runs with a background heartbeat at half its tool's lease
+(`add_tool(lease_seconds=...)`) or every `heartbeat_interval` (60 s) if sooner.
+A heartbeat the data plane rejects (the lease was lost: someone reclaimed the task, or the
+reaper failed it) cancels the work, which is then never reported. Otherwise the outcome goes to
+the `ReportBatcher` (reports.py): results and failures of all lanes are coalesced for at most
+`report_window` seconds (or `report_batch` outcomes) into one CompleteTasks / FailTasks each,
+every task fenced by its own lease token and told whether its own row took the outcome. An
+outcome is kept and resent across outages until it lands or its lease is certainly lost; the
+heartbeat keeps the lease alive meanwhile. Claims and reports use `wait_for_ready`.
 
 `drain()` (SIGTERM/SIGINT with `install_signal_handlers`) stops claiming, lets running tasks
 finish within `drain_timeout`, then cancels what is left *without* failing it and stops
@@ -27,6 +34,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import math
 import random
 import signal
 import time
@@ -39,21 +47,15 @@ from generation.task.v1 import task_pb2 as pb
 from generation.task.v1 import task_pb2_grpc
 
 from . import events as task_events
+from .reports import LEASE_LOST, Outcome, ReportBatcher
 
 log = logging.getLogger("taskworker.fleet")
 
 if TYPE_CHECKING:
     Stub = task_pb2_grpc.GenerationDataServiceAsyncStub
 
-# Statuses with which the data plane says "this lease is not yours any more".
-LEASE_LOST = (grpc.StatusCode.FAILED_PRECONDITION, grpc.StatusCode.NOT_FOUND)
-# Worth another try: the data plane or its database is briefly unreachable.
-TRANSIENT = (
-    grpc.StatusCode.UNAVAILABLE,
-    grpc.StatusCode.DEADLINE_EXCEEDED,
-    grpc.StatusCode.ABORTED,
-    grpc.StatusCode.RESOURCE_EXHAUSTED,
-)
+#: Under gRPC's default 4 MiB receive limit, with room for the response's own framing.
+DEFAULT_CLAIM_MAX_BYTES = 4_000_000
 
 
 @dataclass
@@ -104,12 +106,26 @@ Process = Callable[[pb.Task, TaskContext], Coroutine[Any, Any, Any]]
 
 
 @dataclass
+class _Held:
+    """A claimed task while it runs and reports: what its heartbeat needs."""
+
+    task: pb.Task
+    ctx: TaskContext
+    work: asyncio.Task[Any]
+    due: float  # monotonic time of the next heartbeat
+    reporting: bool = False
+
+
+@dataclass
 class _Lane:
     tool_id: str
     process: Process
     concurrency: int
+    heartbeat_interval: float
     wake: asyncio.Event = field(default_factory=asyncio.Event)
     running: dict[str, asyncio.Task[None]] = field(default_factory=dict)
+    held: dict[str, _Held] = field(default_factory=dict)
+    reporting: int = 0  # of `running`, those whose work is done and whose outcome is on its way
 
 
 @dataclass
@@ -134,7 +150,10 @@ class WorkerFleet:
         capacity_backoff: float = 0.25,
         drain_timeout: float = 30.0,
         rpc_timeout: float = 10.0,
-        report_timeout: float = 60.0,
+        report_window: float = 0.002,
+        report_batch: int = 500,
+        report_in_flight: int = 4,
+        claim_max_bytes: int = DEFAULT_CLAIM_MAX_BYTES,
         events: task_events.EventEmitter | None = None,
         events_flush_timeout: float = 5.0,
     ) -> None:
@@ -149,7 +168,10 @@ class WorkerFleet:
         self.capacity_backoff = capacity_backoff
         self.drain_timeout = drain_timeout
         self.rpc_timeout = rpc_timeout
-        self.report_timeout = report_timeout
+        self.claim_max_bytes = claim_max_bytes
+        self.reports = ReportBatcher(
+            stub, window=report_window, max_batch=report_batch, max_in_flight=report_in_flight, rpc_timeout=rpc_timeout
+        )
         self.lanes: dict[str, _Lane] = {}
         self.stats = FleetStats()
         self._draining = False
@@ -159,10 +181,15 @@ class WorkerFleet:
         self.started = asyncio.Event()
 
     # -- set-up ------------------------------------------------------------------------------
-    def add_tool(self, tool_id: str, process: Process, *, concurrency: int = 1) -> None:
+    def add_tool(
+        self, tool_id: str, process: Process, *, concurrency: int = 1, lease_seconds: int | None = None
+    ) -> None:
+        """Host `tool_id`. With `lease_seconds` (the Tool's, from RegisterTool) the heartbeat comes
+        at half the lease, or every `heartbeat_interval` if that is sooner."""
         if concurrency < 1:
             raise ValueError("concurrency must be >= 1")
-        self.lanes[tool_id] = _Lane(tool_id, process, concurrency)
+        beat = min(lease_seconds / 2, self.heartbeat_interval) if lease_seconds else self.heartbeat_interval
+        self.lanes[tool_id] = _Lane(tool_id, process, concurrency, beat)
 
     def add_background(self, coro: Awaitable[Any]) -> None:
         """Run `coro` (a wake subscriber, say) for the fleet's lifetime."""
@@ -204,6 +231,11 @@ class WorkerFleet:
         """Poll every lane until `drain()`, then drain."""
         if not self.lanes:
             raise ValueError("add_tool() at least one tool first")
+        reporting = asyncio.create_task(self.reports.run(), name="reports")
+        beating = [
+            asyncio.create_task(self._heartbeats(lane), name=f"heartbeats {lane.tool_id}")
+            for lane in self.lanes.values()
+        ]
         self._loops = [
             asyncio.create_task(self._poll(lane), name=f"poll {lane.tool_id}") for lane in self.lanes.values()
         ]
@@ -216,6 +248,10 @@ class WorkerFleet:
                 lane.wake.set()
             await asyncio.gather(*self._loops, return_exceptions=True)
             await self._finish_running()
+            reporting.cancel()
+            for beats in beating:
+                beats.cancel()
+            await asyncio.gather(reporting, *beating, return_exceptions=True)
             if self.events is not None:
                 await self.events.flush(self.events_flush_timeout)
             for bg in self._background:
@@ -237,14 +273,19 @@ class WorkerFleet:
     async def _poll(self, lane: _Lane) -> None:
         while not self._draining:
             lane.wake.clear()  # before the sweep: a wake during it triggers another sweep
-            free = lane.concurrency - len(lane.running)
+            # A slot is busy while its work runs; an outcome waiting for its batch frees it, so
+            # claims overlap with reports. At most `concurrency` outcomes may wait on top.
+            free = lane.concurrency - (len(lane.running) - lane.reporting)
+            free = min(free, 2 * lane.concurrency - len(lane.running))
             if free <= 0:
                 timeout = self.capacity_backoff
             else:
                 self.stats.sweeps += 1
                 try:
                     resp = await self.stub.ClaimTasks(
-                        pb.ClaimTasksRequest(tool_id=lane.tool_id, limit=free), timeout=self.rpc_timeout
+                        pb.ClaimTasksRequest(tool_id=lane.tool_id, limit=free, max_bytes=self.claim_max_bytes),
+                        timeout=self.rpc_timeout,
+                        wait_for_ready=True,
                     )
                     tasks = list(resp.tasks)
                 except grpc.aio.AioRpcError as err:
@@ -266,8 +307,9 @@ class WorkerFleet:
     async def _work(self, lane: _Lane, task: pb.Task) -> None:
         ctx = TaskContext(task, self)
         work = asyncio.create_task(lane.process(task, ctx), name=f"process {task.id}")
-        # The heartbeat runs until the outcome is reported, so a slow report keeps the lease.
-        beat = asyncio.create_task(self._heartbeat(task, ctx, work), name=f"heartbeat {task.id}")
+        # Heartbeats go on until the outcome is reported, so a slow report keeps the lease.
+        held = _Held(task, ctx, work, time.monotonic() + lane.heartbeat_interval)
+        lane.held[task.id] = held
         # The terminal event's data; every way out of this method sets it.
         outcome: dict[str, Any] = {"outcome": "abandoned", "retrying": True}
         try:
@@ -281,6 +323,7 @@ class WorkerFleet:
                 raise  # the drain timeout: no report, the lease lapses
             except Exception as err:
                 error = f"{type(err).__name__}: {err}"
+                self._reporting(lane, held)
                 if ctx.lease_lost.is_set():
                     outcome = {"outcome": "lease_lost", "retrying": True}
                 elif await self._report_fail(task, ctx, error):
@@ -293,6 +336,7 @@ class WorkerFleet:
                 log.warning("task %s finished after its lease was lost; not reported", task.id)
                 outcome = {"outcome": "lease_lost", "retrying": True}
                 return
+            self._reporting(lane, held)
             if await self._report_complete(task, ctx, result):
                 outcome = {"outcome": "completed", "retrying": False}
             elif ctx.lease_lost.is_set():  # the report was refused: the lease is gone
@@ -300,34 +344,61 @@ class WorkerFleet:
         finally:
             if self.events is not None:
                 self.events.emit(task.id, task_events.TERMINAL, outcome)
-            beat.cancel()
             if not work.done():
                 work.cancel()
-            with contextlib.suppress(BaseException):
-                await beat
+            lane.held.pop(task.id, None)
+            if held.reporting:
+                lane.reporting -= 1
             lane.running.pop(task.id, None)
             lane.wake.set()  # a slot is free: end a capacity back-off early
 
-    async def _heartbeat(self, task: pb.Task, ctx: TaskContext, work: asyncio.Task[Any]) -> None:
-        interval = self.heartbeat_interval
-        while True:
-            await asyncio.sleep(interval)
-            try:
-                await self.stub.HeartbeatTask(
-                    pb.HeartbeatTaskRequest(task_id=task.id, lease_token=task.lease_token), timeout=self.rpc_timeout
-                )
-                interval = self.heartbeat_interval
-            except grpc.aio.AioRpcError as err:
-                if err.code() in LEASE_LOST:
-                    log.warning("task %s: heartbeat rejected (%s): lease lost, cancelling", task.id, err.details())
-                    self.stats.lease_lost += 1
-                    ctx.lease_lost.set()
-                    work.cancel()
-                    return
-                # Transient (data plane unreachable): retry sooner; the lease may still hold.
-                log.warning("task %s: heartbeat failed: %s", task.id, err.code().name)
-                self.stats.heartbeat_errors += 1
-                interval = max(self.heartbeat_interval / 4, 0.05)
+    @staticmethod
+    def _reporting(lane: _Lane, held: _Held) -> None:
+        """The work is done: its slot is free for a new claim while the outcome is reported."""
+        held.reporting = True
+        lane.reporting += 1
+        lane.wake.set()
+
+    async def _heartbeats(self, lane: _Lane) -> None:
+        """One loop per lane beats every held task when due (a task of its own per claim would cost
+        more than a no-op task's whole work). Due times are checked every quarter interval, at
+        most every second, so a beat comes at most that late: far inside the lease's other half."""
+        tick = max(min(lane.heartbeat_interval / 4, 1.0), 0.01)
+        in_flight: set[asyncio.Task[None]] = set()
+        try:
+            while True:
+                await asyncio.sleep(tick)
+                now = time.monotonic()
+                for held in [h for h in lane.held.values() if h.due <= now]:
+                    held.due = math.inf  # until this beat is answered
+                    beat = asyncio.create_task(self._beat(lane, held), name=f"heartbeat {held.task.id}")
+                    in_flight.add(beat)
+                    beat.add_done_callback(in_flight.discard)
+        finally:
+            for beat in in_flight:
+                beat.cancel()
+
+    async def _beat(self, lane: _Lane, held: _Held) -> None:
+        task, ctx = held.task, held.ctx
+        try:
+            await self.stub.HeartbeatTask(
+                pb.HeartbeatTaskRequest(task_id=task.id, lease_token=task.lease_token), timeout=self.rpc_timeout
+            )
+            held.due = time.monotonic() + lane.heartbeat_interval
+        except grpc.aio.AioRpcError as err:
+            if err.code() in LEASE_LOST:
+                log.warning("task %s: heartbeat rejected (%s): lease lost", task.id, err.details())
+                self.stats.lease_lost += 1
+                ctx.lease_lost.set()
+                # While its outcome is on the wire, the report's own answer decides (the row may
+                # have just taken it, which ends a lease too); before that, the work is moot.
+                if not held.reporting:
+                    held.work.cancel()
+                return
+            # Transient (data plane unreachable): retry sooner; the lease may still hold.
+            log.warning("task %s: heartbeat failed: %s", task.id, err.code().name)
+            self.stats.heartbeat_errors += 1
+            held.due = time.monotonic() + max(lane.heartbeat_interval / 4, 0.05)
 
     async def _report_complete(self, task: pb.Task, ctx: TaskContext, result: Any) -> bool:
         if isinstance(result, TaskResult):
@@ -336,60 +407,24 @@ class WorkerFleet:
             output, usage = json.dumps(result), None
         if usage is None and ctx.usage:
             usage = json.dumps(ctx.usage)
-        req = pb.CompleteTaskRequest(task_id=task.id, lease_token=task.lease_token, output=output or "null")
-        if usage is not None:
-            req.reported_usage = usage
-        if await self._report(
-            task,
-            ctx,
-            "CompleteTask",
-            lambda: self.stub.CompleteTask(req, timeout=self.rpc_timeout, wait_for_ready=True),
-        ):
+        outcome = Outcome("complete", task, ctx.lease_lost, output=output or "null", reported_usage=usage or "")
+        if await self._report(ctx, outcome):
             self.stats.completed += 1
             return True
         return False
 
     async def _report_fail(self, task: pb.Task, ctx: TaskContext, error: str) -> bool:
-        req = pb.FailTaskRequest(task_id=task.id, lease_token=task.lease_token, error=error, increment_retry=True)
-        if await self._report(
-            task, ctx, "FailTask", lambda: self.stub.FailTask(req, timeout=self.rpc_timeout, wait_for_ready=True)
-        ):
+        if await self._report(ctx, Outcome("fail", task, ctx.lease_lost, error=error)):
             self.stats.failed += 1
             return True
         return False
 
-    async def _report(self, task: pb.Task, ctx: TaskContext, rpc: str, call: Callable[[], Awaitable[Any]]) -> bool:
-        """Send the outcome; retry transient errors while the lease may still hold.
-
-        A rejection is a lost lease, except when an earlier attempt did land and only its
-        answer was lost: GetTask tells (the row is terminal or re-queued under our lease).
-        """
-        deadline = time.monotonic() + self.report_timeout
-        attempt = 0
-        while True:
-            attempt += 1
-            try:
-                await call()
-                return True
-            except grpc.aio.AioRpcError as err:
-                if err.code() in LEASE_LOST:
-                    if attempt > 1 and await self._landed(task, rpc):
-                        return True
-                    self.stats.lease_lost += 1
-                    ctx.lease_lost.set()
-                    log.warning("task %s: %s rejected, lease lost: %s", task.id, rpc, err.details())
-                    return False
-                if err.code() not in TRANSIENT or ctx.lease_lost.is_set() or time.monotonic() > deadline:
-                    log.error("task %s: %s failed: %s %s", task.id, rpc, err.code().name, err.details())
-                    return False
-                log.warning("task %s: %s failed (%s), retrying", task.id, rpc, err.code().name)
-                await asyncio.sleep(min(0.05 * 2**attempt, 2.0))
-
-    async def _landed(self, task: pb.Task, rpc: str) -> bool:
-        try:
-            row = (await self.stub.GetTask(pb.GetTaskRequest(task_id=task.id), timeout=self.rpc_timeout)).task
-        except grpc.aio.AioRpcError:
-            return False
-        if rpc == "CompleteTask":
-            return row.status == pb.TASK_STATUS_COMPLETED and row.lease_token == task.lease_token
-        return row.status in (pb.TASK_STATUS_QUEUED, pb.TASK_STATUS_FAILED) and row.retry_count == task.retry_count + 1
+    async def _report(self, ctx: TaskContext, outcome: Outcome) -> bool:
+        """Through the batcher; False (the lease is gone) also sets ctx.lease_lost."""
+        flagged = ctx.lease_lost.is_set()
+        if await self.reports.report(outcome):
+            return True
+        if not flagged:  # else the heartbeat counted it already
+            self.stats.lease_lost += 1
+        ctx.lease_lost.set()
+        return False

@@ -7,6 +7,15 @@ token for each. That forced failure only applies to rows no live lease protects,
 a worker reclaimed in the meantime, or that another reconciler replica already failed, is
 answered FAILED_PRECONDITION and skipped: the sweep is idempotent and safe to run in several
 replicas at once.
+
+ListStaleTasks answers ids and counters only, a page of `batch` (default 100) at a time, so a
+sweep goes on past stale rows of any size: it pages until a short page (at most `max_pages`).
+
+Retention: every `prune_interval` seconds (PRUNE_INTERVAL_SECONDS, default 600; 0 turns it off)
+it calls PruneTasks, deleting terminal rows (completed, failed) older than
+`retention_seconds` (RETENTION_SECONDS, default 7 days) in batches of `prune_batch` (1000),
+until a short batch or `max_pages` batches. Each batch is its own short transaction over the
+idx_gen_tasks_terminal index that skips locked rows, so it never waits on a worker.
 """
 
 from __future__ import annotations
@@ -15,6 +24,7 @@ import asyncio
 import contextlib
 import logging
 import random
+import time
 from dataclasses import dataclass, field
 
 import grpc
@@ -42,6 +52,10 @@ class Reconciler:
         queued_max_age_seconds: int = 0,
         batch: int = 0,
         rpc_timeout: float = 10.0,
+        max_pages: int = 100,
+        prune_interval: float = 600.0,
+        retention_seconds: int = 7 * 24 * 3600,
+        prune_batch: int = 1000,
     ) -> None:
         self.stub = stub
         self.interval = interval
@@ -49,11 +63,45 @@ class Reconciler:
         self.queued_max_age_seconds = queued_max_age_seconds
         self.batch = batch
         self.rpc_timeout = rpc_timeout
+        self.max_pages = max_pages
+        self.prune_interval = prune_interval
+        self.retention_seconds = retention_seconds
+        self.prune_batch = prune_batch
         self.sweeps = 0
+        self.pruned = 0
+        self._last_prune: float | None = None
 
     async def sweep(self) -> SweepResult:
-        """One pass: list stale rows, force each to failed."""
+        """One pass: list stale rows page by page, force each to failed."""
         result = SweepResult()
+        page_size = self.batch or 100
+        for _ in range(self.max_pages):
+            listed = await self._sweep_page(result)
+            # Failed rows leave the listing; a page of only skipped rows would come back again.
+            if listed < page_size or result.failed == 0:
+                break
+        self.sweeps += 1
+        if result.listed:
+            log.info("reconciler: %d stale, %d failed, %d skipped", result.listed, result.failed, result.skipped)
+        return result
+
+    async def prune(self) -> int:
+        """Delete terminal rows older than the retention window, batch by batch; returns how many."""
+        deleted = 0
+        for _ in range(self.max_pages):
+            resp = await self.stub.PruneTasks(
+                pb.PruneTasksRequest(older_than_seconds=self.retention_seconds, limit=self.prune_batch),
+                timeout=self.rpc_timeout,
+            )
+            deleted += resp.deleted
+            if resp.deleted < self.prune_batch:
+                break
+        self.pruned += deleted
+        if deleted:
+            log.info("reconciler: pruned %d terminal row(s)", deleted)
+        return deleted
+
+    async def _sweep_page(self, result: SweepResult) -> int:
         stale = await self.stub.ListStaleTasks(
             pb.ListStaleTasksRequest(
                 processing_grace_seconds=self.processing_grace_seconds,
@@ -62,7 +110,7 @@ class Reconciler:
             ),
             timeout=self.rpc_timeout,
         )
-        result.listed = len(stale.tasks)
+        result.listed += len(stale.tasks)
         for task in stale.tasks:
             try:
                 await self.stub.FailTask(
@@ -76,10 +124,7 @@ class Reconciler:
                     result.skipped += 1
                 else:
                     raise
-        self.sweeps += 1
-        if result.listed:
-            log.info("reconciler: %d stale, %d failed, %d skipped", result.listed, result.failed, result.skipped)
-        return result
+        return len(stale.tasks)
 
     async def run(self, stop: asyncio.Event | None = None) -> None:
         """Sweep every `interval` (jittered by 10%) until `stop` is set; errors are logged."""
@@ -89,12 +134,19 @@ class Reconciler:
                 await self.sweep()
             except grpc.aio.AioRpcError as err:
                 log.warning("reconciler sweep failed: %s %s", err.code().name, err.details())
+            now = time.monotonic()
+            if self.prune_interval > 0 and (self._last_prune is None or now - self._last_prune >= self.prune_interval):
+                self._last_prune = now
+                try:
+                    await self.prune()
+                except grpc.aio.AioRpcError as err:
+                    log.warning("reconciler prune failed: %s %s", err.code().name, err.details())
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(self.interval * random.uniform(0.9, 1.1)):
                     await stop.wait()
 
 
-def _reason(task: pb.Task) -> str:
+def _reason(task: pb.StaleTask) -> str:
     if task.status == pb.TASK_STATUS_PROCESSING:
         return "reaped: worker died and retries are exhausted"
     if task.retry_count >= task.max_retries:

@@ -4,8 +4,10 @@ signal, drain on SIGTERM/SIGINT. And the reconciler's entry point: `python -m ta
 Environment: DATA_PLANE_ADDR (default 127.0.0.1:50051, what `make serve` listens on),
 DATA_PLANE_TLS / DATA_PLANE_TLS_CA / DATA_PLANE_TLS_CERT / DATA_PLANE_TLS_KEY and
 DATA_PLANE_TOKEN / DATA_PLANE_TOKEN_FILE (connect.py, docs/security.md), WAKE (listen | redis | none; default listen), REDIS_ADDR / REDIS_URL and ENVIRONMENT (redis),
-POLL_INTERVAL_SECONDS, HEARTBEAT_INTERVAL_SECONDS, DRAIN_TIMEOUT_SECONDS,
-RECONCILE_INTERVAL_SECONDS, EVENTS (live task events: redis | postgres | none; default redis),
+POLL_INTERVAL_SECONDS, HEARTBEAT_INTERVAL_SECONDS, DRAIN_TIMEOUT_SECONDS, REPORT_WINDOW_SECONDS and
+REPORT_BATCH_SIZE (batched reports: fleet.py),
+RECONCILE_INTERVAL_SECONDS, PRUNE_INTERVAL_SECONDS, RETENTION_SECONDS (the reconciler's pruning of
+terminal tasks), EVENTS (live task events: redis | postgres | none; default redis),
 EVENTS_RETENTION_SECONDS (kept after a task's terminal event; default 3600).
 """
 
@@ -71,6 +73,8 @@ async def run_worker(
         "poll_interval": _env_float("POLL_INTERVAL_SECONDS", 2.0),
         "heartbeat_interval": _env_float("HEARTBEAT_INTERVAL_SECONDS", 60.0),
         "drain_timeout": _env_float("DRAIN_TIMEOUT_SECONDS", 30.0),
+        "report_window": _env_float("REPORT_WINDOW_SECONDS", 0.002),
+        "report_batch": int(_env_float("REPORT_BATCH_SIZE", 500)),
         **fleet_options,
     }
     settings = ChannelSettings.from_env() if channel_settings is None else channel_settings
@@ -89,7 +93,7 @@ async def run_worker(
         for name, process in tools.items():
             tool = (await _register(stub, name, address)).tool
             lanes = concurrency if isinstance(concurrency, int) else concurrency.get(name, 1)
-            fleet.add_tool(tool.id, process, concurrency=lanes)
+            fleet.add_tool(tool.id, process, concurrency=lanes, lease_seconds=tool.lease_seconds)
             log.info("hosting tool %s (%s) with %d lane(s)", name, tool.id, lanes)
         if wake == "redis":
             fleet.add_background(RedisWakeSubscriber(fleet.wake).run())
@@ -138,7 +142,13 @@ async def run_reconciler(address: str | None = None, channel_settings: ChannelSe
         await wait_for_server(channel, address, settings, CONNECT_TIMEOUT_SECONDS)
         stub = task_pb2_grpc.GenerationDataServiceStub(channel)
         interval = _env_float("RECONCILE_INTERVAL_SECONDS", 60.0)
-        jobs = [Reconciler(stub, interval=interval).run(stop)]
+        reconciler = Reconciler(
+            stub,
+            interval=interval,
+            prune_interval=_env_float("PRUNE_INTERVAL_SECONDS", 600.0),
+            retention_seconds=int(_env_float("RETENTION_SECONDS", 7 * 24 * 3600)),
+        )
+        jobs = [reconciler.run(stop)]
         if _events_setting(None) == "postgres":
             retention = _env_float("EVENTS_RETENTION_SECONDS", DEFAULT_RETENTION)
             jobs.append(EventPurger(stub, retention=retention, interval=interval).run(stop))

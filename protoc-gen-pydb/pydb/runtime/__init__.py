@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from .convert import (
     OutOfRange,
+    array_text,
     duration_value,
     elements,
     enum_label,
@@ -43,6 +44,7 @@ __all__ = [
     "OutOfRange",
     "RpcError",
     "Unavailable",
+    "array_text",
     "duration_value",
     "elements",
     "enum_label",

@@ -125,13 +125,14 @@ def elements(value: list[Any] | None) -> list[Any]:
 
 
 def text_array(value: str | list[str] | None) -> list[str]:
-    """A one-dimensional array of a type psycopg does not know (a PostgreSQL enum's), which
-    arrives as PostgreSQL's text form (`{a,"b c"}`), as its elements. A NULL array is [] (an
-    empty repeated field); a NULL element cannot be represented: OUT_OF_RANGE."""
+    """A one-dimensional array of text-form values as its elements: a list when psycopg knows the
+    array type (built-ins, loaded element by element as text), else PostgreSQL's text form
+    (`{a,"b c"}`: enums, extension and composite types). A NULL array is [] (an empty repeated
+    field); a NULL element cannot be represented: OUT_OF_RANGE."""
     if value is None:
         return []
     if isinstance(value, list):
-        return value
+        return elements(value)
     out: list[str] = []
     i, end = 1, len(value) - 1  # inside the braces
     while i < end:
@@ -156,11 +157,20 @@ def text_array(value: str | list[str] | None) -> list[str]:
     return out
 
 
+def array_text(values: Iterable[str], delimiter: str) -> str:
+    """A repeated string as the text form of an array whose elements PostgreSQL separates with
+    `delimiter` (box[]: `;`), every element quoted; PostgreSQL parses it as the inferred type."""
+    quoted = ('"' + v.replace("\\", "\\\\").replace('"', '\\"') + '"' for v in values)
+    return "{" + delimiter.join(quoted) + "}"
+
+
 def load_as_text(cur: AsyncCursor[Any], *types: str) -> None:
-    """Make `cur` load values of `types` (uuid, json, date, ...) as the text PostgreSQL sends:
-    what the proto `string` field gets, for every value the type can hold."""
+    """Make `cur` load values of `types` (uuid, json, date, inet, int4range, ...) as the text
+    PostgreSQL sends: what the proto `string` field gets, for every value the type can hold.
+    A type psycopg does not know (citext, hstore, a composite type, ...) loads as text anyway."""
     for name in types:
-        cur.adapters.register_loader(name, TextLoader)
+        if cur.adapters.types.get(name) is not None:
+            cur.adapters.register_loader(name, TextLoader)
 
 
 def _clamping(name: str, high: datetime.datetime, low: datetime.datetime) -> type[Loader]:

@@ -17,7 +17,10 @@ CREATE TABLE generation.tools (
     id uuid PRIMARY KEY DEFAULT gen_random_uuid(),
     -- A name is an identifier, not a payload: non-empty and at most 200 characters.
     name text NOT NULL UNIQUE CHECK (name <> '' AND char_length(name) <= 200),
-    created_at timestamptz NOT NULL DEFAULT now()
+    created_at timestamptz NOT NULL DEFAULT now(),
+    -- The lease a claim takes and a heartbeat renews (SetToolLease): the one place its default
+    -- lives. A tool whose tasks take seconds recovers a crashed worker's task in seconds.
+    lease_seconds integer NOT NULL DEFAULT 120 CHECK (lease_seconds BETWEEN 1 AND 86400)
 );
 
 CREATE TABLE generation.tasks (
@@ -56,6 +59,10 @@ CREATE INDEX idx_gen_tasks_queue ON generation.tasks (tool_id, status DESC, prio
 -- The reaper's scan for stale rows of every tool.
 CREATE INDEX idx_gen_tasks_stale ON generation.tasks (created_at)
     WHERE status IN ('queued', 'dispatched', 'processing');
+
+-- Retention (PruneTasks): terminal rows oldest first, without scanning live work.
+CREATE INDEX idx_gen_tasks_terminal ON generation.tasks (completed_at)
+    WHERE status IN ('completed', 'failed');
 
 -- The wake signal without Redis: a row that becomes claimable (a new task, or one FailTask
 -- re-queued) NOTIFYs channel task_wake with its tool_id. NOTIFY is transactional, so the wake

@@ -8,7 +8,8 @@
 -- or a client certificate in pg_hba.conf) and point the server's DATABASE_URL at it.
 -- docs/security.md explains the choice of each privilege. Safe to run again.
 --
--- What the role can NOT do: DELETE or TRUNCATE rows (but purge live task events), write the columns the database owns (ids,
+-- What the role can NOT do: DELETE or TRUNCATE rows (but purge live task events, and prune terminal
+-- tasks: PruneTasks), write the columns the database owns (ids,
 -- created_at, tool_id of an existing task), change or create any table, type or function, or
 -- reach any other schema. The foreign key check and the wake trigger need nothing more:
 -- PostgreSQL runs foreign key checks as the table owner, and the trigger function (EXECUTE is
@@ -29,8 +30,10 @@ REVOKE ALL ON SCHEMA generation FROM pydb_task_service;
 
 GRANT USAGE ON SCHEMA generation TO pydb_task_service;
 
--- RegisterTool: INSERT ... ON CONFLICT (name) DO UPDATE SET name ... RETURNING id, name, created_at.
-GRANT SELECT (id, name, created_at), INSERT (name), UPDATE (name) ON generation.tools TO pydb_task_service;
+-- RegisterTool: INSERT ... ON CONFLICT (name) DO UPDATE SET name ... RETURNING id, name, created_at,
+-- lease_seconds; SetToolLease: UPDATE lease_seconds; the claims and heartbeats read lease_seconds.
+GRANT SELECT (id, name, created_at, lease_seconds), INSERT (name), UPDATE (name, lease_seconds)
+    ON generation.tools TO pydb_task_service;
 
 -- Every read returns whole rows (RETURNING *, SELECT *).
 GRANT SELECT ON generation.tasks TO pydb_task_service;
@@ -43,6 +46,9 @@ GRANT INSERT (tool_id, input, priority, max_retries, reserved_token_amount, bill
 GRANT UPDATE (status, started_at, claim_expires_at, lease_token, retry_count, output, reported_usage, completed_at, error,
               billing_idempotency_key)
     ON generation.tasks TO pydb_task_service;
+-- PruneTasks: retention deletes terminal rows (the statement's WHERE; the role cannot tell
+-- rows apart, so this is the one table-wide privilege granted for it).
+GRANT DELETE ON generation.tasks TO pydb_task_service;
 
 -- Live task events (docs/worker.md): AppendTaskEvents numbers events after max(seq) and inserts
 -- whole rows, ListTaskEvents reads them, PurgeTaskEvents deletes expired ones. Nothing updates them.

@@ -4,9 +4,10 @@ isort:skip_file
 The generation task queue's data plane. Every RPC is one SQL statement, checked against
 the sibling schema.sql and turned into a typed handler by protoc-gen-pydb.
 
-Life of a task: QueueTask (queued) -> ClaimNextTask / ClaimTasks (processing, leased)
--> HeartbeatTask while working -> CompleteTask (completed) or FailTask (queued again
-while retries remain, else failed). ListStaleTasks finds what no claim will recover.
+Life of a task: QueueTask / QueueTasks (queued) -> ClaimNextTask / ClaimTasks (processing,
+leased for the tool's lease_seconds) -> HeartbeatTask while working -> CompleteTask(s)
+(completed) or FailTask(s) (queued again while retries remain, else failed).
+ListStaleTasks finds what no claim will recover; PruneTasks deletes old terminal rows.
 """
 
 from collections import abc as _abc
@@ -61,8 +62,11 @@ class Tool(_message.Message):
     ID_FIELD_NUMBER: _builtins.int
     NAME_FIELD_NUMBER: _builtins.int
     CREATED_AT_FIELD_NUMBER: _builtins.int
+    LEASE_SECONDS_FIELD_NUMBER: _builtins.int
     id: _builtins.str
     name: _builtins.str
+    lease_seconds: _builtins.int
+    """The lease a claim of this tool's tasks takes (and a heartbeat renews), in seconds."""
     @_builtins.property
     def created_at(self) -> _timestamp_pb2.Timestamp: ...
     def __init__(
@@ -71,10 +75,11 @@ class Tool(_message.Message):
         id: _builtins.str = ...,
         name: _builtins.str = ...,
         created_at: _timestamp_pb2.Timestamp | None = ...,
+        lease_seconds: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["created_at", b"created_at"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["created_at", b"created_at", "id", b"id", "name", b"name"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["created_at", b"created_at", "id", b"id", "lease_seconds", b"lease_seconds", "name", b"name"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -224,6 +229,49 @@ class RegisterToolResponse(_message.Message):
 Global___RegisterToolResponse: _TypeAlias = RegisterToolResponse  # noqa: Y015
 
 @_typing.final
+class SetToolLeaseRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TOOL_ID_FIELD_NUMBER: _builtins.int
+    LEASE_SECONDS_FIELD_NUMBER: _builtins.int
+    tool_id: _builtins.str
+    lease_seconds: _builtins.int
+    """1..86400 (the schema's CHECK); new claims and heartbeats use it."""
+    def __init__(
+        self,
+        *,
+        tool_id: _builtins.str = ...,
+        lease_seconds: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["lease_seconds", b"lease_seconds", "tool_id", b"tool_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___SetToolLeaseRequest: _TypeAlias = SetToolLeaseRequest  # noqa: Y015
+
+@_typing.final
+class SetToolLeaseResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TOOL_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def tool(self) -> Global___Tool: ...
+    def __init__(
+        self,
+        *,
+        tool: Global___Tool | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["tool", b"tool"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["tool", b"tool"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___SetToolLeaseResponse: _TypeAlias = SetToolLeaseResponse  # noqa: Y015
+
+@_typing.final
 class QueueTaskRequest(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
@@ -307,6 +355,83 @@ class QueueTaskResponse(_message.Message):
 Global___QueueTaskResponse: _TypeAlias = QueueTaskResponse  # noqa: Y015
 
 @_typing.final
+class QueueTasksRequest(_message.Message):
+    """Many QueueTask calls in one statement. Parallel lists: entry i is a task of tool_ids[i].
+    Every other list is either empty (every task takes QueueTask's default for it) or as long as
+    tool_ids; an empty string is "unset" for input, billing_idempotency_key and w3c_traceparent.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TOOL_IDS_FIELD_NUMBER: _builtins.int
+    INPUTS_FIELD_NUMBER: _builtins.int
+    PRIORITIES_FIELD_NUMBER: _builtins.int
+    MAX_RETRIES_FIELD_NUMBER: _builtins.int
+    RESERVED_TOKEN_AMOUNTS_FIELD_NUMBER: _builtins.int
+    BILLING_IDEMPOTENCY_KEYS_FIELD_NUMBER: _builtins.int
+    W3C_TRACEPARENTS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def tool_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    @_builtins.property
+    def inputs(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """JSON text per task; "" means {}."""
+
+    @_builtins.property
+    def priorities(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]: ...
+    @_builtins.property
+    def max_retries(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]: ...
+    @_builtins.property
+    def reserved_token_amounts(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]: ...
+    @_builtins.property
+    def billing_idempotency_keys(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """A key seen before (in an earlier call, or earlier in this batch) yields the task it created."""
+
+    @_builtins.property
+    def w3c_traceparents(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    def __init__(
+        self,
+        *,
+        tool_ids: _abc.Iterable[_builtins.str] | None = ...,
+        inputs: _abc.Iterable[_builtins.str] | None = ...,
+        priorities: _abc.Iterable[_builtins.int] | None = ...,
+        max_retries: _abc.Iterable[_builtins.int] | None = ...,
+        reserved_token_amounts: _abc.Iterable[_builtins.int] | None = ...,
+        billing_idempotency_keys: _abc.Iterable[_builtins.str] | None = ...,
+        w3c_traceparents: _abc.Iterable[_builtins.str] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["billing_idempotency_keys", b"billing_idempotency_keys", "inputs", b"inputs", "max_retries", b"max_retries", "priorities", b"priorities", "reserved_token_amounts", b"reserved_token_amounts", "tool_ids", b"tool_ids", "w3c_traceparents", b"w3c_traceparents"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___QueueTasksRequest: _TypeAlias = QueueTasksRequest  # noqa: Y015
+
+@_typing.final
+class QueueTasksResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TASKS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def tasks(self) -> _containers.RepeatedCompositeFieldContainer[Global___Task]:
+        """One task per distinct entry (entries sharing a key share one task), in no particular order:
+        match them to the request by billing_idempotency_key.
+        """
+
+    def __init__(
+        self,
+        *,
+        tasks: _abc.Iterable[Global___Task] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["tasks", b"tasks"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___QueueTasksResponse: _TypeAlias = QueueTasksResponse  # noqa: Y015
+
+@_typing.final
 class ClaimNextTaskRequest(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
@@ -353,18 +478,25 @@ class ClaimTasksRequest(_message.Message):
 
     TOOL_ID_FIELD_NUMBER: _builtins.int
     LIMIT_FIELD_NUMBER: _builtins.int
+    MAX_BYTES_FIELD_NUMBER: _builtins.int
     tool_id: _builtins.str
     limit: _builtins.int
     """At most this many tasks (0 claims none)."""
+    max_bytes: _builtins.int
+    """At most about this many bytes of tasks in the answer (0 means 4,000,000: under gRPC's
+    default 4 MiB receive limit). Set it to what the caller can receive: no task is claimed
+    whose answer could not reach it. A task larger than the budget on its own is left queued.
+    """
     def __init__(
         self,
         *,
         tool_id: _builtins.str = ...,
         limit: _builtins.int = ...,
+        max_bytes: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["limit", b"limit", "tool_id", b"tool_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["limit", b"limit", "max_bytes", b"max_bytes", "tool_id", b"tool_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -505,7 +637,7 @@ class CompleteTasksRequest(_message.Message):
     def lease_tokens(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
     @_builtins.property
     def outputs(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
-        """JSON text per task."""
+        """JSON text per task; "" (or a list left empty) stores NULL."""
 
     @_builtins.property
     def reported_usages(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
@@ -546,6 +678,60 @@ class CompleteTasksResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___CompleteTasksResponse: _TypeAlias = CompleteTasksResponse  # noqa: Y015
+
+@_typing.final
+class FailTasksRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TASK_IDS_FIELD_NUMBER: _builtins.int
+    LEASE_TOKENS_FIELD_NUMBER: _builtins.int
+    ERRORS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def task_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """Parallel lists: entry i fails task_ids[i] held under lease_tokens[i] with errors[i], as
+        FailTask(increment_retry=true) does: re-queued while retries remain, else failed.
+        """
+
+    @_builtins.property
+    def lease_tokens(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    @_builtins.property
+    def errors(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    def __init__(
+        self,
+        *,
+        task_ids: _abc.Iterable[_builtins.str] | None = ...,
+        lease_tokens: _abc.Iterable[_builtins.str] | None = ...,
+        errors: _abc.Iterable[_builtins.str] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["errors", b"errors", "lease_tokens", b"lease_tokens", "task_ids", b"task_ids"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___FailTasksRequest: _TypeAlias = FailTasksRequest  # noqa: Y015
+
+@_typing.final
+class FailTasksResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TASKS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def tasks(self) -> _containers.RepeatedCompositeFieldContainer[Global___Task]:
+        """The tasks that were failed or re-queued; a task whose lease was lost is left out."""
+
+    def __init__(
+        self,
+        *,
+        tasks: _abc.Iterable[Global___Task] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["tasks", b"tasks"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___FailTasksResponse: _TypeAlias = FailTasksResponse  # noqa: Y015
 
 @_typing.final
 class FailTaskRequest(_message.Message):
@@ -632,16 +818,53 @@ class ListStaleTasksRequest(_message.Message):
 Global___ListStaleTasksRequest: _TypeAlias = ListStaleTasksRequest  # noqa: Y015
 
 @_typing.final
+class StaleTask(_message.Message):
+    """What the reaper needs of a stale row, so a page stays small whatever the rows hold."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ID_FIELD_NUMBER: _builtins.int
+    TOOL_ID_FIELD_NUMBER: _builtins.int
+    STATUS_FIELD_NUMBER: _builtins.int
+    RETRY_COUNT_FIELD_NUMBER: _builtins.int
+    MAX_RETRIES_FIELD_NUMBER: _builtins.int
+    CREATED_AT_FIELD_NUMBER: _builtins.int
+    id: _builtins.str
+    tool_id: _builtins.str
+    status: Global___TaskStatus.ValueType
+    retry_count: _builtins.int
+    max_retries: _builtins.int
+    @_builtins.property
+    def created_at(self) -> _timestamp_pb2.Timestamp: ...
+    def __init__(
+        self,
+        *,
+        id: _builtins.str = ...,
+        tool_id: _builtins.str = ...,
+        status: Global___TaskStatus.ValueType = ...,
+        retry_count: _builtins.int = ...,
+        max_retries: _builtins.int = ...,
+        created_at: _timestamp_pb2.Timestamp | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["created_at", b"created_at"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["created_at", b"created_at", "id", b"id", "max_retries", b"max_retries", "retry_count", b"retry_count", "status", b"status", "tool_id", b"tool_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___StaleTask: _TypeAlias = StaleTask  # noqa: Y015
+
+@_typing.final
 class ListStaleTasksResponse(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     TASKS_FIELD_NUMBER: _builtins.int
     @_builtins.property
-    def tasks(self) -> _containers.RepeatedCompositeFieldContainer[Global___Task]: ...
+    def tasks(self) -> _containers.RepeatedCompositeFieldContainer[Global___StaleTask]: ...
     def __init__(
         self,
         *,
-        tasks: _abc.Iterable[Global___Task] | None = ...,
+        tasks: _abc.Iterable[Global___StaleTask] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
@@ -650,6 +873,54 @@ class ListStaleTasksResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___ListStaleTasksResponse: _TypeAlias = ListStaleTasksResponse  # noqa: Y015
+
+@_typing.final
+class PruneTasksRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    OLDER_THAN_SECONDS_FIELD_NUMBER: _builtins.int
+    LIMIT_FIELD_NUMBER: _builtins.int
+    older_than_seconds: _builtins.int
+    """Terminal rows (completed, failed) finished more than this long ago are deleted.
+    0 (or less) means 604800 (7 days).
+    """
+    limit: _builtins.int
+    """At most this many rows per call (0 means 1000; negative is refused), so no call holds
+    many locks for long.
+    """
+    def __init__(
+        self,
+        *,
+        older_than_seconds: _builtins.int = ...,
+        limit: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["limit", b"limit", "older_than_seconds", b"older_than_seconds"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___PruneTasksRequest: _TypeAlias = PruneTasksRequest  # noqa: Y015
+
+@_typing.final
+class PruneTasksResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    DELETED_FIELD_NUMBER: _builtins.int
+    deleted: _builtins.int
+    """Rows deleted; fewer than the limit means nothing older is left (for now)."""
+    def __init__(
+        self,
+        *,
+        deleted: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["deleted", b"deleted"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___PruneTasksResponse: _TypeAlias = PruneTasksResponse  # noqa: Y015
 
 @_typing.final
 class GetTaskRequest(_message.Message):

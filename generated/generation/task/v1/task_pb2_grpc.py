@@ -39,10 +39,20 @@ class GenerationDataServiceStub:
                 request_serializer=generation_dot_task_dot_v1_dot_task__pb2.RegisterToolRequest.SerializeToString,
                 response_deserializer=generation_dot_task_dot_v1_dot_task__pb2.RegisterToolResponse.FromString,
                 _registered_method=True)
+        self.SetToolLease = channel.unary_unary(
+                '/generation.task.v1.GenerationDataService/SetToolLease',
+                request_serializer=generation_dot_task_dot_v1_dot_task__pb2.SetToolLeaseRequest.SerializeToString,
+                response_deserializer=generation_dot_task_dot_v1_dot_task__pb2.SetToolLeaseResponse.FromString,
+                _registered_method=True)
         self.QueueTask = channel.unary_unary(
                 '/generation.task.v1.GenerationDataService/QueueTask',
                 request_serializer=generation_dot_task_dot_v1_dot_task__pb2.QueueTaskRequest.SerializeToString,
                 response_deserializer=generation_dot_task_dot_v1_dot_task__pb2.QueueTaskResponse.FromString,
+                _registered_method=True)
+        self.QueueTasks = channel.unary_unary(
+                '/generation.task.v1.GenerationDataService/QueueTasks',
+                request_serializer=generation_dot_task_dot_v1_dot_task__pb2.QueueTasksRequest.SerializeToString,
+                response_deserializer=generation_dot_task_dot_v1_dot_task__pb2.QueueTasksResponse.FromString,
                 _registered_method=True)
         self.ClaimNextTask = channel.unary_unary(
                 '/generation.task.v1.GenerationDataService/ClaimNextTask',
@@ -74,10 +84,20 @@ class GenerationDataServiceStub:
                 request_serializer=generation_dot_task_dot_v1_dot_task__pb2.FailTaskRequest.SerializeToString,
                 response_deserializer=generation_dot_task_dot_v1_dot_task__pb2.FailTaskResponse.FromString,
                 _registered_method=True)
+        self.FailTasks = channel.unary_unary(
+                '/generation.task.v1.GenerationDataService/FailTasks',
+                request_serializer=generation_dot_task_dot_v1_dot_task__pb2.FailTasksRequest.SerializeToString,
+                response_deserializer=generation_dot_task_dot_v1_dot_task__pb2.FailTasksResponse.FromString,
+                _registered_method=True)
         self.ListStaleTasks = channel.unary_unary(
                 '/generation.task.v1.GenerationDataService/ListStaleTasks',
                 request_serializer=generation_dot_task_dot_v1_dot_task__pb2.ListStaleTasksRequest.SerializeToString,
                 response_deserializer=generation_dot_task_dot_v1_dot_task__pb2.ListStaleTasksResponse.FromString,
+                _registered_method=True)
+        self.PruneTasks = channel.unary_unary(
+                '/generation.task.v1.GenerationDataService/PruneTasks',
+                request_serializer=generation_dot_task_dot_v1_dot_task__pb2.PruneTasksRequest.SerializeToString,
+                response_deserializer=generation_dot_task_dot_v1_dot_task__pb2.PruneTasksResponse.FromString,
                 _registered_method=True)
         self.GetTask = channel.unary_unary(
                 '/generation.task.v1.GenerationDataService/GetTask',
@@ -121,8 +141,25 @@ class GenerationDataServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def SetToolLease(self, request, context):
+        """Sets the lease length of a tool's claims (the schema's default is 120 s).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def QueueTask(self, request, context):
         """Enqueues a task. Idempotent on billing_idempotency_key.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def QueueTasks(self, request, context):
+        """Enqueues many tasks in one statement, with QueueTask's defaults and idempotency: a key
+        already stored (or repeated in the batch) yields its task. Rows are inserted in key order, so
+        concurrent batches sharing keys wait for each other instead of deadlocking. The wake trigger's
+        NOTIFYs of one transaction are folded by PostgreSQL: one wake per tool per batch.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -137,7 +174,10 @@ class GenerationDataServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def ClaimTasks(self, request, context):
-        """The same claim for up to `limit` tasks at once.
+        """The same claim for up to `limit` tasks at once, and at most about `max_bytes` of them: a
+        locked candidate that would not fit the answer is left untouched (unlocked at commit), so no
+        claim is committed that cannot reach the caller. The size bound over-estimates the encoded Task
+        (the JSON text and strings plus 512 bytes for ids, numbers and timestamps).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -172,9 +212,26 @@ class GenerationDataServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def FailTasks(self, request, context):
+        """FailTask(increment_retry=true) for many leased tasks in one statement: each is re-queued
+        while retries remain, else failed. Entries whose lease was lost are skipped.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def ListStaleTasks(self, request, context):
         """The rows no claim will recover: dead zombies past the grace window, unclaimable rows
-        (retry_count >= max_retries) and abandoned queued rows. The reaper fails each.
+        (retry_count >= max_retries) and abandoned queued rows. The reaper fails each. Only the columns
+        the reaper needs, so a page is small whatever the rows hold.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def PruneTasks(self, request, context):
+        """Retention: deletes up to `limit` terminal rows finished more than `older_than_seconds` ago,
+        oldest first (idx_gen_tasks_terminal), skipping rows another transaction holds.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -238,10 +295,20 @@ def add_GenerationDataServiceServicer_to_server(servicer, server):
                     request_deserializer=generation_dot_task_dot_v1_dot_task__pb2.RegisterToolRequest.FromString,
                     response_serializer=generation_dot_task_dot_v1_dot_task__pb2.RegisterToolResponse.SerializeToString,
             ),
+            'SetToolLease': grpc.unary_unary_rpc_method_handler(
+                    servicer.SetToolLease,
+                    request_deserializer=generation_dot_task_dot_v1_dot_task__pb2.SetToolLeaseRequest.FromString,
+                    response_serializer=generation_dot_task_dot_v1_dot_task__pb2.SetToolLeaseResponse.SerializeToString,
+            ),
             'QueueTask': grpc.unary_unary_rpc_method_handler(
                     servicer.QueueTask,
                     request_deserializer=generation_dot_task_dot_v1_dot_task__pb2.QueueTaskRequest.FromString,
                     response_serializer=generation_dot_task_dot_v1_dot_task__pb2.QueueTaskResponse.SerializeToString,
+            ),
+            'QueueTasks': grpc.unary_unary_rpc_method_handler(
+                    servicer.QueueTasks,
+                    request_deserializer=generation_dot_task_dot_v1_dot_task__pb2.QueueTasksRequest.FromString,
+                    response_serializer=generation_dot_task_dot_v1_dot_task__pb2.QueueTasksResponse.SerializeToString,
             ),
             'ClaimNextTask': grpc.unary_unary_rpc_method_handler(
                     servicer.ClaimNextTask,
@@ -273,10 +340,20 @@ def add_GenerationDataServiceServicer_to_server(servicer, server):
                     request_deserializer=generation_dot_task_dot_v1_dot_task__pb2.FailTaskRequest.FromString,
                     response_serializer=generation_dot_task_dot_v1_dot_task__pb2.FailTaskResponse.SerializeToString,
             ),
+            'FailTasks': grpc.unary_unary_rpc_method_handler(
+                    servicer.FailTasks,
+                    request_deserializer=generation_dot_task_dot_v1_dot_task__pb2.FailTasksRequest.FromString,
+                    response_serializer=generation_dot_task_dot_v1_dot_task__pb2.FailTasksResponse.SerializeToString,
+            ),
             'ListStaleTasks': grpc.unary_unary_rpc_method_handler(
                     servicer.ListStaleTasks,
                     request_deserializer=generation_dot_task_dot_v1_dot_task__pb2.ListStaleTasksRequest.FromString,
                     response_serializer=generation_dot_task_dot_v1_dot_task__pb2.ListStaleTasksResponse.SerializeToString,
+            ),
+            'PruneTasks': grpc.unary_unary_rpc_method_handler(
+                    servicer.PruneTasks,
+                    request_deserializer=generation_dot_task_dot_v1_dot_task__pb2.PruneTasksRequest.FromString,
+                    response_serializer=generation_dot_task_dot_v1_dot_task__pb2.PruneTasksResponse.SerializeToString,
             ),
             'GetTask': grpc.unary_unary_rpc_method_handler(
                     servicer.GetTask,
@@ -347,6 +424,33 @@ class GenerationDataService:
             _registered_method=True)
 
     @staticmethod
+    def SetToolLease(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/generation.task.v1.GenerationDataService/SetToolLease',
+            generation_dot_task_dot_v1_dot_task__pb2.SetToolLeaseRequest.SerializeToString,
+            generation_dot_task_dot_v1_dot_task__pb2.SetToolLeaseResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
     def QueueTask(request,
             target,
             options=(),
@@ -363,6 +467,33 @@ class GenerationDataService:
             '/generation.task.v1.GenerationDataService/QueueTask',
             generation_dot_task_dot_v1_dot_task__pb2.QueueTaskRequest.SerializeToString,
             generation_dot_task_dot_v1_dot_task__pb2.QueueTaskResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def QueueTasks(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/generation.task.v1.GenerationDataService/QueueTasks',
+            generation_dot_task_dot_v1_dot_task__pb2.QueueTasksRequest.SerializeToString,
+            generation_dot_task_dot_v1_dot_task__pb2.QueueTasksResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -536,6 +667,33 @@ class GenerationDataService:
             _registered_method=True)
 
     @staticmethod
+    def FailTasks(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/generation.task.v1.GenerationDataService/FailTasks',
+            generation_dot_task_dot_v1_dot_task__pb2.FailTasksRequest.SerializeToString,
+            generation_dot_task_dot_v1_dot_task__pb2.FailTasksResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
     def ListStaleTasks(request,
             target,
             options=(),
@@ -552,6 +710,33 @@ class GenerationDataService:
             '/generation.task.v1.GenerationDataService/ListStaleTasks',
             generation_dot_task_dot_v1_dot_task__pb2.ListStaleTasksRequest.SerializeToString,
             generation_dot_task_dot_v1_dot_task__pb2.ListStaleTasksResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def PruneTasks(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/generation.task.v1.GenerationDataService/PruneTasks',
+            generation_dot_task_dot_v1_dot_task__pb2.PruneTasksRequest.SerializeToString,
+            generation_dot_task_dot_v1_dot_task__pb2.PruneTasksResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -4,9 +4,10 @@ isort:skip_file
 The generation task queue's data plane. Every RPC is one SQL statement, checked against
 the sibling schema.sql and turned into a typed handler by protoc-gen-pydb.
 
-Life of a task: QueueTask (queued) -> ClaimNextTask / ClaimTasks (processing, leased)
--> HeartbeatTask while working -> CompleteTask (completed) or FailTask (queued again
-while retries remain, else failed). ListStaleTasks finds what no claim will recover.
+Life of a task: QueueTask / QueueTasks (queued) -> ClaimNextTask / ClaimTasks (processing,
+leased for the tool's lease_seconds) -> HeartbeatTask while working -> CompleteTask(s)
+(completed) or FailTask(s) (queued again while retries remain, else failed).
+ListStaleTasks finds what no claim will recover; PruneTasks deletes old terminal rows.
 """
 
 from collections import abc as _abc
@@ -39,14 +40,26 @@ class GenerationDataServiceStub:
     def __new__(cls, channel: _aio.Channel) -> GenerationDataServiceAsyncStub: ...
     RegisterTool: _grpc.UnaryUnaryMultiCallable[_task_pb2.RegisterToolRequest, _task_pb2.RegisterToolResponse]
     """Registers a tool by name, or returns the existing one."""
+    SetToolLease: _grpc.UnaryUnaryMultiCallable[_task_pb2.SetToolLeaseRequest, _task_pb2.SetToolLeaseResponse]
+    """Sets the lease length of a tool's claims (the schema's default is 120 s)."""
     QueueTask: _grpc.UnaryUnaryMultiCallable[_task_pb2.QueueTaskRequest, _task_pb2.QueueTaskResponse]
     """Enqueues a task. Idempotent on billing_idempotency_key."""
+    QueueTasks: _grpc.UnaryUnaryMultiCallable[_task_pb2.QueueTasksRequest, _task_pb2.QueueTasksResponse]
+    """Enqueues many tasks in one statement, with QueueTask's defaults and idempotency: a key
+    already stored (or repeated in the batch) yields its task. Rows are inserted in key order, so
+    concurrent batches sharing keys wait for each other instead of deadlocking. The wake trigger's
+    NOTIFYs of one transaction are folded by PostgreSQL: one wake per tool per batch.
+    """
     ClaimNextTask: _grpc.UnaryUnaryMultiCallable[_task_pb2.ClaimNextTaskRequest, _task_pb2.ClaimNextTaskResponse]
     """Claims the tool's next task: a reclaimable zombie first, then by priority, then FIFO.
     Reclaiming a zombie (lease lapsed while processing) burns one retry.
     """
     ClaimTasks: _grpc.UnaryUnaryMultiCallable[_task_pb2.ClaimTasksRequest, _task_pb2.ClaimTasksResponse]
-    """The same claim for up to `limit` tasks at once."""
+    """The same claim for up to `limit` tasks at once, and at most about `max_bytes` of them: a
+    locked candidate that would not fit the answer is left untouched (unlocked at commit), so no
+    claim is committed that cannot reach the caller. The size bound over-estimates the encoded Task
+    (the JSON text and strings plus 512 bytes for ids, numbers and timestamps).
+    """
     HeartbeatTask: _grpc.UnaryUnaryMultiCallable[_task_pb2.HeartbeatTaskRequest, _task_pb2.HeartbeatTaskResponse]
     """Extends the lease of a task still held under lease_token."""
     CompleteTask: _grpc.UnaryUnaryMultiCallable[_task_pb2.CompleteTaskRequest, _task_pb2.CompleteTaskResponse]
@@ -57,9 +70,18 @@ class GenerationDataServiceStub:
     """Fails a task. With increment_retry it is re-queued while retries remain.
     Without lease_token (the reaper) it only applies to rows no live lease protects.
     """
+    FailTasks: _grpc.UnaryUnaryMultiCallable[_task_pb2.FailTasksRequest, _task_pb2.FailTasksResponse]
+    """FailTask(increment_retry=true) for many leased tasks in one statement: each is re-queued
+    while retries remain, else failed. Entries whose lease was lost are skipped.
+    """
     ListStaleTasks: _grpc.UnaryUnaryMultiCallable[_task_pb2.ListStaleTasksRequest, _task_pb2.ListStaleTasksResponse]
     """The rows no claim will recover: dead zombies past the grace window, unclaimable rows
-    (retry_count >= max_retries) and abandoned queued rows. The reaper fails each.
+    (retry_count >= max_retries) and abandoned queued rows. The reaper fails each. Only the columns
+    the reaper needs, so a page is small whatever the rows hold.
+    """
+    PruneTasks: _grpc.UnaryUnaryMultiCallable[_task_pb2.PruneTasksRequest, _task_pb2.PruneTasksResponse]
+    """Retention: deletes up to `limit` terminal rows finished more than `older_than_seconds` ago,
+    oldest first (idx_gen_tasks_terminal), skipping rows another transaction holds.
     """
     GetTask: _grpc.UnaryUnaryMultiCallable[_task_pb2.GetTaskRequest, _task_pb2.GetTaskResponse]
     WatchTaskWakes: _grpc.UnaryStreamMultiCallable[_task_pb2.WatchTaskWakesRequest, _task_pb2.WatchTaskWakesResponse]
@@ -90,14 +112,26 @@ class GenerationDataServiceAsyncStub(GenerationDataServiceStub):
     def __init__(self, channel: _aio.Channel) -> None: ...
     RegisterTool: _aio.UnaryUnaryMultiCallable[_task_pb2.RegisterToolRequest, _task_pb2.RegisterToolResponse]  # type: ignore[assignment]
     """Registers a tool by name, or returns the existing one."""
+    SetToolLease: _aio.UnaryUnaryMultiCallable[_task_pb2.SetToolLeaseRequest, _task_pb2.SetToolLeaseResponse]  # type: ignore[assignment]
+    """Sets the lease length of a tool's claims (the schema's default is 120 s)."""
     QueueTask: _aio.UnaryUnaryMultiCallable[_task_pb2.QueueTaskRequest, _task_pb2.QueueTaskResponse]  # type: ignore[assignment]
     """Enqueues a task. Idempotent on billing_idempotency_key."""
+    QueueTasks: _aio.UnaryUnaryMultiCallable[_task_pb2.QueueTasksRequest, _task_pb2.QueueTasksResponse]  # type: ignore[assignment]
+    """Enqueues many tasks in one statement, with QueueTask's defaults and idempotency: a key
+    already stored (or repeated in the batch) yields its task. Rows are inserted in key order, so
+    concurrent batches sharing keys wait for each other instead of deadlocking. The wake trigger's
+    NOTIFYs of one transaction are folded by PostgreSQL: one wake per tool per batch.
+    """
     ClaimNextTask: _aio.UnaryUnaryMultiCallable[_task_pb2.ClaimNextTaskRequest, _task_pb2.ClaimNextTaskResponse]  # type: ignore[assignment]
     """Claims the tool's next task: a reclaimable zombie first, then by priority, then FIFO.
     Reclaiming a zombie (lease lapsed while processing) burns one retry.
     """
     ClaimTasks: _aio.UnaryUnaryMultiCallable[_task_pb2.ClaimTasksRequest, _task_pb2.ClaimTasksResponse]  # type: ignore[assignment]
-    """The same claim for up to `limit` tasks at once."""
+    """The same claim for up to `limit` tasks at once, and at most about `max_bytes` of them: a
+    locked candidate that would not fit the answer is left untouched (unlocked at commit), so no
+    claim is committed that cannot reach the caller. The size bound over-estimates the encoded Task
+    (the JSON text and strings plus 512 bytes for ids, numbers and timestamps).
+    """
     HeartbeatTask: _aio.UnaryUnaryMultiCallable[_task_pb2.HeartbeatTaskRequest, _task_pb2.HeartbeatTaskResponse]  # type: ignore[assignment]
     """Extends the lease of a task still held under lease_token."""
     CompleteTask: _aio.UnaryUnaryMultiCallable[_task_pb2.CompleteTaskRequest, _task_pb2.CompleteTaskResponse]  # type: ignore[assignment]
@@ -108,9 +142,18 @@ class GenerationDataServiceAsyncStub(GenerationDataServiceStub):
     """Fails a task. With increment_retry it is re-queued while retries remain.
     Without lease_token (the reaper) it only applies to rows no live lease protects.
     """
+    FailTasks: _aio.UnaryUnaryMultiCallable[_task_pb2.FailTasksRequest, _task_pb2.FailTasksResponse]  # type: ignore[assignment]
+    """FailTask(increment_retry=true) for many leased tasks in one statement: each is re-queued
+    while retries remain, else failed. Entries whose lease was lost are skipped.
+    """
     ListStaleTasks: _aio.UnaryUnaryMultiCallable[_task_pb2.ListStaleTasksRequest, _task_pb2.ListStaleTasksResponse]  # type: ignore[assignment]
     """The rows no claim will recover: dead zombies past the grace window, unclaimable rows
-    (retry_count >= max_retries) and abandoned queued rows. The reaper fails each.
+    (retry_count >= max_retries) and abandoned queued rows. The reaper fails each. Only the columns
+    the reaper needs, so a page is small whatever the rows hold.
+    """
+    PruneTasks: _aio.UnaryUnaryMultiCallable[_task_pb2.PruneTasksRequest, _task_pb2.PruneTasksResponse]  # type: ignore[assignment]
+    """Retention: deletes up to `limit` terminal rows finished more than `older_than_seconds` ago,
+    oldest first (idx_gen_tasks_terminal), skipping rows another transaction holds.
     """
     GetTask: _aio.UnaryUnaryMultiCallable[_task_pb2.GetTaskRequest, _task_pb2.GetTaskResponse]  # type: ignore[assignment]
     WatchTaskWakes: _aio.UnaryStreamMultiCallable[_task_pb2.WatchTaskWakesRequest, _task_pb2.WatchTaskWakesResponse]  # type: ignore[assignment]
@@ -146,12 +189,32 @@ class GenerationDataServiceServicer(metaclass=_abc_1.ABCMeta):
         """Registers a tool by name, or returns the existing one."""
 
     @_abc_1.abstractmethod
+    def SetToolLease(
+        self,
+        request: _task_pb2.SetToolLeaseRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_task_pb2.SetToolLeaseResponse, _abc.Awaitable[_task_pb2.SetToolLeaseResponse]]:
+        """Sets the lease length of a tool's claims (the schema's default is 120 s)."""
+
+    @_abc_1.abstractmethod
     def QueueTask(
         self,
         request: _task_pb2.QueueTaskRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_task_pb2.QueueTaskResponse, _abc.Awaitable[_task_pb2.QueueTaskResponse]]:
         """Enqueues a task. Idempotent on billing_idempotency_key."""
+
+    @_abc_1.abstractmethod
+    def QueueTasks(
+        self,
+        request: _task_pb2.QueueTasksRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_task_pb2.QueueTasksResponse, _abc.Awaitable[_task_pb2.QueueTasksResponse]]:
+        """Enqueues many tasks in one statement, with QueueTask's defaults and idempotency: a key
+        already stored (or repeated in the batch) yields its task. Rows are inserted in key order, so
+        concurrent batches sharing keys wait for each other instead of deadlocking. The wake trigger's
+        NOTIFYs of one transaction are folded by PostgreSQL: one wake per tool per batch.
+        """
 
     @_abc_1.abstractmethod
     def ClaimNextTask(
@@ -169,7 +232,11 @@ class GenerationDataServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _task_pb2.ClaimTasksRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_task_pb2.ClaimTasksResponse, _abc.Awaitable[_task_pb2.ClaimTasksResponse]]:
-        """The same claim for up to `limit` tasks at once."""
+        """The same claim for up to `limit` tasks at once, and at most about `max_bytes` of them: a
+        locked candidate that would not fit the answer is left untouched (unlocked at commit), so no
+        claim is committed that cannot reach the caller. The size bound over-estimates the encoded Task
+        (the JSON text and strings plus 512 bytes for ids, numbers and timestamps).
+        """
 
     @_abc_1.abstractmethod
     def HeartbeatTask(
@@ -206,13 +273,34 @@ class GenerationDataServiceServicer(metaclass=_abc_1.ABCMeta):
         """
 
     @_abc_1.abstractmethod
+    def FailTasks(
+        self,
+        request: _task_pb2.FailTasksRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_task_pb2.FailTasksResponse, _abc.Awaitable[_task_pb2.FailTasksResponse]]:
+        """FailTask(increment_retry=true) for many leased tasks in one statement: each is re-queued
+        while retries remain, else failed. Entries whose lease was lost are skipped.
+        """
+
+    @_abc_1.abstractmethod
     def ListStaleTasks(
         self,
         request: _task_pb2.ListStaleTasksRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_task_pb2.ListStaleTasksResponse, _abc.Awaitable[_task_pb2.ListStaleTasksResponse]]:
         """The rows no claim will recover: dead zombies past the grace window, unclaimable rows
-        (retry_count >= max_retries) and abandoned queued rows. The reaper fails each.
+        (retry_count >= max_retries) and abandoned queued rows. The reaper fails each. Only the columns
+        the reaper needs, so a page is small whatever the rows hold.
+        """
+
+    @_abc_1.abstractmethod
+    def PruneTasks(
+        self,
+        request: _task_pb2.PruneTasksRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_task_pb2.PruneTasksResponse, _abc.Awaitable[_task_pb2.PruneTasksResponse]]:
+        """Retention: deletes up to `limit` terminal rows finished more than `older_than_seconds` ago,
+        oldest first (idx_gen_tasks_terminal), skipping rows another transaction holds.
         """
 
     @_abc_1.abstractmethod

@@ -38,6 +38,7 @@ def _tool_from_row(row: tuple[Any, ...]) -> task_pb2.Tool:
         id=row[0],  # id uuid
         name=row[1],  # name text
         created_at=rt.timestamp_value(row[2]),  # created_at timestamptz
+        lease_seconds=row[3],  # lease_seconds int4
     )
 
 
@@ -65,6 +66,25 @@ def _task_from_row(row: tuple[Any, ...]) -> task_pb2.Task:
     )
 
 
+def _stale_task_from_row(row: tuple[Any, ...]) -> task_pb2.StaleTask:
+    """A result row as a generation.task.v1.StaleTask."""
+    return task_pb2.StaleTask(
+        id=row[0],  # id uuid
+        tool_id=row[1],  # tool_id uuid
+        status=_TASK_STATUS_FROM_PG.get(row[2], task_pb2.TASK_STATUS_UNSPECIFIED),  # status generation.task_status
+        retry_count=row[3],  # retry_count int4
+        max_retries=row[4],  # max_retries int4
+        created_at=rt.timestamp_value(row[5]),  # created_at timestamptz
+    )
+
+
+def _prune_tasks_response_from_row(row: tuple[Any, ...]) -> task_pb2.PruneTasksResponse:
+    """A result row as a generation.task.v1.PruneTasksResponse."""
+    return task_pb2.PruneTasksResponse(
+        deleted=row[0],  # deleted int8
+    )
+
+
 def _task_event_from_row(row: tuple[Any, ...]) -> task_pb2.TaskEvent:
     """A result row as a generation.task.v1.TaskEvent."""
     return task_pb2.TaskEvent(
@@ -79,7 +99,7 @@ def _task_event_from_row(row: tuple[Any, ...]) -> task_pb2.TaskEvent:
 REGISTER_TOOL_SQL = """\
 INSERT INTO generation.tools (name) VALUES (%(name)s)
 ON CONFLICT (name) DO UPDATE SET name = EXCLUDED.name
-RETURNING id, name, created_at
+RETURNING id, name, created_at, lease_seconds
 """
 
 
@@ -101,6 +121,41 @@ async def register_tool(
         if row is None:
             raise rt.NotFound("RegisterTool: no matching row")
         return task_pb2.RegisterToolResponse(tool=_tool_from_row(row))
+
+
+SET_TOOL_LEASE_SQL = """\
+UPDATE generation.tools SET lease_seconds = %(lease_seconds)s
+WHERE id = %(tool_id)s
+RETURNING id, name, created_at, lease_seconds
+"""
+SET_TOOL_LEASE_EXISTS_SQL = "SELECT 1 FROM generation.tools WHERE id = %(tool_id)s"
+
+
+async def set_tool_lease(
+    conn: AsyncConnection[Any], request: task_pb2.SetToolLeaseRequest
+) -> task_pb2.SetToolLeaseResponse:
+    """SetToolLease: Sets the lease length of a tool's claims (the schema's default is 120 s).
+
+    Exactly one row, into `tool`. No row: NOT_FOUND when the generation.tools row does not exist, else FAILED_PRECONDITION.
+    """
+    params = {
+        "lease_seconds": request.lease_seconds,
+        "tool_id": rt.parse_uuid(request.tool_id, "tool_id"),
+    }
+    async with conn.cursor(row_factory=tuple_row) as cur:
+        rt.load_as_text(cur, "uuid")
+        rt.load_timestamps(cur, "timestamptz")
+        await cur.execute(SET_TOOL_LEASE_SQL, params, prepare=True)
+        row = await cur.fetchone()
+        if row is None:
+            # Nothing matched: tell a missing row from one not in the state this call needs.
+            await cur.execute(SET_TOOL_LEASE_EXISTS_SQL, {"tool_id": params["tool_id"]}, prepare=True)
+            if await cur.fetchone() is None:
+                raise rt.NotFound(f"generation.tools {params['tool_id']} does not exist")
+            raise rt.FailedPrecondition(
+                f"SetToolLease does not apply to generation.tools {params['tool_id']} in its current state"
+            )
+        return task_pb2.SetToolLeaseResponse(tool=_tool_from_row(row))
 
 
 QUEUE_TASK_SQL = """\
@@ -143,11 +198,55 @@ async def queue_task(
         return task_pb2.QueueTaskResponse(task=_task_from_row(row))
 
 
+QUEUE_TASKS_SQL = """\
+INSERT INTO generation.tasks
+  (tool_id, input, priority, max_retries, reserved_token_amount,
+   billing_idempotency_key, w3c_traceparent)
+SELECT DISTINCT ON (NULLIF(q.idempotency_key, ''), CASE WHEN COALESCE(q.idempotency_key, '') = '' THEN q.ord END)
+  q.tool_id, COALESCE(NULLIF(q.input, '')::jsonb, '{}'), COALESCE(q.priority, 0),
+  COALESCE(q.max_retries, 3), q.reserved_token_amount, NULLIF(q.idempotency_key, ''),
+  NULLIF(q.traceparent, '')
+FROM unnest(%(tool_ids)s::uuid[], %(inputs)s::text[], %(priorities)s::int4[], %(max_retries)s::int4[],
+            %(reserved_token_amounts)s::int8[], %(billing_idempotency_keys)s::text[], %(w3c_traceparents)s::text[])
+  WITH ORDINALITY AS q (tool_id, input, priority, max_retries, reserved_token_amount, idempotency_key, traceparent, ord)
+WHERE q.tool_id IS NOT NULL
+ORDER BY NULLIF(q.idempotency_key, ''), CASE WHEN COALESCE(q.idempotency_key, '') = '' THEN q.ord END
+ON CONFLICT (billing_idempotency_key)
+  DO UPDATE SET billing_idempotency_key = EXCLUDED.billing_idempotency_key
+RETURNING tasks.id, tasks.tool_id, tasks.status, tasks.priority, tasks.retry_count, tasks.max_retries, tasks.input, tasks.output, tasks.error, tasks.reported_usage, tasks.reserved_token_amount, tasks.billing_idempotency_key, tasks.w3c_traceparent, tasks.lease_token, tasks.claim_expires_at, tasks.created_at, tasks.started_at, tasks.completed_at
+"""
+
+
+async def queue_tasks(
+    conn: AsyncConnection[Any], request: task_pb2.QueueTasksRequest
+) -> task_pb2.QueueTasksResponse:
+    """QueueTasks: Enqueues many tasks in one statement, with QueueTask's defaults and idempotency: a key already stored (or repeated in the batch) yields its task. Rows are inserted in key order, so concurrent batches sharing keys wait for each other instead of deadlocking. The wake trigger's NOTIFYs of one transaction are folded by PostgreSQL: one wake per tool per batch.
+
+    Any number of rows, into `tasks`.
+    """
+    params = {
+        "tool_ids": rt.parse_uuids(request.tool_ids, "tool_ids"),
+        "inputs": list(request.inputs),
+        "priorities": list(request.priorities),
+        "max_retries": list(request.max_retries),
+        "reserved_token_amounts": list(request.reserved_token_amounts),
+        "billing_idempotency_keys": list(request.billing_idempotency_keys),
+        "w3c_traceparents": list(request.w3c_traceparents),
+    }
+    async with conn.cursor(row_factory=tuple_row) as cur:
+        rt.load_as_text(cur, "jsonb", "uuid")
+        rt.load_timestamps(cur, "timestamptz")
+        await cur.execute(QUEUE_TASKS_SQL, params, prepare=True)
+        rows = await cur.fetchall()
+        return task_pb2.QueueTasksResponse(tasks=[_task_from_row(row) for row in rows])
+
+
 CLAIM_NEXT_TASK_SQL = """\
 UPDATE generation.tasks
 SET status = 'processing',
     started_at = COALESCE(started_at, now()),
-    claim_expires_at = now() + INTERVAL '2 minutes',
+    claim_expires_at = now() + (SELECT tl.lease_seconds FROM generation.tools AS tl
+                                WHERE tl.id = tool_id) * INTERVAL '1 second',
     lease_token = gen_random_uuid(),
     retry_count = CASE WHEN status = 'processing' THEN retry_count + 1 ELSE retry_count END
 WHERE id = (
@@ -185,22 +284,32 @@ async def claim_next_task(
 
 CLAIM_TASKS_SQL = """\
 WITH picked AS MATERIALIZED (
-  SELECT id FROM generation.tasks
+  SELECT id, status, priority, created_at,
+         512 + octet_length(input::text) + COALESCE(octet_length(output::text), 0)
+             + COALESCE(octet_length(error), 0) + COALESCE(octet_length(reported_usage::text), 0)
+             + COALESCE(octet_length(billing_idempotency_key), 0) + COALESCE(octet_length(w3c_traceparent), 0)
+           AS answer_bytes
+  FROM generation.tasks
   WHERE tool_id = %(tool_id)s
     AND retry_count < max_retries
     AND (status = 'queued' OR (status = 'processing' AND claim_expires_at < now()))
   ORDER BY status DESC, priority DESC, created_at ASC
   LIMIT %(limit)s
   FOR UPDATE SKIP LOCKED
+), fitting AS (
+  SELECT id, sum(answer_bytes) OVER (ORDER BY status DESC, priority DESC, created_at ASC, id) AS running_bytes
+  FROM picked
+  WHERE answer_bytes <= COALESCE(NULLIF(%(max_bytes)s, 0), 4000000)
 )
 UPDATE generation.tasks AS t
 SET status = 'processing',
     started_at = COALESCE(t.started_at, now()),
-    claim_expires_at = now() + INTERVAL '2 minutes',
+    claim_expires_at = now() + (SELECT tl.lease_seconds FROM generation.tools AS tl
+                                WHERE tl.id = t.tool_id) * INTERVAL '1 second',
     lease_token = gen_random_uuid(),
     retry_count = CASE WHEN t.status = 'processing' THEN t.retry_count + 1 ELSE t.retry_count END
-FROM picked
-WHERE t.id = picked.id
+FROM fitting
+WHERE t.id = fitting.id AND fitting.running_bytes <= COALESCE(NULLIF(%(max_bytes)s, 0), 4000000)
 RETURNING t.id, t.tool_id, t.status, t.priority, t.retry_count, t.max_retries, t.input, t.output, t.error, t.reported_usage, t.reserved_token_amount, t.billing_idempotency_key, t.w3c_traceparent, t.lease_token, t.claim_expires_at, t.created_at, t.started_at, t.completed_at
 """
 
@@ -208,13 +317,14 @@ RETURNING t.id, t.tool_id, t.status, t.priority, t.retry_count, t.max_retries, t
 async def claim_tasks(
     conn: AsyncConnection[Any], request: task_pb2.ClaimTasksRequest
 ) -> task_pb2.ClaimTasksResponse:
-    """ClaimTasks: The same claim for up to `limit` tasks at once.
+    """ClaimTasks: The same claim for up to `limit` tasks at once, and at most about `max_bytes` of them: a locked candidate that would not fit the answer is left untouched (unlocked at commit), so no claim is committed that cannot reach the caller. The size bound over-estimates the encoded Task (the JSON text and strings plus 512 bytes for ids, numbers and timestamps).
 
     Any number of rows, into `tasks`.
     """
     params = {
         "tool_id": rt.parse_uuid(request.tool_id, "tool_id"),
         "limit": request.limit,
+        "max_bytes": request.max_bytes,
     }
     async with conn.cursor(row_factory=tuple_row) as cur:
         rt.load_as_text(cur, "jsonb", "uuid")
@@ -226,7 +336,8 @@ async def claim_tasks(
 
 HEARTBEAT_TASK_SQL = """\
 UPDATE generation.tasks
-SET claim_expires_at = now() + INTERVAL '2 minutes'
+SET claim_expires_at = now() + (SELECT tl.lease_seconds FROM generation.tools AS tl
+                              WHERE tl.id = tool_id) * INTERVAL '1 second'
 WHERE id = %(task_id)s AND lease_token = %(lease_token)s AND status = 'processing'
 RETURNING tasks.id, tasks.tool_id, tasks.status, tasks.priority, tasks.retry_count, tasks.max_retries, tasks.input, tasks.output, tasks.error, tasks.reported_usage, tasks.reserved_token_amount, tasks.billing_idempotency_key, tasks.w3c_traceparent, tasks.lease_token, tasks.claim_expires_at, tasks.created_at, tasks.started_at, tasks.completed_at
 """
@@ -305,11 +416,11 @@ async def complete_task(
 COMPLETE_TASKS_SQL = """\
 UPDATE generation.tasks AS t
 SET status = 'completed',
-    output = done.output,
-    reported_usage = done.reported_usage,
+    output = NULLIF(done.output, '')::jsonb,
+    reported_usage = NULLIF(done.reported_usage, '')::jsonb,
     completed_at = now(),
     claim_expires_at = NULL
-FROM unnest(%(task_ids)s::uuid[], %(lease_tokens)s::uuid[], %(outputs)s::jsonb[], %(reported_usages)s::jsonb[])
+FROM unnest(%(task_ids)s::uuid[], %(lease_tokens)s::uuid[], %(outputs)s::text[], %(reported_usages)s::text[])
   AS done (id, lease_token, output, reported_usage)
 WHERE t.id = done.id AND t.lease_token = done.lease_token AND t.status = 'processing'
 RETURNING t.id, t.tool_id, t.status, t.priority, t.retry_count, t.max_retries, t.input, t.output, t.error, t.reported_usage, t.reserved_token_amount, t.billing_idempotency_key, t.w3c_traceparent, t.lease_token, t.claim_expires_at, t.created_at, t.started_at, t.completed_at
@@ -388,8 +499,43 @@ async def fail_task(
         return task_pb2.FailTaskResponse(task=_task_from_row(row))
 
 
+FAIL_TASKS_SQL = """\
+UPDATE generation.tasks AS t
+SET status = CASE WHEN t.retry_count + 1 < t.max_retries
+                  THEN 'queued' ELSE 'failed' END::generation.task_status,
+    retry_count = t.retry_count + 1,
+    error = f.error,
+    completed_at = CASE WHEN t.retry_count + 1 < t.max_retries THEN NULL ELSE now() END,
+    claim_expires_at = NULL,
+    lease_token = NULL
+FROM unnest(%(task_ids)s::uuid[], %(lease_tokens)s::uuid[], %(errors)s::text[]) AS f (id, lease_token, error)
+WHERE t.id = f.id AND t.lease_token = f.lease_token AND t.status = 'processing'
+RETURNING t.id, t.tool_id, t.status, t.priority, t.retry_count, t.max_retries, t.input, t.output, t.error, t.reported_usage, t.reserved_token_amount, t.billing_idempotency_key, t.w3c_traceparent, t.lease_token, t.claim_expires_at, t.created_at, t.started_at, t.completed_at
+"""
+
+
+async def fail_tasks(
+    conn: AsyncConnection[Any], request: task_pb2.FailTasksRequest
+) -> task_pb2.FailTasksResponse:
+    """FailTasks: FailTask(increment_retry=true) for many leased tasks in one statement: each is re-queued while retries remain, else failed. Entries whose lease was lost are skipped.
+
+    Any number of rows, into `tasks`.
+    """
+    params = {
+        "task_ids": rt.parse_uuids(request.task_ids, "task_ids"),
+        "lease_tokens": rt.parse_uuids(request.lease_tokens, "lease_tokens"),
+        "errors": list(request.errors),
+    }
+    async with conn.cursor(row_factory=tuple_row) as cur:
+        rt.load_as_text(cur, "jsonb", "uuid")
+        rt.load_timestamps(cur, "timestamptz")
+        await cur.execute(FAIL_TASKS_SQL, params, prepare=True)
+        rows = await cur.fetchall()
+        return task_pb2.FailTasksResponse(tasks=[_task_from_row(row) for row in rows])
+
+
 LIST_STALE_TASKS_SQL = """\
-SELECT tasks.id, tasks.tool_id, tasks.status, tasks.priority, tasks.retry_count, tasks.max_retries, tasks.input, tasks.output, tasks.error, tasks.reported_usage, tasks.reserved_token_amount, tasks.billing_idempotency_key, tasks.w3c_traceparent, tasks.lease_token, tasks.claim_expires_at, tasks.created_at, tasks.started_at, tasks.completed_at FROM generation.tasks
+SELECT id, tool_id, status, retry_count, max_retries, created_at FROM generation.tasks
 WHERE (status = 'processing' AND retry_count >= max_retries
        AND claim_expires_at < now() - COALESCE(NULLIF(GREATEST(%(processing_grace_seconds)s, 0), 0), 120) * INTERVAL '1 second')
    OR (status IN ('queued', 'dispatched') AND retry_count >= max_retries)
@@ -403,7 +549,7 @@ LIMIT COALESCE(NULLIF(%(limit)s, 0), 100)
 async def list_stale_tasks(
     conn: AsyncConnection[Any], request: task_pb2.ListStaleTasksRequest
 ) -> task_pb2.ListStaleTasksResponse:
-    """ListStaleTasks: The rows no claim will recover: dead zombies past the grace window, unclaimable rows (retry_count >= max_retries) and abandoned queued rows. The reaper fails each.
+    """ListStaleTasks: The rows no claim will recover: dead zombies past the grace window, unclaimable rows (retry_count >= max_retries) and abandoned queued rows. The reaper fails each. Only the columns the reaper needs, so a page is small whatever the rows hold.
 
     Any number of rows, into `tasks`.
     """
@@ -413,11 +559,47 @@ async def list_stale_tasks(
         "limit": request.limit,
     }
     async with conn.cursor(row_factory=tuple_row) as cur:
-        rt.load_as_text(cur, "jsonb", "uuid")
+        rt.load_as_text(cur, "uuid")
         rt.load_timestamps(cur, "timestamptz")
         await cur.execute(LIST_STALE_TASKS_SQL, params, prepare=True)
         rows = await cur.fetchall()
-        return task_pb2.ListStaleTasksResponse(tasks=[_task_from_row(row) for row in rows])
+        return task_pb2.ListStaleTasksResponse(tasks=[_stale_task_from_row(row) for row in rows])
+
+
+PRUNE_TASKS_SQL = """\
+WITH gone AS (
+  DELETE FROM generation.tasks
+  WHERE id IN (
+    SELECT id FROM generation.tasks
+    WHERE status IN ('completed', 'failed')
+      AND completed_at < now() - COALESCE(NULLIF(GREATEST(%(older_than_seconds)s, 0), 0), 604800) * INTERVAL '1 second'
+    ORDER BY completed_at
+    LIMIT COALESCE(NULLIF(%(limit)s::int4, 0), 1000)
+    FOR UPDATE SKIP LOCKED
+  )
+  RETURNING 1
+)
+SELECT count(*) AS deleted FROM gone
+"""
+
+
+async def prune_tasks(
+    conn: AsyncConnection[Any], request: task_pb2.PruneTasksRequest
+) -> task_pb2.PruneTasksResponse:
+    """PruneTasks: Retention: deletes up to `limit` terminal rows finished more than `older_than_seconds` ago, oldest first (idx_gen_tasks_terminal), skipping rows another transaction holds.
+
+    Exactly one row. No row: NOT_FOUND.
+    """
+    params = {
+        "older_than_seconds": request.older_than_seconds,
+        "limit": request.limit,
+    }
+    async with conn.cursor(row_factory=tuple_row) as cur:
+        await cur.execute(PRUNE_TASKS_SQL, params, prepare=True)
+        row = await cur.fetchone()
+        if row is None:
+            raise rt.NotFound("PruneTasks: no matching row")
+        return _prune_tasks_response_from_row(row)
 
 
 GET_TASK_SQL = """\
@@ -551,6 +733,11 @@ class GenerationDataServiceHandlers(task_pb2_grpc.GenerationDataServiceServicer)
     ) -> task_pb2.RegisterToolResponse:
         return await self.db.run(context, "RegisterTool", register_tool, request)
 
+    async def SetToolLease(
+        self, request: task_pb2.SetToolLeaseRequest, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> task_pb2.SetToolLeaseResponse:
+        return await self.db.run(context, "SetToolLease", set_tool_lease, request)
+
     async def QueueTask(
         self, request: task_pb2.QueueTaskRequest, context: grpc.aio.ServicerContext[Any, Any]
     ) -> task_pb2.QueueTaskResponse:
@@ -558,6 +745,11 @@ class GenerationDataServiceHandlers(task_pb2_grpc.GenerationDataServiceServicer)
         if not request.HasField("w3c_traceparent") and (traceparent := rt.traceparent(context)):
             request.w3c_traceparent = traceparent
         return await self.db.run(context, "QueueTask", queue_task, request)
+
+    async def QueueTasks(
+        self, request: task_pb2.QueueTasksRequest, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> task_pb2.QueueTasksResponse:
+        return await self.db.run(context, "QueueTasks", queue_tasks, request)
 
     async def ClaimNextTask(
         self, request: task_pb2.ClaimNextTaskRequest, context: grpc.aio.ServicerContext[Any, Any]
@@ -589,10 +781,20 @@ class GenerationDataServiceHandlers(task_pb2_grpc.GenerationDataServiceServicer)
     ) -> task_pb2.FailTaskResponse:
         return await self.db.run(context, "FailTask", fail_task, request)
 
+    async def FailTasks(
+        self, request: task_pb2.FailTasksRequest, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> task_pb2.FailTasksResponse:
+        return await self.db.run(context, "FailTasks", fail_tasks, request)
+
     async def ListStaleTasks(
         self, request: task_pb2.ListStaleTasksRequest, context: grpc.aio.ServicerContext[Any, Any]
     ) -> task_pb2.ListStaleTasksResponse:
         return await self.db.run(context, "ListStaleTasks", list_stale_tasks, request)
+
+    async def PruneTasks(
+        self, request: task_pb2.PruneTasksRequest, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> task_pb2.PruneTasksResponse:
+        return await self.db.run(context, "PruneTasks", prune_tasks, request)
 
     async def GetTask(
         self, request: task_pb2.GetTaskRequest, context: grpc.aio.ServicerContext[Any, Any]

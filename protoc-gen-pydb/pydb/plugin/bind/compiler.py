@@ -278,6 +278,9 @@ class FileCompiler:
 def statement(sql: str, analysis: Analysis) -> ir.Statement:
     """The statement as text pieces and parameters, `*` and whole-row references replaced by
     the analyzer's explicit column lists: one pass over non-overlapping span rewrites."""
+    unplaced = [p.name for p in analysis.params if not p.spans]
+    if unplaced:  # it would reach PostgreSQL as `@name`: fail the build, not the first call
+        raise ValueError(f"parameter @{unplaced[0]} has no place in the statement text")
     rewrites: list[tuple[int, int, str | ir.ParamRef]] = [
         (span.start, span.end, ir.ParamRef(p.name)) for p in analysis.params for span in p.spans
     ]

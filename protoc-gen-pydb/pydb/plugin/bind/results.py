@@ -10,12 +10,15 @@ from collections.abc import Callable
 
 from ..protos import Field, Message
 from ..sql.analysis import Analysis, Expansion, ResultColumn
-from ..sql.types import NULL
+from ..sql.types import NULL, PgType
 from . import ir
 from . import typemap as t
 from .enums import enum_mapping
 from .params import field_ref
 from .report import Reporter
+
+#: A function's "no value" (pg_advisory_lock, pg_notify): a result column of it is skipped.
+VOID = PgType("void")
 
 
 class _Rpc:
@@ -62,7 +65,7 @@ def row_target(
     where = _Rpc(rep, si, mi, rpc, "", frozenset)
     if cardinality is ir.Cardinality.EXEC:
         # `SELECT pg_notify(@channel, @payload)`: a row of nothing but void values carries nothing.
-        if analysis.columns is not None and any(c.type is None or c.type.name != "void" for c in analysis.columns):
+        if analysis.columns is not None and any(c.type != VOID for c in analysis.columns):
             where.error(
                 "CARDINALITY_EXEC statements must not return rows; drop RETURNING or use CARDINALITY_ONE/OPTIONAL/MANY"
             )
@@ -150,6 +153,17 @@ def _row(where: _Rpc, columns: tuple[ResultColumn, ...], target: Message, start:
     for col in columns:
         width = len(col.embedded) if col.embedded is not None else 1
         f = target.field(col.name)
+        if col.type == VOID:
+            # `SELECT pg_advisory_lock(@id)`: the row exists, its void value carries nothing.
+            if f is not None:
+                filled.add(f.name)
+                where.error(
+                    f"result column {col.name} is void, which carries no value: it fills no field; "
+                    f"remove {target.full_name}.{f.name} (the column is skipped)",
+                    col,
+                )
+            position += width
+            continue
         if f is None:
             close = difflib.get_close_matches(col.name, [x.name for x in target.fields], n=1, cutoff=0.6)
             hint = f"; did you mean {close[0]}? (or alias the column: AS {close[0]})" if close else ""

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..sql.builtins import load_builtins
 from ..sql.types import PgType
 from .ir import Conversion
 
@@ -46,6 +47,9 @@ _I, _T = Conversion.IDENTITY, Conversion.TEXT
 _INT32 = "int32 sint32 sfixed32"
 _INT64 = "int64 sint64 sfixed64"
 
+#: PostgreSQL's text form into (and from) a `string`: what a type without a row of its own gets.
+TEXT_FORM: tuple[Mapping, ...] = _pairs("string", _T)
+
 #: PostgreSQL type (the element type, for arrays) -> its proto pairings. A narrower proto integer
 #: may feed a wider column, never the reverse; a column may land in a wider field.
 TYPES: dict[str, tuple[Mapping, ...]] = {
@@ -77,6 +81,41 @@ TYPES: dict[str, tuple[Mapping, ...]] = {
     "interval": _pairs(DURATION_MSG, Conversion.DURATION),
 }
 
+#: Types with no dedicated mapping: PostgreSQL's text output into a `string`, and a `string`
+#: PostgreSQL parses as a parameter (a Python str goes out untyped, so PostgreSQL's inferred type
+#: parses it: no cast in the SQL). Listed: the built-ins psycopg would otherwise load as Python
+#: objects (addresses, ranges, integers, ...) and common extension types; every other type that
+#: is not a pseudo-type (extension types, composite types, schema ranges) maps the same way
+#: (`mapping`). A composite's text form is its row literal `(1,"a b")`: to get its fields, select
+#: them (`(p).x AS x`) or embed a joined row into a nested message (docs/diagnostics.md).
+_TEXT_FORM_NAMES = (
+    "char citext inet cidr macaddr macaddr8 bit varbit money xml tsvector tsquery "
+    "point line lseg box path polygon circle "
+    "int4range int8range numrange tsrange tstzrange daterange "
+    "int4multirange int8multirange nummultirange tsmultirange tstzmultirange datemultirange "
+    "oid cid xid xid8 tid regclass regtype regproc regprocedure regoper regoperator regconfig "
+    "regdictionary regnamespace regrole regcollation pg_lsn txid_snapshot pg_snapshot jsonpath "
+    "hstore ltree lquery ltxtquery cube seg isbn isbn13 ismn ismn13 issn issn13 ean13 upc"
+)
+TEXT_FORM_TYPES = tuple(_TEXT_FORM_NAMES.split())
+
+#: Pseudo-types name no values (`void`, `anyelement`, `trigger`, ...): nothing to read or bind.
+#: `record` (an anonymous row) is a value: its text form, like a composite type's.
+_PSEUDO = frozenset(
+    name
+    for name in load_builtins().type_names
+    if name != "record" and (info := load_builtins().type_info(PgType(name))) is not None and info.typtype == "p"
+)
+
+#: Array text forms whose elements are not separated by `,` (pg_type.typdelim).
+ARRAY_DELIMITERS: dict[str, str] = {"box": ";"}
+
+for _name in TEXT_FORM_TYPES:
+    TYPES.setdefault(_name, TEXT_FORM)  # a row in TYPES above (a better mapping) wins
+#: An anonymous row reads as its text form; PostgreSQL cannot parse one from text.
+TYPES["record"] = _pairs("string", _T, binds=False)
+
+
 #: Any PostgreSQL enum type: a proto enum label by label, or the label as a string.
 ENUM_PAIRS: tuple[Mapping, ...] = (Mapping("enum", True, True, Conversion.ENUM), Mapping("string", True, True, _I))
 
@@ -85,7 +124,12 @@ def mapping(pg: PgType, proto_type: str) -> Mapping | None:
     """How values of `pg` (the element type, for arrays) pair with a proto field of `proto_type`
     (a scalar name, `enum`, or a message's full name; a wrapper counts as its scalar)."""
     proto_type = WRAPPERS.get(proto_type, proto_type)
-    pairs = ENUM_PAIRS if pg.is_enum else TYPES.get(pg.name, ())
+    if pg.is_enum:
+        pairs = ENUM_PAIRS
+    elif pg.name in TYPES:
+        pairs = TYPES[pg.name]
+    else:
+        pairs = TEXT_FORM if pg.name not in _PSEUDO else ()
     for m in pairs:
         if m.proto == proto_type:
             return m
@@ -125,4 +169,9 @@ def markdown_table() -> str:
     rows.append(
         "| any enum type | a proto `enum` (label by label), `string` | a proto `enum`, `string` | `enum`, `identity` |"
     )
+    rows.append(
+        "| any other type but a pseudo-type: extension types, composite types and `record`, ranges, "
+        "other built-ins (a domain: as its base type) | `string` (PostgreSQL's text output) | `string` | `text` |"
+    )
+    rows.append("| `void` (`SELECT pg_advisory_lock(@id)`) | no field: the column is skipped | — | — |")
     return "\n".join(rows)

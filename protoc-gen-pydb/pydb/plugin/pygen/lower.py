@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 from pydb import __version__
 
-from ..bind import ir
+from ..bind import ir, typemap
 from ..protos import python_module, snake_case
 from ..sql.names import quote_ident
 from . import model
@@ -92,6 +92,8 @@ class _Module:
             one, many = f"rt.timestamp_param({{}}, {quoted})", None
         elif p.conversion is _C.DURATION:
             one, many = "{}.ToTimedelta()", None
+        elif p.pg_type.name in typemap.ARRAY_DELIMITERS:  # box[]: psycopg would join with `,`
+            one, many = "{}", f"rt.array_text({{}}, {py_str(typemap.ARRAY_DELIMITERS[p.pg_type.name])})"
         else:  # the field's value is what psycopg sends: numbers, bool, bytes, text
             one, many = "{}", "list({})"
         if f.repeated:
@@ -122,9 +124,11 @@ class _Module:
         if c.field.wrapper is not None:
             convert = f"{self.type(c.field.wrapper)}(value={convert})"
         if c.field.repeated:
-            # NULL reads as no elements; a NULL element is refused. psycopg does not know an
-            # enum's array type: it sends the array as text.
-            source = f"rt.text_array({v})" if c.pg_type.is_enum else f"rt.elements({v})"
+            # NULL reads as no elements; a NULL element is refused. psycopg does not know the
+            # array types of enums and of types outside pg_catalog (citext, composites, ...):
+            # it hands over the array's text form.
+            as_text = c.pg_type.is_enum or c.conversion is _C.TEXT
+            source = f"rt.text_array({v})" if as_text else f"rt.elements({v})"
             return source if convert == "{}" else f"[{convert.format('x')} for x in {source}]"
         if convert == "{}":
             return v

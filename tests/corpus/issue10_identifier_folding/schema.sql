@@ -1,0 +1,1 @@
+CREATE TABLE t (f int NOT NULL, created date);

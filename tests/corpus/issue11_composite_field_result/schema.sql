@@ -1,0 +1,2 @@
+CREATE TYPE address AS (street text, city text);
+CREATE TABLE shops (id int PRIMARY KEY, location address);

@@ -1,0 +1,5 @@
+DO $$
+BEGIN
+    CREATE TABLE hidden (id int PRIMARY KEY);
+END
+$$;

@@ -1,0 +1,2 @@
+CREATE TABLE parent (id int, code text);
+CREATE TABLE child (code int) INHERITS (parent);

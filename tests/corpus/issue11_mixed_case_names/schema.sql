@@ -1,0 +1,5 @@
+CREATE TABLE Groups (
+    groupId int PRIMARY KEY,
+    MaxDate date,
+    dictTree jsonb
+);

@@ -1,0 +1,288 @@
+"""Batched reporting: the fleet's results and failures, coalesced into CompleteTasks / FailTasks.
+
+A finished task hands its outcome to a `ReportBatcher` and awaits a per-task answer: True when
+its own row took the outcome (fenced by its lease token), False when the lease is certainly
+lost. Outcomes wait at most `window` seconds (or until `max_batch` are waiting) and go out in
+one statement each; up to `max_in_flight` batches travel at once, so the next batch fills while
+one is on the wire.
+
+No result is dropped while its lease may still hold. A batch that fails transiently
+(UNAVAILABLE, DEADLINE_EXCEEDED, ...) is kept and sent again (with `wait_for_ready`, so it
+waits for the server rather than failing fast) until it lands, however long the outage; the
+only ways out are an answer from the server (the row took the outcome, or the lease is gone)
+and the task's own `lease_lost` event (a heartbeat rejected). Once a batch was sent without
+an answer, an entry missing from a later answer may have landed the first time: GetTask tells.
+A batch the server refuses as a whole (one entry's output is not JSON, say) is split into
+single CompleteTask / FailTask calls, so each entry gets its own verdict.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections import deque
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Literal
+
+import grpc
+from generation.task.v1 import task_pb2 as pb
+from generation.task.v1 import task_pb2_grpc
+
+log = logging.getLogger("taskworker.reports")
+
+if TYPE_CHECKING:
+    Stub = task_pb2_grpc.GenerationDataServiceAsyncStub
+
+# Statuses with which the data plane says "this lease is not yours any more".
+LEASE_LOST = (grpc.StatusCode.FAILED_PRECONDITION, grpc.StatusCode.NOT_FOUND)
+# Worth another try: the data plane or its database is briefly unreachable.
+TRANSIENT = (
+    grpc.StatusCode.UNAVAILABLE,
+    grpc.StatusCode.DEADLINE_EXCEEDED,
+    grpc.StatusCode.ABORTED,
+    grpc.StatusCode.RESOURCE_EXHAUSTED,
+    grpc.StatusCode.CANCELLED,
+)
+
+Kind = Literal["complete", "fail"]
+
+
+@dataclass
+class Outcome:
+    """One task's result (kind complete: output/usage JSON text) or failure (kind fail: error)."""
+
+    kind: Kind
+    task: pb.Task
+    lease_lost: asyncio.Event
+    output: str = ""
+    reported_usage: str = ""
+    error: str = ""
+    landed: asyncio.Future[bool] = field(default_factory=lambda: asyncio.get_running_loop().create_future())
+    # Sent at least once without an answer: it may already have landed.
+    uncertain: bool = False
+    attempts: int = 0
+
+    def settle(self, landed: bool) -> None:
+        if not self.landed.done():
+            self.landed.set_result(landed)
+
+
+@dataclass
+class ReportStats:
+    batches: int = 0
+    reported: int = 0
+    retried_batches: int = 0  # transient failures, kept and sent again
+    lease_lost: int = 0
+    split_batches: int = 0  # refused as a whole, resent one by one
+
+
+class ReportBatcher:
+    def __init__(
+        self,
+        stub: Stub,
+        *,
+        window: float = 0.002,
+        max_batch: int = 500,
+        max_in_flight: int = 4,
+        rpc_timeout: float = 10.0,
+        max_backoff: float = 1.0,
+    ) -> None:
+        if max_batch < 1 or max_in_flight < 1 or window < 0:
+            raise ValueError("max_batch and max_in_flight must be >= 1 and window >= 0")
+        self.stub = stub
+        self.window = window
+        self.max_batch = max_batch
+        self.rpc_timeout = rpc_timeout
+        self.max_backoff = max_backoff
+        self.stats = ReportStats()
+        self._waiting: dict[Kind, deque[Outcome]] = {"complete": deque(), "fail": deque()}
+        self._ready = asyncio.Event()  # something waits
+        self._full = asyncio.Event()  # a whole batch waits
+        self._slots = asyncio.Semaphore(max_in_flight)
+        self._sends: set[asyncio.Task[None]] = set()
+
+    # -- the fleet's side --------------------------------------------------------------------
+    async def report(self, outcome: Outcome) -> bool:
+        """Queue `outcome`; True once its row took it, False when its lease is certainly lost."""
+        self._put(outcome)
+        return await outcome.landed
+
+    def _put(self, outcome: Outcome, *, front: bool = False) -> None:
+        queue = self._waiting[outcome.kind]
+        if front:
+            queue.appendleft(outcome)
+        else:
+            queue.append(outcome)
+        self._ready.set()
+        if len(queue) >= self.max_batch:
+            self._full.set()
+
+    @property
+    def pending(self) -> int:
+        return sum(len(q) for q in self._waiting.values())
+
+    # -- the flusher -------------------------------------------------------------------------
+    async def run(self) -> None:
+        """Send batches until cancelled; cancelling abandons what waits (the leases lapse)."""
+        try:
+            while True:
+                await self._ready.wait()
+                if self.window > 0 and not self._full.is_set():
+                    with contextlib.suppress(TimeoutError):
+                        async with asyncio.timeout(self.window):
+                            await self._full.wait()
+                for kind, queue in self._waiting.items():
+                    while queue:
+                        batch = [queue.popleft() for _ in range(min(len(queue), self.max_batch))]
+                        batch = [o for o in batch if not self._abandoned(o)]
+                        if batch:
+                            await self._slots.acquire()
+                            send = asyncio.create_task(self._send(kind, batch), name=f"report {kind} x{len(batch)}")
+                            self._sends.add(send)
+                            send.add_done_callback(self._sends.discard)
+                self._full.clear()
+                if not self.pending:
+                    self._ready.clear()
+        finally:
+            for send in list(self._sends):
+                send.cancel()
+            await asyncio.gather(*self._sends, return_exceptions=True)
+
+    def _abandoned(self, outcome: Outcome) -> bool:
+        """The task gave up waiting (drain timeout), or a heartbeat found its lease gone. Not if
+        an earlier attempt may have landed: that ends the lease too (a heartbeat is refused once
+        the row is completed), so the batch's answer and GetTask decide."""
+        if outcome.landed.done():
+            return True
+        if outcome.lease_lost.is_set() and not outcome.uncertain:
+            self.stats.lease_lost += 1
+            outcome.settle(False)
+            return True
+        return False
+
+    async def _send(self, kind: Kind, batch: list[Outcome]) -> None:
+        try:
+            self.stats.batches += 1
+            for outcome in batch:
+                outcome.attempts += 1
+            try:
+                tasks = await self._call(kind, batch)
+            except grpc.aio.AioRpcError as err:
+                if err.code() in TRANSIENT:
+                    await self._retry_later(kind, batch, err)
+                else:
+                    log.warning("%s batch of %d refused (%s): sending one by one", kind, len(batch), err.code().name)
+                    self.stats.split_batches += 1
+                    await asyncio.gather(*(self._send_one(o) for o in batch))
+                return
+            landed = {t.id for t in tasks}
+            for outcome in batch:
+                if outcome.task.id in landed:
+                    self.stats.reported += 1
+                    outcome.settle(True)
+                elif outcome.uncertain:
+                    await self._settle_uncertain(outcome)
+                else:
+                    self._lost(outcome)
+        finally:
+            self._slots.release()
+
+    async def _call(self, kind: Kind, batch: list[Outcome]) -> list[pb.Task]:
+        ids = [o.task.id for o in batch]
+        tokens = [o.task.lease_token for o in batch]
+        if kind == "complete":
+            done = await self.stub.CompleteTasks(
+                pb.CompleteTasksRequest(
+                    task_ids=ids,
+                    lease_tokens=tokens,
+                    outputs=[o.output for o in batch],
+                    reported_usages=[o.reported_usage for o in batch],
+                ),
+                timeout=self.rpc_timeout,
+                wait_for_ready=True,
+            )
+            return list(done.tasks)
+        failed = await self.stub.FailTasks(
+            pb.FailTasksRequest(task_ids=ids, lease_tokens=tokens, errors=[o.error for o in batch]),
+            timeout=self.rpc_timeout,
+            wait_for_ready=True,
+        )
+        return list(failed.tasks)
+
+    async def _retry_later(self, kind: Kind, batch: list[Outcome], err: grpc.aio.AioRpcError) -> None:
+        """Keep the batch: back off (bounded), then put it back in front of newer outcomes."""
+        self.stats.retried_batches += 1
+        attempts = max(o.attempts for o in batch)
+        log.warning("%s batch of %d failed (%s), kept for retry #%d", kind, len(batch), err.code().name, attempts)
+        await asyncio.sleep(min(0.05 * 2 ** min(attempts, 10), self.max_backoff))
+        for outcome in reversed(batch):
+            outcome.uncertain = True
+            if not self._abandoned(outcome):
+                self._put(outcome, front=True)
+
+    async def _send_one(self, outcome: Outcome) -> None:
+        """One entry alone, through the single-task RPC: its own verdict."""
+        task = outcome.task
+        try:
+            if outcome.kind == "complete":
+                req = pb.CompleteTaskRequest(task_id=task.id, lease_token=task.lease_token, output=outcome.output)
+                if outcome.reported_usage:
+                    req.reported_usage = outcome.reported_usage
+                await self.stub.CompleteTask(req, timeout=self.rpc_timeout, wait_for_ready=True)
+            else:
+                await self.stub.FailTask(
+                    pb.FailTaskRequest(
+                        task_id=task.id, lease_token=task.lease_token, error=outcome.error, increment_retry=True
+                    ),
+                    timeout=self.rpc_timeout,
+                    wait_for_ready=True,
+                )
+        except grpc.aio.AioRpcError as err:
+            if err.code() in TRANSIENT:
+                outcome.uncertain = True
+                self._put(outcome, front=True)
+            elif err.code() in LEASE_LOST and outcome.uncertain:
+                await self._settle_uncertain(outcome)
+            elif err.code() in LEASE_LOST:
+                self._lost(outcome)
+            else:  # this entry itself is refused (its output is not JSON): nothing can land it
+                log.error("task %s: %s refused: %s %s", task.id, outcome.kind, err.code().name, err.details())
+                outcome.settle(False)
+            return
+        self.stats.reported += 1
+        outcome.settle(True)
+
+    async def _settle_uncertain(self, outcome: Outcome) -> None:
+        """An earlier attempt may have landed with its answer lost: the row tells."""
+        try:
+            row = (await self.stub.GetTask(pb.GetTaskRequest(task_id=outcome.task.id), timeout=self.rpc_timeout)).task
+        except grpc.aio.AioRpcError as err:
+            if err.code() in TRANSIENT:  # cannot tell yet: ask again with the next batch
+                self._put(outcome, front=True)
+                return
+            self._lost(outcome)
+            return
+        if landed_earlier(outcome, row):
+            self.stats.reported += 1
+            outcome.settle(True)
+        else:
+            self._lost(outcome)
+
+    def _lost(self, outcome: Outcome) -> None:
+        log.warning("task %s: %s not taken: lease lost", outcome.task.id, outcome.kind)
+        self.stats.lease_lost += 1
+        outcome.settle(False)
+
+
+def landed_earlier(outcome: Outcome, row: pb.Task) -> bool:
+    """Whether `row` shows `outcome` landed under its own lease (CompleteTasks keeps the token;
+    FailTasks clears it but counts exactly one more retry)."""
+    task = outcome.task
+    if outcome.kind == "complete":
+        return row.status == pb.TASK_STATUS_COMPLETED and row.lease_token == task.lease_token
+    return (
+        row.status in (pb.TASK_STATUS_QUEUED, pb.TASK_STATUS_FAILED)
+        and row.retry_count == task.retry_count + 1
+        and row.error == outcome.error
+    )
