@@ -12,7 +12,7 @@ import pytest
 from pg import Cluster, scratch_database
 from pydb.plugin.sql.analyze import analyze
 from pydb.plugin.sql.catalog import Catalog, build_catalog
-from test_sql_constructs import analysed, describe, ours
+from test_sql_constructs import analysed, describe, expanded, ours
 
 SCHEMA = """
 CREATE TABLE writers (
@@ -22,6 +22,7 @@ CREATE TABLE writers (
 );
 CREATE TABLE events (id bigserial PRIMARY KEY, happened date NOT NULL);
 CREATE SEQUENCE ticket_numbers AS integer;
+CREATE VIEW public_tables AS SELECT tablename, hasindexes FROM pg_tables WHERE schemaname = 'public';
 CREATE TABLE pens (writer_id bigint, colour text);
 CREATE TABLE books (writer_id bigint, title text);
 CREATE FUNCTION add_writer(name text, bio text, OUT id bigint) LANGUAGE sql
@@ -85,6 +86,18 @@ def test_system_catalog_not_null_is_pg_attribute_s(catalog: Catalog, conn: psyco
     assert sequence.columns is not None and not any(c.nullable for c in sequence.columns)
     view = analysed("SELECT * FROM pg_tables", catalog)
     assert view.columns is not None and all(c.nullable for c in view.columns)
+
+
+@pytest.mark.parametrize(
+    "sql",
+    ["SELECT * FROM pg_timezone_names", "SELECT s.* FROM pg_catalog.pg_stat_activity s", "SELECT * FROM public_tables"],
+)
+def test_system_relation_star_expansion_describes_like_the_star(
+    sql: str, catalog: Catalog, conn: psycopg.Connection
+) -> None:
+    analysis = analysed(sql, catalog)
+    assert analysis.expansions
+    assert describe(conn, expanded(sql, analysis)) == describe(conn, sql) == ours(analysis)
 
 
 @pytest.mark.parametrize(
