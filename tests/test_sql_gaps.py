@@ -131,6 +131,16 @@ SQL_VALUE_FUNCTIONS = [
 ]
 
 
+def test_current_schema_may_be_null(catalog: Catalog, conn: psycopg.Connection) -> None:
+    for sql in ("SELECT * FROM current_schema", "SELECT current_schema AS s", "SELECT current_schema() AS s"):
+        analysis = analysed(sql, catalog)
+        assert ours(analysis) == describe(conn, sql)
+        assert analysis.columns is not None and analysis.columns[0].nullable
+        with conn.transaction():
+            conn.execute("SET LOCAL search_path = no_such_schema")
+            assert conn.execute(sql).fetchone() == (None,)
+
+
 @pytest.mark.parametrize("sql", SQL_VALUE_FUNCTIONS)
 def test_sql_value_function_is_described_like_postgresql(sql: str, catalog: Catalog, conn: psycopg.Connection) -> None:
     analysis = analysed(sql, catalog)
