@@ -152,8 +152,10 @@ async def test_text_form_types_round_trip(
     to the same text cast in SQL), and reads back, RETURNING and SELECT alike, as exactly what
     PostgreSQL prints; arrays too (the text form's quoting undone, `;`-separated box[] included)."""
     schema = _schema(samples, extensions)
+    # One package per sample set: both protos are imported into the same descriptor pool.
+    package = "bind_text.v1" if samples is SAMPLES else "bind_text_ext.v1"
     with (
-        built(tmp_path, "bind_text.v1", _proto("bind_text.v1", samples), schema) as handlers,
+        built(tmp_path, package, _proto(package, samples), schema) as handlers,
         database(pg_server, tmp_path, schema) as url,
     ):
         m = pb2(handlers)
