@@ -1,5 +1,6 @@
 """Recovery with a short, per-tool lease: a SIGKILLed worker's task is reclaimed within the lease
-plus one poll, and a live worker's heartbeat (at half the tool's lease) keeps its task."""
+plus one poll, and a live worker's heartbeat (at half the lease its claim took: the task's own,
+else its tool's) keeps its task."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import pytest
 from generation.task.v1 import task_pb2 as pb
 from generation.task.v1 import task_pb2_grpc
 from taskworker import TaskContext, WorkerFleet
@@ -57,9 +59,15 @@ async def test_killed_worker_is_recovered_within_lease_plus_one_poll(
     assert final.status == pb.TASK_STATUS_COMPLETED and final.retry_count == 1
 
 
-async def test_heartbeat_follows_the_tools_lease(stub: Stub, tool: pb.Tool) -> None:
-    await stub.SetToolLease(pb.SetToolLeaseRequest(tool_id=tool.id, lease_seconds=1))
-    task = (await stub.QueueTask(pb.QueueTaskRequest(tool_id=tool.id))).task
+@pytest.mark.parametrize("whose", ["tool", "task"])
+async def test_heartbeat_follows_the_claimed_lease(stub: Stub, tool: pb.Tool, whose: str) -> None:
+    """A 1 s lease, the tool's or the task's own (the tool keeping 120 s): the fleet, told nothing
+    about it, beats at half the lease its claim's answer carries, so a rival never steals the task."""
+    if whose == "tool":
+        await stub.SetToolLease(pb.SetToolLeaseRequest(tool_id=tool.id, lease_seconds=1))
+        task = (await stub.QueueTask(pb.QueueTaskRequest(tool_id=tool.id))).task
+    else:
+        task = (await stub.QueueTask(pb.QueueTaskRequest(tool_id=tool.id, lease_seconds=1))).task
     started = asyncio.Event()
 
     async def process(t: pb.Task, ctx: TaskContext) -> Any:
@@ -68,7 +76,7 @@ async def test_heartbeat_follows_the_tools_lease(stub: Stub, tool: pb.Tool) -> N
         return None
 
     fleet = WorkerFleet(stub, poll_interval=30.0)  # heartbeat_interval stays 60 s: the lease rules
-    fleet.add_tool(tool.id, process, lease_seconds=1)
+    fleet.add_tool(tool.id, process)
     run = asyncio.create_task(fleet.run())
     await asyncio.wait_for(started.wait(), 10)
     stolen = 0

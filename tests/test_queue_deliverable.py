@@ -9,9 +9,11 @@ import datetime as dt
 import os
 
 import grpc
+import pytest
 from conftest import private_service
 from generation.task.v1 import task_pb2 as pb
 from generation.task.v1 import task_pb2_grpc
+from pydb.runtime.database import cap_answer_budget
 from queue_support import Stub, execute, fetch, new_tool
 from taskworker import Reconciler
 
@@ -161,3 +163,78 @@ async def test_prune_deletes_only_old_terminal_rows_under_concurrent_claims(data
         after = await fetch(url, "SELECT id::text FROM generation.tasks")
         assert {r["id"] for r in after} == {r["id"] for r in before}
         assert await reconciler.prune() == 0
+
+
+@pytest.mark.parametrize("asked", [0, 2**31 - 1], ids=["no-budget", "huge-budget"])
+async def test_the_servers_send_limit_caps_the_claim_budget(database_url: str, asked: int) -> None:
+    """A caller asking for no budget or more than the server may send gets a claim the server can
+    deliver: without the cap, 0 means 4,000,000 and the answer (about 300,000 bytes) would be
+    refused by the server's 100,000-byte send limit after the claim committed."""
+    limit = 100_000
+    async with (
+        private_service(database_url, max_send_message_bytes=limit) as (url, server),
+        grpc.aio.insecure_channel(server.address) as channel,
+    ):
+        stub = task_pb2_grpc.GenerationDataServiceStub(channel)
+        tool = await new_tool(stub, "capped")
+        await seed_sized(url, tool.id, 10, 30_000)
+        await seed_sized(url, tool.id, 1, 2 * limit, priority="-1")  # larger than any answer
+        delivered = 0
+        for _ in range(12):  # bounded: 10 tasks in pages of 3
+            resp = await stub.ClaimTasks(pb.ClaimTasksRequest(tool_id=tool.id, limit=100, max_bytes=asked))
+            if not resp.tasks:
+                break
+            assert 0 < resp.ByteSize() <= limit
+            delivered += len(resp.tasks)
+            assert await held(url, tool.id) == delivered, "every committed claim was delivered"
+        assert delivered == 10
+        rows = await fetch(
+            url,
+            "SELECT retry_count, lease_token FROM generation.tasks WHERE tool_id = %s AND status = 'queued'",
+            (tool.id,),
+        )
+        assert rows == [{"retry_count": 0, "lease_token": None}], "the oversized task stays claimable"
+
+
+def test_only_an_integer_max_bytes_field_is_capped() -> None:
+    capped = pb.ClaimTasksRequest(tool_id="t", limit=5, max_bytes=0)
+    cap_answer_budget(capped, 1000)
+    assert capped.max_bytes == 1000
+    for asked, kept in ((999, 999), (1000, 1000), (1001, 1000), (-5, 1000)):
+        request = pb.ClaimTasksRequest(max_bytes=asked)
+        cap_answer_budget(request, 1000)
+        assert request.max_bytes == kept
+    without = pb.GetTaskRequest(task_id="x")  # no budget field: left alone
+    cap_answer_budget(without, 1000)
+    assert without == pb.GetTaskRequest(task_id="x")
+
+
+async def test_lease_length_is_per_task(stub: Stub, database_url: str) -> None:
+    """A task's own lease (set at enqueue) outranks its tool's in every claim and heartbeat; the
+    claim's answer carries the lease it took; a task without one takes the tool's."""
+    tool = await new_tool(stub, "task-lease")
+    await stub.SetToolLease(pb.SetToolLeaseRequest(tool_id=tool.id, lease_seconds=50))
+    own = (await stub.QueueTask(pb.QueueTaskRequest(tool_id=tool.id, lease_seconds=7, priority=3))).task
+    assert own.lease_seconds == 7
+    bulk = (
+        await stub.QueueTasks(pb.QueueTasksRequest(tool_ids=[tool.id] * 2, priorities=[2, 1], lease_seconds=[9, 0]))
+    ).tasks
+    assert len(bulk) == 2 and [t.lease_seconds for t in bulk if t.HasField("lease_seconds")] == [9]
+    first = (await stub.ClaimNextTask(pb.ClaimNextTaskRequest(tool_id=tool.id))).task
+    rest = list((await stub.ClaimTasks(pb.ClaimTasksRequest(tool_id=tool.id, limit=5))).tasks)
+    took = {t.priority: t for t in [first, *rest]}
+    assert {p: t.lease_seconds for p, t in took.items()} == {3: 7, 2: 9, 1: 50}
+    for t in took.values():
+        assert t.claim_expires_at.ToDatetime() - t.started_at.ToDatetime() == dt.timedelta(seconds=t.lease_seconds)
+        beat = (await stub.HeartbeatTask(pb.HeartbeatTaskRequest(task_id=t.id, lease_token=t.lease_token))).task
+        rows = await fetch(
+            database_url,
+            "SELECT claim_expires_at - statement_timestamp() AS left FROM generation.tasks WHERE id = %s",
+            (beat.id,),
+        )
+        assert dt.timedelta(seconds=t.lease_seconds - 2) < rows[0]["left"] <= dt.timedelta(seconds=t.lease_seconds)
+    stored = (await stub.GetTask(pb.GetTaskRequest(task_id=took[1].id))).task
+    assert not stored.HasField("lease_seconds"), "the row keeps no lease of its own: SetToolLease still rules it"
+    with pytest.raises(grpc.aio.AioRpcError) as bad:
+        await stub.QueueTask(pb.QueueTaskRequest(tool_id=tool.id, lease_seconds=0))
+    assert bad.value.code() == grpc.StatusCode.INVALID_ARGUMENT

@@ -13,8 +13,9 @@ concurrency limit, and a poll loop that
 
 A claim asks for at most the lane's free slots and at most `claim_max_bytes` of answer (under
 the channel's 4 MiB receive limit), so the data plane never commits a claim that cannot reach
-this worker. Every claimed task runs with a background heartbeat at half its tool's lease
-(`add_tool(lease_seconds=...)`) or every `heartbeat_interval` (60 s) if sooner.
+this worker. Every claimed task runs with a background heartbeat at half the lease its claim took (the
+claim's answer carries it: the task's own lease, else its tool's) or every `heartbeat_interval`
+(60 s) if sooner.
 A heartbeat the data plane rejects (the lease was lost: someone reclaimed the task, or the
 reaper failed it) cancels the work, which is then never reported. Otherwise the outcome goes to
 the `ReportBatcher` (reports.py): results and failures of all lanes are coalesced for at most
@@ -113,6 +114,7 @@ class _Held:
     ctx: TaskContext
     work: asyncio.Task[Any]
     due: float  # monotonic time of the next heartbeat
+    interval: float  # seconds between heartbeats: half the lease this claim took, at most
     reporting: bool = False
 
 
@@ -126,6 +128,8 @@ class _Lane:
     running: dict[str, asyncio.Task[None]] = field(default_factory=dict)
     held: dict[str, _Held] = field(default_factory=dict)
     reporting: int = 0  # of `running`, those whose work is done and whose outcome is on its way
+    beat_tick: float = 1.0  # how often the heartbeat loop now checks due times
+    beat_wake: asyncio.Event = field(default_factory=asyncio.Event)  # a task needs a finer tick
 
 
 @dataclass
@@ -309,8 +313,11 @@ class WorkerFleet:
         ctx = TaskContext(task, self)
         work = asyncio.create_task(lane.process(task, ctx), name=f"process {task.id}")
         # Heartbeats go on until the outcome is reported, so a slow report keeps the lease.
-        held = _Held(task, ctx, work, time.monotonic() + lane.heartbeat_interval)
+        interval = self._beat_interval(lane, task)
+        held = _Held(task, ctx, work, time.monotonic() + interval, interval)
         lane.held[task.id] = held
+        if interval / 4 < lane.beat_tick:  # a shorter lease than the loop's tick serves
+            lane.beat_wake.set()
         # The terminal event's data; every way out of this method sets it.
         outcome: dict[str, Any] = {"outcome": "abandoned", "retrying": True}
         try:
@@ -360,15 +367,27 @@ class WorkerFleet:
         lane.reporting += 1
         lane.wake.set()
 
+    def _beat_interval(self, lane: _Lane, task: pb.Task) -> float:
+        """Half the lease the claim took (its answer carries it: the task's own, else the tool's),
+        or the lane's interval for an answer without it; never above `heartbeat_interval`."""
+        if task.HasField("lease_seconds") and task.lease_seconds > 0:
+            return min(task.lease_seconds / 2, self.heartbeat_interval)
+        return lane.heartbeat_interval
+
     async def _heartbeats(self, lane: _Lane) -> None:
         """One loop per lane beats every held task when due (a task of its own per claim would cost
         more than a no-op task's whole work). Due times are checked every quarter interval, at
-        most every second, so a beat comes at most that late: far inside the lease's other half."""
-        tick = max(min(lane.heartbeat_interval / 4, 1.0), 0.01)
+        most every second, so a beat comes at most that late: far inside the lease's other half.
+        A task claimed with a shorter lease than any held wakes the loop to tick finer at once."""
         in_flight: set[asyncio.Task[None]] = set()
         try:
             while True:
-                await asyncio.sleep(tick)
+                shortest = min((h.interval for h in lane.held.values()), default=lane.heartbeat_interval)
+                lane.beat_tick = max(min(shortest / 4, 1.0), 0.01)
+                lane.beat_wake.clear()
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(lane.beat_tick):
+                        await lane.beat_wake.wait()
                 now = time.monotonic()
                 for held in [h for h in lane.held.values() if h.due <= now]:
                     held.due = math.inf  # until this beat is answered
@@ -385,7 +404,7 @@ class WorkerFleet:
             await self.stub.HeartbeatTask(
                 pb.HeartbeatTaskRequest(task_id=task.id, lease_token=task.lease_token), timeout=self.rpc_timeout
             )
-            held.due = time.monotonic() + lane.heartbeat_interval
+            held.due = time.monotonic() + held.interval
         except grpc.aio.AioRpcError as err:
             if err.code() in LEASE_LOST:
                 log.warning("task %s: heartbeat rejected (%s): lease lost", task.id, err.details())
@@ -399,7 +418,7 @@ class WorkerFleet:
             # Transient (data plane unreachable): retry sooner; the lease may still hold.
             log.warning("task %s: heartbeat failed: %s", task.id, err.code().name)
             self.stats.heartbeat_errors += 1
-            held.due = time.monotonic() + max(lane.heartbeat_interval / 4, 0.05)
+            held.due = time.monotonic() + max(held.interval / 4, 0.05)
 
     async def _report_complete(self, task: pb.Task, ctx: TaskContext, result: Any) -> bool:
         if isinstance(result, TaskResult):

@@ -10,6 +10,8 @@ from typing import Any, TypeVar
 
 import grpc
 import psycopg
+from google.protobuf.descriptor import FieldDescriptor
+from google.protobuf.message import Message
 from psycopg import AsyncConnection
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
@@ -34,6 +36,41 @@ SERVER_FAULTS = frozenset(
     }
 )
 
+#: The request field through which a caller says how many bytes of answer it can receive (a
+#: statement bounds its result by it, as ClaimTasks does). The server caps it by what it can send.
+ANSWER_BUDGET_FIELD = "max_bytes"
+#: gRPC's default receive limit on clients, and so the largest answer a server sends by default.
+DEFAULT_MAX_ANSWER_BYTES = 4 * 1024 * 1024
+
+_max_answer_bytes: dict[int, int] = {}
+_INTEGER_TYPES = frozenset(
+    {
+        FieldDescriptor.CPPTYPE_INT32,
+        FieldDescriptor.CPPTYPE_INT64,
+        FieldDescriptor.CPPTYPE_UINT32,
+        FieldDescriptor.CPPTYPE_UINT64,
+    }
+)
+
+
+def configure_max_answer(pool: AsyncConnectionPool[Any], max_bytes: int) -> None:
+    """The largest answer the server serving `pool` sends (its max send message size)."""
+    _max_answer_bytes[id(pool)] = max_bytes
+
+
+def cap_answer_budget(request: object, limit: int) -> None:
+    """Cap the caller's answer budget (an integer `max_bytes` field, 0 or unset meaning "no
+    preference") at `limit`, before the statement sees it: a budget the server could not send
+    would let the statement commit work (a claim) whose answer is then refused on the way out."""
+    if not isinstance(request, Message):
+        return
+    field = request.DESCRIPTOR.fields_by_name.get(ANSWER_BUDGET_FIELD)
+    if field is None or field.cpp_type not in _INTEGER_TYPES:
+        return
+    asked = getattr(request, ANSWER_BUDGET_FIELD)
+    if isinstance(asked, int) and (asked <= 0 or asked > limit):  # not a repeated field
+        setattr(request, ANSWER_BUDGET_FIELD, limit)
+
 
 class Database:
     """A connection pool plus the policy every RPC shares.
@@ -55,6 +92,8 @@ class Database:
 
     def __init__(self, pool: AsyncConnectionPool[Any]) -> None:
         self.pool = pool
+        #: A request's `max_bytes` answer budget is capped at this (configure_max_answer).
+        self.max_answer_bytes = _max_answer_bytes.get(id(pool), DEFAULT_MAX_ANSWER_BYTES)
 
     async def run(
         self,
@@ -66,6 +105,7 @@ class Database:
         started = time.perf_counter()
         code, message, cause = grpc.StatusCode.OK, "", ""
         unexpected: Exception | None = None
+        cap_answer_budget(request, self.max_answer_bytes)
         try:
             return await self._bounded(handler, request, context.time_remaining())
         except RpcError as err:

@@ -25,7 +25,7 @@ from psycopg.conninfo import conninfo_to_dict
 from psycopg_pool import AsyncConnectionPool
 
 from . import auth
-from .database import drain, session_settings
+from .database import DEFAULT_MAX_ANSWER_BYTES, configure_max_answer, drain, session_settings
 from .decoding import DecodeGuard
 from .descriptors import public_pool
 from .errors import set_log_detail
@@ -63,6 +63,7 @@ class Config:
     lock_timeout: float = 1.0
     max_listen_streams: int = 1000
     log_database_detail: bool = False
+    max_send_message_bytes: int = DEFAULT_MAX_ANSWER_BYTES
 
 
 @dataclass(frozen=True)
@@ -158,6 +159,13 @@ SETTINGS = (
             "bool",
             "log PostgreSQL's messages and DETAIL in full (they may quote row contents)",
         ),
+        _Setting(
+            "--max-send-message-bytes",
+            "MAX_SEND_MESSAGE_BYTES",
+            str(DEFAULT_MAX_ANSWER_BYTES),
+            "int",
+            "largest answer sent (default: gRPC's client receive limit); a request's max_bytes budget is capped at it",
+        ),
     ),
 )
 
@@ -247,6 +255,8 @@ def config_from_args(p: argparse.ArgumentParser, a: argparse.Namespace, env: Map
         p.error("--tls-client-names needs --tls-client-ca")
     if values["lock_timeout"] < 0 or values["max_listen_streams"] < 1:
         p.error("need --lock-timeout >= 0 and --max-listen-streams >= 1")
+    if not 1024 <= values["max_send_message_bytes"] < 2**31:
+        p.error("--max-send-message-bytes must be at least 1024 and below 2**31")
     for name in ("pool_timeout", "grace_seconds", "health_interval"):
         if values[name] < 0 or (name != "grace_seconds" and values[name] == 0):
             p.error(f"--{name.replace('_', '-')} must be positive")
@@ -328,9 +338,12 @@ async def serve(
     interceptors = server_interceptors(cfg)  # first: a refused configuration opens nothing
     pool = make_pool(cfg)
     configure_streams(pool, cfg.max_listen_streams)
+    configure_max_answer(pool, cfg.max_send_message_bytes)
     set_log_detail(cfg.log_database_detail)
     await pool.open(wait=False)
-    grpc_server = grpc.aio.server(interceptors=interceptors)
+    grpc_server = grpc.aio.server(
+        interceptors=interceptors, options=[("grpc.max_send_message_length", cfg.max_send_message_bytes)]
+    )
     register(grpc_server, pool)
     health_servicer = HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, grpc_server)

@@ -48,7 +48,10 @@ CREATE TABLE generation.tasks (
     claim_expires_at timestamptz,
     created_at timestamptz NOT NULL DEFAULT now(),
     started_at timestamptz,
-    completed_at timestamptz
+    completed_at timestamptz,
+    -- The task's own lease, set at enqueue for work unlike its tool's; NULL: the tool's
+    -- lease_seconds. Claims and heartbeats take COALESCE(task, tool).
+    lease_seconds integer CHECK (lease_seconds BETWEEN 1 AND 86400)
 );
 
 -- Makes the claim's `ORDER BY status DESC, priority DESC, created_at ASC LIMIT n`

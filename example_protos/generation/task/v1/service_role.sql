@@ -38,7 +38,8 @@ GRANT SELECT (id, name, created_at, lease_seconds), INSERT (name), UPDATE (name,
 -- Every read returns whole rows (RETURNING *, SELECT *).
 GRANT SELECT ON generation.tasks TO pydb_task_service;
 -- QueueTask: the columns a caller may set.
-GRANT INSERT (tool_id, input, priority, max_retries, reserved_token_amount, billing_idempotency_key, w3c_traceparent)
+GRANT INSERT (tool_id, input, priority, max_retries, reserved_token_amount, billing_idempotency_key, w3c_traceparent,
+              lease_seconds)
     ON generation.tasks TO pydb_task_service;
 -- ClaimNextTask / ClaimTasks / HeartbeatTask / CompleteTask(s) / FailTask (the state machine),
 -- QueueTask's idempotent ON CONFLICT DO UPDATE (billing_idempotency_key). FOR UPDATE needs an

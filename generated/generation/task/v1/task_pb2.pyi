@@ -109,6 +109,7 @@ class Task(_message.Message):
     CREATED_AT_FIELD_NUMBER: _builtins.int
     STARTED_AT_FIELD_NUMBER: _builtins.int
     COMPLETED_AT_FIELD_NUMBER: _builtins.int
+    LEASE_SECONDS_FIELD_NUMBER: _builtins.int
     id: _builtins.str
     tool_id: _builtins.str
     status: Global___TaskStatus.ValueType
@@ -124,6 +125,11 @@ class Task(_message.Message):
     w3c_traceparent: _builtins.str
     lease_token: _builtins.str
     """New on every claim; Heartbeat, Complete and Fail must present it (fencing)."""
+    lease_seconds: _builtins.int
+    """The task's own lease in seconds, set at enqueue (unset: its tool's lease_seconds). The
+    answer of a claim carries the lease that claim took (the task's, else the tool's), which
+    the worker's heartbeat follows.
+    """
     @_builtins.property
     def claim_expires_at(self) -> _timestamp_pb2.Timestamp: ...
     @_builtins.property
@@ -153,15 +159,18 @@ class Task(_message.Message):
         created_at: _timestamp_pb2.Timestamp | None = ...,
         started_at: _timestamp_pb2.Timestamp | None = ...,
         completed_at: _timestamp_pb2.Timestamp | None = ...,
+        lease_seconds: _builtins.int | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_billing_idempotency_key", b"_billing_idempotency_key", "_error", b"_error", "_lease_token", b"_lease_token", "_output", b"_output", "_reported_usage", b"_reported_usage", "_reserved_token_amount", b"_reserved_token_amount", "_w3c_traceparent", b"_w3c_traceparent", "billing_idempotency_key", b"billing_idempotency_key", "claim_expires_at", b"claim_expires_at", "completed_at", b"completed_at", "created_at", b"created_at", "error", b"error", "lease_token", b"lease_token", "output", b"output", "reported_usage", b"reported_usage", "reserved_token_amount", b"reserved_token_amount", "started_at", b"started_at", "w3c_traceparent", b"w3c_traceparent"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_billing_idempotency_key", b"_billing_idempotency_key", "_error", b"_error", "_lease_seconds", b"_lease_seconds", "_lease_token", b"_lease_token", "_output", b"_output", "_reported_usage", b"_reported_usage", "_reserved_token_amount", b"_reserved_token_amount", "_w3c_traceparent", b"_w3c_traceparent", "billing_idempotency_key", b"billing_idempotency_key", "claim_expires_at", b"claim_expires_at", "completed_at", b"completed_at", "created_at", b"created_at", "error", b"error", "lease_seconds", b"lease_seconds", "lease_token", b"lease_token", "output", b"output", "reported_usage", b"reported_usage", "reserved_token_amount", b"reserved_token_amount", "started_at", b"started_at", "w3c_traceparent", b"w3c_traceparent"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_billing_idempotency_key", b"_billing_idempotency_key", "_error", b"_error", "_lease_token", b"_lease_token", "_output", b"_output", "_reported_usage", b"_reported_usage", "_reserved_token_amount", b"_reserved_token_amount", "_w3c_traceparent", b"_w3c_traceparent", "billing_idempotency_key", b"billing_idempotency_key", "claim_expires_at", b"claim_expires_at", "completed_at", b"completed_at", "created_at", b"created_at", "error", b"error", "id", b"id", "input", b"input", "lease_token", b"lease_token", "max_retries", b"max_retries", "output", b"output", "priority", b"priority", "reported_usage", b"reported_usage", "reserved_token_amount", b"reserved_token_amount", "retry_count", b"retry_count", "started_at", b"started_at", "status", b"status", "tool_id", b"tool_id", "w3c_traceparent", b"w3c_traceparent"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_billing_idempotency_key", b"_billing_idempotency_key", "_error", b"_error", "_lease_seconds", b"_lease_seconds", "_lease_token", b"_lease_token", "_output", b"_output", "_reported_usage", b"_reported_usage", "_reserved_token_amount", b"_reserved_token_amount", "_w3c_traceparent", b"_w3c_traceparent", "billing_idempotency_key", b"billing_idempotency_key", "claim_expires_at", b"claim_expires_at", "completed_at", b"completed_at", "created_at", b"created_at", "error", b"error", "id", b"id", "input", b"input", "lease_seconds", b"lease_seconds", "lease_token", b"lease_token", "max_retries", b"max_retries", "output", b"output", "priority", b"priority", "reported_usage", b"reported_usage", "reserved_token_amount", b"reserved_token_amount", "retry_count", b"retry_count", "started_at", b"started_at", "status", b"status", "tool_id", b"tool_id", "w3c_traceparent", b"w3c_traceparent"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__billing_idempotency_key: _TypeAlias = _typing.Literal["billing_idempotency_key"]  # noqa: Y015
     _WhichOneofArgType__billing_idempotency_key: _TypeAlias = _typing.Literal["_billing_idempotency_key", b"_billing_idempotency_key"]  # noqa: Y015
     _WhichOneofReturnType__error: _TypeAlias = _typing.Literal["error"]  # noqa: Y015
     _WhichOneofArgType__error: _TypeAlias = _typing.Literal["_error", b"_error"]  # noqa: Y015
+    _WhichOneofReturnType__lease_seconds: _TypeAlias = _typing.Literal["lease_seconds"]  # noqa: Y015
+    _WhichOneofArgType__lease_seconds: _TypeAlias = _typing.Literal["_lease_seconds", b"_lease_seconds"]  # noqa: Y015
     _WhichOneofReturnType__lease_token: _TypeAlias = _typing.Literal["lease_token"]  # noqa: Y015
     _WhichOneofArgType__lease_token: _TypeAlias = _typing.Literal["_lease_token", b"_lease_token"]  # noqa: Y015
     _WhichOneofReturnType__output: _TypeAlias = _typing.Literal["output"]  # noqa: Y015
@@ -176,6 +185,8 @@ class Task(_message.Message):
     def WhichOneof(self, oneof_group: _WhichOneofArgType__billing_idempotency_key) -> _WhichOneofReturnType__billing_idempotency_key | None: ...
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__error) -> _WhichOneofReturnType__error | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__lease_seconds) -> _WhichOneofReturnType__lease_seconds | None: ...
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__lease_token) -> _WhichOneofReturnType__lease_token | None: ...
     @_typing.overload
@@ -282,6 +293,7 @@ class QueueTaskRequest(_message.Message):
     RESERVED_TOKEN_AMOUNT_FIELD_NUMBER: _builtins.int
     BILLING_IDEMPOTENCY_KEY_FIELD_NUMBER: _builtins.int
     W3C_TRACEPARENT_FIELD_NUMBER: _builtins.int
+    LEASE_SECONDS_FIELD_NUMBER: _builtins.int
     tool_id: _builtins.str
     input: _builtins.str
     """JSON text; unset means {}."""
@@ -296,6 +308,8 @@ class QueueTaskRequest(_message.Message):
     """
     w3c_traceparent: _builtins.str
     """Unset: the server stores the call's `traceparent` metadata, if any."""
+    lease_seconds: _builtins.int
+    """This task's lease in seconds (1..86400), for work unlike its tool's; unset: the tool's."""
     def __init__(
         self,
         *,
@@ -306,15 +320,18 @@ class QueueTaskRequest(_message.Message):
         reserved_token_amount: _builtins.int | None = ...,
         billing_idempotency_key: _builtins.str | None = ...,
         w3c_traceparent: _builtins.str | None = ...,
+        lease_seconds: _builtins.int | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_billing_idempotency_key", b"_billing_idempotency_key", "_input", b"_input", "_max_retries", b"_max_retries", "_reserved_token_amount", b"_reserved_token_amount", "_w3c_traceparent", b"_w3c_traceparent", "billing_idempotency_key", b"billing_idempotency_key", "input", b"input", "max_retries", b"max_retries", "reserved_token_amount", b"reserved_token_amount", "w3c_traceparent", b"w3c_traceparent"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_billing_idempotency_key", b"_billing_idempotency_key", "_input", b"_input", "_lease_seconds", b"_lease_seconds", "_max_retries", b"_max_retries", "_reserved_token_amount", b"_reserved_token_amount", "_w3c_traceparent", b"_w3c_traceparent", "billing_idempotency_key", b"billing_idempotency_key", "input", b"input", "lease_seconds", b"lease_seconds", "max_retries", b"max_retries", "reserved_token_amount", b"reserved_token_amount", "w3c_traceparent", b"w3c_traceparent"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_billing_idempotency_key", b"_billing_idempotency_key", "_input", b"_input", "_max_retries", b"_max_retries", "_reserved_token_amount", b"_reserved_token_amount", "_w3c_traceparent", b"_w3c_traceparent", "billing_idempotency_key", b"billing_idempotency_key", "input", b"input", "max_retries", b"max_retries", "priority", b"priority", "reserved_token_amount", b"reserved_token_amount", "tool_id", b"tool_id", "w3c_traceparent", b"w3c_traceparent"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_billing_idempotency_key", b"_billing_idempotency_key", "_input", b"_input", "_lease_seconds", b"_lease_seconds", "_max_retries", b"_max_retries", "_reserved_token_amount", b"_reserved_token_amount", "_w3c_traceparent", b"_w3c_traceparent", "billing_idempotency_key", b"billing_idempotency_key", "input", b"input", "lease_seconds", b"lease_seconds", "max_retries", b"max_retries", "priority", b"priority", "reserved_token_amount", b"reserved_token_amount", "tool_id", b"tool_id", "w3c_traceparent", b"w3c_traceparent"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__billing_idempotency_key: _TypeAlias = _typing.Literal["billing_idempotency_key"]  # noqa: Y015
     _WhichOneofArgType__billing_idempotency_key: _TypeAlias = _typing.Literal["_billing_idempotency_key", b"_billing_idempotency_key"]  # noqa: Y015
     _WhichOneofReturnType__input: _TypeAlias = _typing.Literal["input"]  # noqa: Y015
     _WhichOneofArgType__input: _TypeAlias = _typing.Literal["_input", b"_input"]  # noqa: Y015
+    _WhichOneofReturnType__lease_seconds: _TypeAlias = _typing.Literal["lease_seconds"]  # noqa: Y015
+    _WhichOneofArgType__lease_seconds: _TypeAlias = _typing.Literal["_lease_seconds", b"_lease_seconds"]  # noqa: Y015
     _WhichOneofReturnType__max_retries: _TypeAlias = _typing.Literal["max_retries"]  # noqa: Y015
     _WhichOneofArgType__max_retries: _TypeAlias = _typing.Literal["_max_retries", b"_max_retries"]  # noqa: Y015
     _WhichOneofReturnType__reserved_token_amount: _TypeAlias = _typing.Literal["reserved_token_amount"]  # noqa: Y015
@@ -325,6 +342,8 @@ class QueueTaskRequest(_message.Message):
     def WhichOneof(self, oneof_group: _WhichOneofArgType__billing_idempotency_key) -> _WhichOneofReturnType__billing_idempotency_key | None: ...
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__input) -> _WhichOneofReturnType__input | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__lease_seconds) -> _WhichOneofReturnType__lease_seconds | None: ...
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__max_retries) -> _WhichOneofReturnType__max_retries | None: ...
     @_typing.overload
@@ -370,6 +389,7 @@ class QueueTasksRequest(_message.Message):
     RESERVED_TOKEN_AMOUNTS_FIELD_NUMBER: _builtins.int
     BILLING_IDEMPOTENCY_KEYS_FIELD_NUMBER: _builtins.int
     W3C_TRACEPARENTS_FIELD_NUMBER: _builtins.int
+    LEASE_SECONDS_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def tool_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
     @_builtins.property
@@ -388,6 +408,10 @@ class QueueTasksRequest(_message.Message):
 
     @_builtins.property
     def w3c_traceparents(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    @_builtins.property
+    def lease_seconds(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
+        """0 means unset: the tool's lease."""
+
     def __init__(
         self,
         *,
@@ -398,10 +422,11 @@ class QueueTasksRequest(_message.Message):
         reserved_token_amounts: _abc.Iterable[_builtins.int] | None = ...,
         billing_idempotency_keys: _abc.Iterable[_builtins.str] | None = ...,
         w3c_traceparents: _abc.Iterable[_builtins.str] | None = ...,
+        lease_seconds: _abc.Iterable[_builtins.int] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["billing_idempotency_keys", b"billing_idempotency_keys", "inputs", b"inputs", "max_retries", b"max_retries", "priorities", b"priorities", "reserved_token_amounts", b"reserved_token_amounts", "tool_ids", b"tool_ids", "w3c_traceparents", b"w3c_traceparents"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["billing_idempotency_keys", b"billing_idempotency_keys", "inputs", b"inputs", "lease_seconds", b"lease_seconds", "max_retries", b"max_retries", "priorities", b"priorities", "reserved_token_amounts", b"reserved_token_amounts", "tool_ids", b"tool_ids", "w3c_traceparents", b"w3c_traceparents"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

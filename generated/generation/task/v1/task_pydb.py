@@ -63,6 +63,7 @@ def _task_from_row(row: tuple[Any, ...]) -> task_pb2.Task:
         created_at=rt.timestamp_value(row[15]),  # created_at timestamptz
         started_at=None if row[16] is None else rt.timestamp_value(row[16]),  # started_at timestamptz (nullable)
         completed_at=None if row[17] is None else rt.timestamp_value(row[17]),  # completed_at timestamptz (nullable)
+        lease_seconds=row[18],  # lease_seconds int4 (nullable)
     )
 
 
@@ -161,14 +162,14 @@ async def set_tool_lease(
 QUEUE_TASK_SQL = """\
 INSERT INTO generation.tasks
   (tool_id, input, priority, max_retries, reserved_token_amount,
-   billing_idempotency_key, w3c_traceparent)
+   billing_idempotency_key, w3c_traceparent, lease_seconds)
 VALUES
   (%(tool_id)s, COALESCE(%(input)s::jsonb, '{}'), %(priority)s, COALESCE(%(max_retries)s, 3),
-   %(reserved_token_amount)s, NULLIF(%(billing_idempotency_key)s, ''), %(w3c_traceparent)s)
+   %(reserved_token_amount)s, NULLIF(%(billing_idempotency_key)s, ''), %(w3c_traceparent)s, %(lease_seconds)s)
 -- A retried enqueue touches the existing row so RETURNING yields it.
 ON CONFLICT (billing_idempotency_key)
   DO UPDATE SET billing_idempotency_key = EXCLUDED.billing_idempotency_key
-RETURNING tasks.id, tasks.tool_id, tasks.status, tasks.priority, tasks.retry_count, tasks.max_retries, tasks.input, tasks.output, tasks.error, tasks.reported_usage, tasks.reserved_token_amount, tasks.billing_idempotency_key, tasks.w3c_traceparent, tasks.lease_token, tasks.claim_expires_at, tasks.created_at, tasks.started_at, tasks.completed_at
+RETURNING tasks.id, tasks.tool_id, tasks.status, tasks.priority, tasks.retry_count, tasks.max_retries, tasks.input, tasks.output, tasks.error, tasks.reported_usage, tasks.reserved_token_amount, tasks.billing_idempotency_key, tasks.w3c_traceparent, tasks.lease_token, tasks.claim_expires_at, tasks.created_at, tasks.started_at, tasks.completed_at, tasks.lease_seconds
 """
 
 
@@ -187,6 +188,7 @@ async def queue_task(
         "reserved_token_amount": request.reserved_token_amount if request.HasField("reserved_token_amount") else None,
         "billing_idempotency_key": request.billing_idempotency_key if request.HasField("billing_idempotency_key") else None,
         "w3c_traceparent": request.w3c_traceparent if request.HasField("w3c_traceparent") else None,
+        "lease_seconds": request.lease_seconds if request.HasField("lease_seconds") else None,
     }
     async with conn.cursor(row_factory=tuple_row) as cur:
         rt.load_as_text(cur, "jsonb", "uuid")
@@ -201,19 +203,21 @@ async def queue_task(
 QUEUE_TASKS_SQL = """\
 INSERT INTO generation.tasks
   (tool_id, input, priority, max_retries, reserved_token_amount,
-   billing_idempotency_key, w3c_traceparent)
+   billing_idempotency_key, w3c_traceparent, lease_seconds)
 SELECT DISTINCT ON (NULLIF(q.idempotency_key, ''), CASE WHEN COALESCE(q.idempotency_key, '') = '' THEN q.ord END)
   q.tool_id, COALESCE(NULLIF(q.input, '')::jsonb, '{}'), COALESCE(q.priority, 0),
   COALESCE(q.max_retries, 3), q.reserved_token_amount, NULLIF(q.idempotency_key, ''),
-  NULLIF(q.traceparent, '')
+  NULLIF(q.traceparent, ''), NULLIF(q.lease_seconds, 0)
 FROM unnest(%(tool_ids)s::uuid[], %(inputs)s::text[], %(priorities)s::int4[], %(max_retries)s::int4[],
-            %(reserved_token_amounts)s::int8[], %(billing_idempotency_keys)s::text[], %(w3c_traceparents)s::text[])
-  WITH ORDINALITY AS q (tool_id, input, priority, max_retries, reserved_token_amount, idempotency_key, traceparent, ord)
+            %(reserved_token_amounts)s::int8[], %(billing_idempotency_keys)s::text[], %(w3c_traceparents)s::text[],
+            %(lease_seconds)s::int4[])
+  WITH ORDINALITY AS q (tool_id, input, priority, max_retries, reserved_token_amount, idempotency_key, traceparent,
+                        lease_seconds, ord)
 WHERE q.tool_id IS NOT NULL
 ORDER BY NULLIF(q.idempotency_key, ''), CASE WHEN COALESCE(q.idempotency_key, '') = '' THEN q.ord END
 ON CONFLICT (billing_idempotency_key)
   DO UPDATE SET billing_idempotency_key = EXCLUDED.billing_idempotency_key
-RETURNING tasks.id, tasks.tool_id, tasks.status, tasks.priority, tasks.retry_count, tasks.max_retries, tasks.input, tasks.output, tasks.error, tasks.reported_usage, tasks.reserved_token_amount, tasks.billing_idempotency_key, tasks.w3c_traceparent, tasks.lease_token, tasks.claim_expires_at, tasks.created_at, tasks.started_at, tasks.completed_at
+RETURNING tasks.id, tasks.tool_id, tasks.status, tasks.priority, tasks.retry_count, tasks.max_retries, tasks.input, tasks.output, tasks.error, tasks.reported_usage, tasks.reserved_token_amount, tasks.billing_idempotency_key, tasks.w3c_traceparent, tasks.lease_token, tasks.claim_expires_at, tasks.created_at, tasks.started_at, tasks.completed_at, tasks.lease_seconds
 """
 
 
@@ -232,6 +236,7 @@ async def queue_tasks(
         "reserved_token_amounts": list(request.reserved_token_amounts),
         "billing_idempotency_keys": list(request.billing_idempotency_keys),
         "w3c_traceparents": list(request.w3c_traceparents),
+        "lease_seconds": list(request.lease_seconds),
     }
     async with conn.cursor(row_factory=tuple_row) as cur:
         rt.load_as_text(cur, "jsonb", "uuid")
@@ -242,14 +247,14 @@ async def queue_tasks(
 
 
 CLAIM_NEXT_TASK_SQL = """\
-UPDATE generation.tasks
+UPDATE generation.tasks AS t
 SET status = 'processing',
-    started_at = COALESCE(started_at, now()),
-    claim_expires_at = now() + (SELECT tl.lease_seconds FROM generation.tools AS tl
-                                WHERE tl.id = tool_id) * INTERVAL '1 second',
+    started_at = COALESCE(t.started_at, now()),
+    claim_expires_at = now() + COALESCE(t.lease_seconds, tl.lease_seconds) * INTERVAL '1 second',
     lease_token = gen_random_uuid(),
-    retry_count = CASE WHEN status = 'processing' THEN retry_count + 1 ELSE retry_count END
-WHERE id = (
+    retry_count = CASE WHEN t.status = 'processing' THEN t.retry_count + 1 ELSE t.retry_count END
+FROM generation.tools AS tl
+WHERE tl.id = t.tool_id AND t.id = (
   SELECT id FROM generation.tasks
   WHERE tool_id = %(tool_id)s
     AND retry_count < max_retries
@@ -258,7 +263,10 @@ WHERE id = (
   LIMIT 1
   FOR UPDATE SKIP LOCKED
 )
-RETURNING tasks.id, tasks.tool_id, tasks.status, tasks.priority, tasks.retry_count, tasks.max_retries, tasks.input, tasks.output, tasks.error, tasks.reported_usage, tasks.reserved_token_amount, tasks.billing_idempotency_key, tasks.w3c_traceparent, tasks.lease_token, tasks.claim_expires_at, tasks.created_at, tasks.started_at, tasks.completed_at
+RETURNING t.id, t.tool_id, t.status, t.priority, t.retry_count, t.max_retries, t.input, t.output, t.error,
+  t.reported_usage, t.reserved_token_amount, t.billing_idempotency_key, t.w3c_traceparent, t.lease_token,
+  t.claim_expires_at, t.created_at, t.started_at, t.completed_at,
+  COALESCE(t.lease_seconds, tl.lease_seconds) AS lease_seconds
 """
 
 
@@ -304,13 +312,16 @@ WITH picked AS MATERIALIZED (
 UPDATE generation.tasks AS t
 SET status = 'processing',
     started_at = COALESCE(t.started_at, now()),
-    claim_expires_at = now() + (SELECT tl.lease_seconds FROM generation.tools AS tl
-                                WHERE tl.id = t.tool_id) * INTERVAL '1 second',
+    claim_expires_at = now() + COALESCE(t.lease_seconds, tl.lease_seconds) * INTERVAL '1 second',
     lease_token = gen_random_uuid(),
     retry_count = CASE WHEN t.status = 'processing' THEN t.retry_count + 1 ELSE t.retry_count END
-FROM fitting
-WHERE t.id = fitting.id AND fitting.running_bytes <= COALESCE(NULLIF(%(max_bytes)s, 0), 4000000)
-RETURNING t.id, t.tool_id, t.status, t.priority, t.retry_count, t.max_retries, t.input, t.output, t.error, t.reported_usage, t.reserved_token_amount, t.billing_idempotency_key, t.w3c_traceparent, t.lease_token, t.claim_expires_at, t.created_at, t.started_at, t.completed_at
+FROM fitting, generation.tools AS tl
+WHERE t.id = fitting.id AND tl.id = t.tool_id
+  AND fitting.running_bytes <= COALESCE(NULLIF(%(max_bytes)s, 0), 4000000)
+RETURNING t.id, t.tool_id, t.status, t.priority, t.retry_count, t.max_retries, t.input, t.output, t.error,
+  t.reported_usage, t.reserved_token_amount, t.billing_idempotency_key, t.w3c_traceparent, t.lease_token,
+  t.claim_expires_at, t.created_at, t.started_at, t.completed_at,
+  COALESCE(t.lease_seconds, tl.lease_seconds) AS lease_seconds
 """
 
 
@@ -336,10 +347,10 @@ async def claim_tasks(
 
 HEARTBEAT_TASK_SQL = """\
 UPDATE generation.tasks
-SET claim_expires_at = now() + (SELECT tl.lease_seconds FROM generation.tools AS tl
-                              WHERE tl.id = tool_id) * INTERVAL '1 second'
+SET claim_expires_at = now() + COALESCE(lease_seconds, (SELECT tl.lease_seconds FROM generation.tools AS tl
+                                                       WHERE tl.id = tool_id)) * INTERVAL '1 second'
 WHERE id = %(task_id)s AND lease_token = %(lease_token)s AND status = 'processing'
-RETURNING tasks.id, tasks.tool_id, tasks.status, tasks.priority, tasks.retry_count, tasks.max_retries, tasks.input, tasks.output, tasks.error, tasks.reported_usage, tasks.reserved_token_amount, tasks.billing_idempotency_key, tasks.w3c_traceparent, tasks.lease_token, tasks.claim_expires_at, tasks.created_at, tasks.started_at, tasks.completed_at
+RETURNING tasks.id, tasks.tool_id, tasks.status, tasks.priority, tasks.retry_count, tasks.max_retries, tasks.input, tasks.output, tasks.error, tasks.reported_usage, tasks.reserved_token_amount, tasks.billing_idempotency_key, tasks.w3c_traceparent, tasks.lease_token, tasks.claim_expires_at, tasks.created_at, tasks.started_at, tasks.completed_at, tasks.lease_seconds
 """
 HEARTBEAT_TASK_EXISTS_SQL = "SELECT 1 FROM generation.tasks WHERE id = %(task_id)s"
 
@@ -379,7 +390,7 @@ SET status = 'completed',
     completed_at = now(),
     claim_expires_at = NULL
 WHERE id = %(task_id)s AND lease_token = %(lease_token)s AND status = 'processing'
-RETURNING tasks.id, tasks.tool_id, tasks.status, tasks.priority, tasks.retry_count, tasks.max_retries, tasks.input, tasks.output, tasks.error, tasks.reported_usage, tasks.reserved_token_amount, tasks.billing_idempotency_key, tasks.w3c_traceparent, tasks.lease_token, tasks.claim_expires_at, tasks.created_at, tasks.started_at, tasks.completed_at
+RETURNING tasks.id, tasks.tool_id, tasks.status, tasks.priority, tasks.retry_count, tasks.max_retries, tasks.input, tasks.output, tasks.error, tasks.reported_usage, tasks.reserved_token_amount, tasks.billing_idempotency_key, tasks.w3c_traceparent, tasks.lease_token, tasks.claim_expires_at, tasks.created_at, tasks.started_at, tasks.completed_at, tasks.lease_seconds
 """
 COMPLETE_TASK_EXISTS_SQL = "SELECT 1 FROM generation.tasks WHERE id = %(task_id)s"
 
@@ -423,7 +434,7 @@ SET status = 'completed',
 FROM unnest(%(task_ids)s::uuid[], %(lease_tokens)s::uuid[], %(outputs)s::text[], %(reported_usages)s::text[])
   AS done (id, lease_token, output, reported_usage)
 WHERE t.id = done.id AND t.lease_token = done.lease_token AND t.status = 'processing'
-RETURNING t.id, t.tool_id, t.status, t.priority, t.retry_count, t.max_retries, t.input, t.output, t.error, t.reported_usage, t.reserved_token_amount, t.billing_idempotency_key, t.w3c_traceparent, t.lease_token, t.claim_expires_at, t.created_at, t.started_at, t.completed_at
+RETURNING t.id, t.tool_id, t.status, t.priority, t.retry_count, t.max_retries, t.input, t.output, t.error, t.reported_usage, t.reserved_token_amount, t.billing_idempotency_key, t.w3c_traceparent, t.lease_token, t.claim_expires_at, t.created_at, t.started_at, t.completed_at, t.lease_seconds
 """
 
 
@@ -465,7 +476,7 @@ WHERE id = %(task_id)s
                      OR (status = 'processing' AND claim_expires_at < now()))
            ELSE status = 'processing' AND lease_token = %(lease_token)s
       END
-RETURNING tasks.id, tasks.tool_id, tasks.status, tasks.priority, tasks.retry_count, tasks.max_retries, tasks.input, tasks.output, tasks.error, tasks.reported_usage, tasks.reserved_token_amount, tasks.billing_idempotency_key, tasks.w3c_traceparent, tasks.lease_token, tasks.claim_expires_at, tasks.created_at, tasks.started_at, tasks.completed_at
+RETURNING tasks.id, tasks.tool_id, tasks.status, tasks.priority, tasks.retry_count, tasks.max_retries, tasks.input, tasks.output, tasks.error, tasks.reported_usage, tasks.reserved_token_amount, tasks.billing_idempotency_key, tasks.w3c_traceparent, tasks.lease_token, tasks.claim_expires_at, tasks.created_at, tasks.started_at, tasks.completed_at, tasks.lease_seconds
 """
 FAIL_TASK_EXISTS_SQL = "SELECT 1 FROM generation.tasks WHERE id = %(task_id)s"
 
@@ -510,7 +521,7 @@ SET status = CASE WHEN t.retry_count + 1 < t.max_retries
     lease_token = NULL
 FROM unnest(%(task_ids)s::uuid[], %(lease_tokens)s::uuid[], %(errors)s::text[]) AS f (id, lease_token, error)
 WHERE t.id = f.id AND t.lease_token = f.lease_token AND t.status = 'processing'
-RETURNING t.id, t.tool_id, t.status, t.priority, t.retry_count, t.max_retries, t.input, t.output, t.error, t.reported_usage, t.reserved_token_amount, t.billing_idempotency_key, t.w3c_traceparent, t.lease_token, t.claim_expires_at, t.created_at, t.started_at, t.completed_at
+RETURNING t.id, t.tool_id, t.status, t.priority, t.retry_count, t.max_retries, t.input, t.output, t.error, t.reported_usage, t.reserved_token_amount, t.billing_idempotency_key, t.w3c_traceparent, t.lease_token, t.claim_expires_at, t.created_at, t.started_at, t.completed_at, t.lease_seconds
 """
 
 
@@ -603,7 +614,7 @@ async def prune_tasks(
 
 
 GET_TASK_SQL = """\
-SELECT tasks.id, tasks.tool_id, tasks.status, tasks.priority, tasks.retry_count, tasks.max_retries, tasks.input, tasks.output, tasks.error, tasks.reported_usage, tasks.reserved_token_amount, tasks.billing_idempotency_key, tasks.w3c_traceparent, tasks.lease_token, tasks.claim_expires_at, tasks.created_at, tasks.started_at, tasks.completed_at FROM generation.tasks WHERE id = %(task_id)s
+SELECT tasks.id, tasks.tool_id, tasks.status, tasks.priority, tasks.retry_count, tasks.max_retries, tasks.input, tasks.output, tasks.error, tasks.reported_usage, tasks.reserved_token_amount, tasks.billing_idempotency_key, tasks.w3c_traceparent, tasks.lease_token, tasks.claim_expires_at, tasks.created_at, tasks.started_at, tasks.completed_at, tasks.lease_seconds FROM generation.tasks WHERE id = %(task_id)s
 """
 
 
