@@ -21,6 +21,7 @@ from pg import scratch_database
 from pg_replication import ReplicatedPair, replicated_pair
 from plugin_harness import compile_protos, run_plugin
 from psycopg.conninfo import make_conninfo
+from pydb.runtime import server as pydb_server
 
 PROTO = """\
 syntax = "proto3";
@@ -143,3 +144,10 @@ async def test_reads_answer_from_the_standby_and_writes_never_run_there(pair: Re
                 assert claimed.task.id == task_id  # a writer with FOR UPDATE SKIP LOCKED: the primary
         finally:
             await running.close()
+
+
+def test_the_replica_url_is_a_setting_and_defaults_to_none() -> None:
+    assert pydb_server.parse_config([], "srv", env={}).database_replica_url == ""
+    multi_host = "host=db2,db3 dbname=q target_session_attrs=prefer-standby"
+    env = {"DATABASE_REPLICA_URL": multi_host}
+    assert pydb_server.parse_config([], "srv", env=env).database_replica_url == multi_host
