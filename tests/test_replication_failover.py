@@ -2,7 +2,8 @@
 read-write`) outlives its primary. Enqueuers and a worker run against it; mid-run the primary is
 killed as a crash would (`pg_ctl stop -m immediate`) and the standby promoted. Calls in flight
 fail UNAVAILABLE (retryable), health goes NOT_SERVING and back, the pool finds the new primary,
-and with synchronous replication no enqueue or completion answered OK is lost.
+and with synchronous replication no enqueue or completion answered OK is lost, and a WorkerFleet
+finishes every task.
 
 Lean on purpose (CI's whole run stays within its limits): 1,000 tasks, not the issue's 5,000;
 the recovery time is printed (`-s`) and documented in docs/deploy.md."""
@@ -13,8 +14,7 @@ import asyncio
 import dataclasses
 import time
 import uuid
-from collections.abc import Awaitable, Callable
-from typing import TypeVar
+from typing import Any
 
 import grpc
 import psycopg
@@ -23,24 +23,11 @@ from generation.task.v1 import task_pb2, task_pb2_grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from pg import scratch_database
 from pg_replication import replicated_pair
+from taskworker import TaskContext, WorkerFleet
 
 TASKS = 1000
 ENQUEUERS = 8
 KILL_AFTER = TASKS // 2  # acknowledged enqueues before the primary dies
-
-T = TypeVar("T")
-
-
-async def retrying(call: Callable[[], Awaitable[T]], retries: int = 200) -> T:
-    """`call` until it answers, retrying UNAVAILABLE only (what a client does on a failover)."""
-    for _ in range(retries):
-        try:
-            return await call()
-        except grpc.aio.AioRpcError as err:
-            if err.code() != grpc.StatusCode.UNAVAILABLE:
-                raise
-            await asyncio.sleep(0.05)  # a client's retry backoff, not synchronisation
-    raise AssertionError(f"still UNAVAILABLE after {retries} attempts")
 
 
 async def health_status(address: str) -> int:
@@ -59,6 +46,25 @@ async def wait_health(address: str, wanted: int, timeout: float = 30.0) -> float
     raise AssertionError(f"health never became {wanted}")
 
 
+async def noop(task: task_pb2.Task, ctx: TaskContext) -> Any:
+    return {"ok": True}
+
+
+async def _all_completed(url: str, tool_id: str, count: int, timeout: float) -> int:
+    """Completed tasks of `tool_id` once there are `count` (or when `timeout` has passed)."""
+    deadline = time.monotonic() + timeout
+    async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
+        while True:
+            cur = await conn.execute(
+                "SELECT count(*) FROM generation.tasks WHERE tool_id = %s AND status = 'completed'", (tool_id,)
+            )
+            row = await cur.fetchone()
+            done = int(row[0]) if row else 0
+            if done >= count or time.monotonic() > deadline:
+                return done
+            await asyncio.sleep(0.2)  # polling the table for the fleet's progress, bounded
+
+
 async def test_a_failover_loses_no_acknowledged_enqueue_or_completion() -> None:
     with replicated_pair(synchronous=True) as pair, scratch_database(pair.multi_host_url) as url:
         cfg = dataclasses.replace(server_config(url), pool_timeout=1.0, health_interval=0.1, pool_max=12)
@@ -67,6 +73,9 @@ async def test_a_failover_loses_no_acknowledged_enqueue_or_completion() -> None:
             async with grpc.aio.insecure_channel(running.address) as channel:
                 stub = task_pb2_grpc.GenerationDataServiceStub(channel)
                 tool = (await stub.RegisterTool(task_pb2.RegisterToolRequest(name=f"fo-{uuid.uuid4().hex[:8]}"))).tool
+                # A short lease: a claim committed whose answer the failover lost is claimed again
+                # within seconds, so the fleet can finish every task.
+                await stub.SetToolLease(task_pb2.SetToolLeaseRequest(tool_id=tool.id, lease_seconds=2))
                 enqueued: list[str] = []
                 completed: list[str] = []
                 unavailable = 0
@@ -97,6 +106,8 @@ async def test_a_failover_loses_no_acknowledged_enqueue_or_completion() -> None:
                                 task_pb2.ClaimNextTaskRequest(tool_id=tool.id), timeout=5
                             )
                             if not claimed.HasField("task"):
+                                if all(t.done() for t in load):
+                                    return  # the fleet took the rest
                                 await asyncio.sleep(0.01)  # queue momentarily empty
                                 continue
                             done = await stub.CompleteTask(
@@ -119,6 +130,10 @@ async def test_a_failover_loses_no_acknowledged_enqueue_or_completion() -> None:
 
                 load = [asyncio.create_task(enqueue(TASKS // ENQUEUERS)) for _ in range(ENQUEUERS)]
                 worker = asyncio.create_task(work())
+                # Beside the acknowledging worker, a WorkerFleet drains the rest through the failover.
+                fleet = WorkerFleet(stub, poll_interval=0.2, heartbeat_interval=0.5)
+                fleet.add_tool(tool.id, noop, concurrency=16, lease_seconds=2)
+                fleet_run = asyncio.create_task(fleet.run())
                 while len(enqueued) < KILL_AFTER:
                     await asyncio.sleep(0.01)  # watching the run's progress, not synchronising with it
                 acknowledged_before = len(enqueued)
@@ -138,6 +153,12 @@ async def test_a_failover_loses_no_acknowledged_enqueue_or_completion() -> None:
                 )
                 assert unavailable > 0  # the failover was felt, as retryable errors
                 assert len(enqueued) == TASKS
+                try:
+                    finished = await _all_completed(url, tool.id, TASKS, timeout=60)
+                finally:
+                    fleet.drain()
+                    await asyncio.wait_for(fleet_run, 30)
+                assert finished == TASKS  # the fleet finished every task, failover or not
 
             # The new primary holds every task answered OK, and every completion answered OK.
             with psycopg.connect(url) as conn:  # both hosts, target_session_attrs=read-write
