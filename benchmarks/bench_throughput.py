@@ -200,7 +200,11 @@ def client_main(address: str, tool_id: str, mode: str, workers: int, start_at: f
     import grpc
     from generation.task.v1 import task_pb2, task_pb2_grpc
 
-    channel = grpc.insecure_channel(address)
+    # Several servers (bench_replication): one channel, client-side round_robin over them.
+    if "," in address:
+        channel = grpc.insecure_channel(f"ipv4:{address}", options=[("grpc.lb_policy_name", "round_robin")])
+    else:
+        channel = grpc.insecure_channel(address)
     grpc.channel_ready_future(channel).result(timeout=30)
     stub = task_pb2_grpc.GenerationDataServiceStub(channel)
     done = [0] * workers

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from common import Json
+from common import Json, spread
 
 TARGETS = {
     "codegen_queue_s": 0.5,
@@ -366,6 +366,38 @@ def _fleet(r: Json) -> list[str]:
     return out
 
 
+def _replication(r: Json) -> list[str]:
+    rp = r["replication"]
+    fo, sv = rp["failover"], rp["servers"]
+    return [
+        "## 7. Failover and several server processes",
+        "",
+        "Failover: a synchronous primary and hot standby, the generated server on a two-host URL "
+        "(`target_session_attrs=read-write`), 8 enqueue loops; the primary is killed (`pg_ctl stop -m immediate`) and "
+        "the standby promoted at once (an HA manager's detection delay comes on top). "
+        f"{len(fo['rounds'])} round(s).",
+        "",
+        "| Recovery | median (s) | min-max (s) |",
+        "|---|---|---|",
+        f"| promote → first enqueue sent after it answered OK | {fo['promote_to_first_ok_s']['median']:.2f} | "
+        f"{fo['promote_to_first_ok_s']['min']:.2f}-{fo['promote_to_first_ok_s']['max']:.2f} |",
+        f"| kill → that answer | {fo['kill_to_first_ok_s']['median']:.2f} | "
+        f"{fo['kill_to_first_ok_s']['min']:.2f}-{fo['kill_to_first_ok_s']['max']:.2f} |",
+        "",
+        f"Several servers: the single path (ClaimNextTask + CompleteTask), {sv['clients']} blocking clients in 2 "
+        "processes, against 1 server process and against 3 behind client-side round_robin, alternated, "
+        f"{sv['seconds']:.0f} s per run. Servers, clients and PostgreSQL share the machine's cores.",
+        "",
+        "| Server processes | tasks/s: median (min-max) |",
+        "|---|---|",
+        f"| 1 | {spread(sv['one_server_tasks_per_s'])} |",
+        f"| 3 | {spread(sv['three_servers_tasks_per_s'])} |",
+        "",
+        f"3 / 1: **{sv['ratio_three_to_one']:.2f}x**.",
+        "",
+    ]
+
+
 def markdown(r: Json) -> str:
     out = [
         "# Benchmark results",
@@ -397,6 +429,7 @@ def markdown(r: Json) -> str:
         ("backlog", _backlog),
         ("events", _events),
         ("fleet", _fleet),
+        ("replication", _replication),
     ):
         if name in r:
             out += section(r)

@@ -93,3 +93,13 @@ def test_fleet(pg_server: tuple[str, Cluster | None], tmp_path: Path) -> None:
     assert result["fleet_batched"]["report_batches"] < result["fleet_one_report_per_task"]["report_batches"]
     assert result["enqueue_bulk_500"]["queued"] == result["enqueue_bulk_500"]["verified_rows"] > 0
     assert "## 6. The worker fleet end to end" in render({"fleet": result}, tmp_path)
+
+
+def test_replication(pg_server: tuple[str, Cluster | None], tmp_path: Path) -> None:
+    result = bench("bench_replication").run(pg_server[0], quick=True)
+    round_ = result["failover"]["rounds"][0]
+    assert 0 < round_["promote_to_first_ok_s"] < round_["kill_to_first_ok_s"]
+    assert round_["enqueued_before_kill"] > 0
+    assert result["servers"]["one_server_tasks_per_s"]["median"] > 0
+    assert result["servers"]["three_servers_tasks_per_s"]["median"] > 0
+    assert "## 7. Failover and several server processes" in render({"replication": result}, tmp_path)

@@ -1,7 +1,7 @@
 """Feature goldens (as mypy-protobuf keeps them): for each tests/goldens/<feature>/ (a proto, its
 schema.sql), the committed output of protoc-gen-pydb under expected/ (`.expected` so linters
 leave it alone), regenerated and diffed here; every golden and every valid corpus case compiles,
-and the goldens pass `mypy --strict` together with protoc's and mypy-protobuf's output.
+and passes `mypy --strict` together with protoc's and mypy-protobuf's output.
 
 After an intended change to the generated code, rewrite the goldens and review the diff:
 
@@ -16,8 +16,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from corpus.run import ANALYSIS, Corpus, case_names, read_expected
-from goldens.harness import generate
+from corpus.run import ANALYSIS, CORPUS, Corpus, case_names, proto_name, read_expected
+from corpus.run import ROOT as CORPUS_ROOT
+from goldens.harness import generate, python_out
+from plugin_harness import protoc
 
 ROOT = Path(__file__).resolve().parent.parent
 GOLDENS = Path(__file__).resolve().parent / "goldens"
@@ -65,9 +67,15 @@ def test_the_goldens_compile_and_pass_mypy_strict(tmp_path: Path) -> None:
         handlers += sorted(outcome.files)
     for name in handlers:
         compile((out / name).read_text(encoding="utf-8"), name, "exec")
+    mypy_strict(out, handlers, tmp_path / "cache")
+
+
+def mypy_strict(out: Path, modules: list[str], cache: Path, *extra: str) -> None:
+    """One `mypy --strict` over `modules` (paths relative to `out`, which holds everything they
+    import but pydb), with no project configuration and its cache in `cache`; fails with its report."""
     env = {**os.environ, "MYPYPATH": str(ROOT / "protoc-gen-pydb")}
     result = subprocess.run(
-        [sys.executable, "-m", "mypy", "--strict", "--config-file=", f"--cache-dir={tmp_path / 'cache'}", *handlers],
+        [sys.executable, "-m", "mypy", "--strict", "--config-file=", f"--cache-dir={cache}", *extra, *modules],
         cwd=out,
         env=env,
         capture_output=True,
@@ -93,3 +101,21 @@ def test_every_valid_corpus_case_compiles(corpus: Corpus, name: str) -> None:
     assert outcome.files
     for path, content in outcome.files.items():
         compile(content, path, "exec")
+
+
+def test_every_valid_corpus_case_passes_mypy_strict(corpus: Corpus, tmp_path: Path) -> None:
+    """Every generating case's modules (handlers and servers), with protoc's modules and
+    mypy-protobuf's stubs for the cases and the shared protos they import, in one tree and one
+    mypy run. Each case is a package `corpus.<case>` without __init__.py, hence
+    --explicit-package-bases (else every `query_pydb` would be the same top-level module)."""
+    out = tmp_path / "out"
+    out.mkdir()
+    protos = sorted(f.name for f in corpus.descriptors.file if f.name.startswith(f"{CORPUS.name}/"))
+    protoc(CORPUS_ROOT, *python_out(out, stubs=True), *protos)
+    outcome = corpus.run(*GENERATING)
+    assert outcome.error == "", outcome.error
+    modules = sorted(outcome.files)
+    assert set(modules) >= {f"{proto_name(case).removesuffix('.proto')}_pydb.py" for case in GENERATING}
+    for name, content in outcome.files.items():
+        (out / name).write_text(content, encoding="utf-8")
+    mypy_strict(out, modules, tmp_path / "cache", "--explicit-package-bases")

@@ -207,7 +207,7 @@ def test_a_service_two_modules_provide_is_refused() -> None:
             self.__name__ = name
             self.SERVICE_NAMES = services
 
-        def register(self, grpc_server: grpc.aio.Server, pool: Any) -> None:
+        def register(self, grpc_server: grpc.aio.Server, pool: Any, replica: Any) -> None:
             raise AssertionError("never registered")
 
     first, second = Stand("a_pydb_server", ("x.v1.S", "x.v1.T")), Stand("b_pydb_server", ("x.v1.T",))

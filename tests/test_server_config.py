@@ -89,6 +89,11 @@ def test_defaults_environment_and_flags() -> None:
             {"DATABASE_URL": "postgresql://u:hunter2@h:notaport/db?bogus=1"},
             "is not a valid libpq connection string",
         ),
+        (
+            [],
+            {"DATABASE_REPLICA_URL": "postgresql://u:hunter2@h:notaport/db?bogus=1"},
+            "DATABASE_REPLICA_URL / --database-replica-url is not a valid libpq connection string",
+        ),
         (["--bogus"], {}, "unrecognized arguments: --bogus"),
     ],
 )

@@ -30,17 +30,23 @@ def generate(root: Path, proto: str, out: Path | None = None, *, stubs: bool = F
     outcome = run_plugin(compile_protos(root, [proto]), [proto], cwd=root)
     if out is not None and not outcome.error:
         out.mkdir(parents=True, exist_ok=True)
-        args = [f"--python_out={out}", f"--grpc_python_out={out}"]
-        if stubs:
-            args += [
-                f"--plugin=protoc-gen-mypy={BIN / 'protoc-gen-mypy'}",
-                f"--plugin=protoc-gen-mypy_grpc={BIN / 'protoc-gen-mypy_grpc'}",
-                f"--mypy_out=quiet:{out}",
-                f"--mypy_grpc_out=quiet:{out}",
-            ]
-        protoc(root, *args, proto)
+        protoc(root, *python_out(out, stubs=stubs), proto)
         write_tree(out, outcome.files)
     return outcome
+
+
+def python_out(out: Path, *, stubs: bool) -> list[str]:
+    """protoc's flags writing the _pb2/_pb2_grpc modules (and, with `stubs`, mypy-protobuf's
+    .pyi for them) into `out`."""
+    args = [f"--python_out={out}", f"--grpc_python_out={out}"]
+    if stubs:
+        args += [
+            f"--plugin=protoc-gen-mypy={BIN / 'protoc-gen-mypy'}",
+            f"--plugin=protoc-gen-mypy_grpc={BIN / 'protoc-gen-mypy_grpc'}",
+            f"--mypy_out=quiet:{out}",
+            f"--mypy_grpc_out=quiet:{out}",
+        ]
+    return args
 
 
 @contextlib.contextmanager

@@ -43,6 +43,38 @@ class ConnectionSetupError(RuntimeError):
     """The worker cannot talk to the server as configured; the message says what to change."""
 
 
+# Several data-plane servers behind one channel: each call goes to the next ready one.
+ROUND_ROBIN = (("grpc.lb_policy_name", "round_robin"),)
+
+
+def channel_target(address: str) -> tuple[str, tuple[tuple[str, Any], ...]]:
+    """The gRPC target and channel options for `address`.
+
+    One `host:port` (or any gRPC target) is used as it is. Several comma-separated `ip:port`
+    (`10.0.0.1:50051,10.0.0.2:50051`: several server processes or hosts) become one `ipv4:` (or
+    `ipv6:`) target with client-side round_robin over them; so does a `dns:///name:port` target, over
+    every address the name resolves to. Host names cannot be listed (gRPC resolves a list of IP
+    literals only): give them one DNS name instead."""
+    parts = [part.strip() for part in address.split(",") if part.strip()]
+    if address.startswith("dns:"):
+        return address, RECONNECT_OPTIONS + ROUND_ROBIN
+    if len(parts) <= 1:
+        return address, RECONNECT_OPTIONS
+    families = set()
+    for part in parts:
+        host = part.rsplit(":", 1)[0].strip("[]") if ":" in part else ""
+        try:
+            families.add(ipaddress.ip_address(host).version)
+        except ValueError:
+            raise ConnectionSetupError(
+                f"several data-plane addresses must each be ip:port, not {part!r}: for host names use one DNS "
+                "name that resolves to every server (dns:///name:port)"
+            ) from None
+    if len(families) > 1:
+        raise ConnectionSetupError(f"several data-plane addresses must all be IPv4 or all IPv6: {address!r}")
+    return f"ipv{families.pop()}:{','.join(parts)}", RECONNECT_OPTIONS + ROUND_ROBIN
+
+
 @dataclass(frozen=True)
 class ChannelSettings:
     """How to reach the data plane. `tls` false with a CA or certificate given is a contradiction."""
@@ -70,20 +102,22 @@ class ChannelSettings:
 
 
 def open_channel(address: str, settings: ChannelSettings | None = None) -> grpc.aio.Channel:
-    """An aio channel to `address` with `settings` (default: from the environment)."""
+    """An aio channel to `address` with `settings` (default: from the environment); several
+    comma-separated addresses are load-balanced round-robin (`channel_target`)."""
     settings = ChannelSettings.from_env() if settings is None else settings
     if (settings.cert is None) != (settings.key is None):
         raise ConnectionSetupError("DATA_PLANE_TLS_CERT and DATA_PLANE_TLS_KEY go together")
     interceptors: Any = [BearerToken(settings.token)] if settings.token else None
+    target, options = channel_target(address)
     if settings.tls:
         credentials = grpc.ssl_channel_credentials(settings.ca, settings.key, settings.cert)
-        return grpc.aio.secure_channel(address, credentials, options=RECONNECT_OPTIONS, interceptors=interceptors)
-    if settings.token and not _is_loopback(address):
+        return grpc.aio.secure_channel(target, credentials, options=options, interceptors=interceptors)
+    if settings.token and not all(_is_loopback(part) for part in address.split(",")):
         raise ConnectionSetupError(
             f"refusing to send the bearer token to {address} in clear text: set DATA_PLANE_TLS_CA "
             "(or DATA_PLANE_TLS=true) so the channel uses TLS"
         )
-    return grpc.aio.insecure_channel(address, options=RECONNECT_OPTIONS, interceptors=interceptors)
+    return grpc.aio.insecure_channel(target, options=options, interceptors=interceptors)
 
 
 class BearerToken(

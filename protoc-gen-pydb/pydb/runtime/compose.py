@@ -5,7 +5,7 @@ service name and for "", and reflection listing them all.
     PYTHONPATH=generated python -m pydb.serve generation.task.v1.task_pydb_server billing.v1.invoice_pydb_server
 
 or, from code, `combine(load([...]))` handed to `pydb.runtime.server.serve`. Every generated
-server module exports the two things composition needs: `register(grpc_server, pool)` and
+server module exports the two things composition needs: `register(grpc_server, pool, replica)` and
 `SERVICE_NAMES`. docs/server.md, "Several services in one process".
 """
 
@@ -30,7 +30,9 @@ class ServerModule(Protocol):
     @property
     def SERVICE_NAMES(self) -> Sequence[str]: ...
 
-    def register(self, grpc_server: grpc.aio.Server, pool: AsyncConnectionPool[Any]) -> None: ...
+    def register(
+        self, grpc_server: grpc.aio.Server, pool: AsyncConnectionPool[Any], replica: AsyncConnectionPool[Any] | None
+    ) -> None: ...
 
 
 class CompositionError(Exception):
@@ -98,9 +100,11 @@ def combine(modules: Sequence[ServerModule]) -> Services:
             owner[service] = _module_name(module)
     chosen = tuple(modules)
 
-    def register(grpc_server: grpc.aio.Server, pool: AsyncConnectionPool[Any]) -> None:
+    def register(
+        grpc_server: grpc.aio.Server, pool: AsyncConnectionPool[Any], replica: AsyncConnectionPool[Any] | None
+    ) -> None:
         for module in chosen:
-            module.register(grpc_server, pool)
+            module.register(grpc_server, pool, replica)
 
     return Services(register=register, names=tuple(owner))
 

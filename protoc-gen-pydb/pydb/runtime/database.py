@@ -88,10 +88,15 @@ class Database:
       SQLSTATE (see errors.py); nothing else leaks: an unexpected exception is logged with
       its traceback and answered with a bare INTERNAL.
     - One log line per call: DEBUG, or ERROR when the server is at fault (SERVER_FAULTS).
+    - Where a call runs is decided by the compiler: `replica=True` (a read-only statement) runs on
+      the replica pool when the server has one (DATABASE_REPLICA_URL), everything else on `pool`,
+      the primary. A connection lost mid-call (the primary died, a failover) is UNAVAILABLE, so
+      the caller retries; the pool then opens new connections, to whichever host is the primary.
     """
 
-    def __init__(self, pool: AsyncConnectionPool[Any]) -> None:
+    def __init__(self, pool: AsyncConnectionPool[Any], replica: AsyncConnectionPool[Any] | None = None) -> None:
         self.pool = pool
+        self.replica = replica
         #: A request's `max_bytes` answer budget is capped at this (configure_max_answer).
         self.max_answer_bytes = _max_answer_bytes.get(id(pool), DEFAULT_MAX_ANSWER_BYTES)
 
@@ -101,17 +106,20 @@ class Database:
         rpc: str,
         handler: Callable[[AsyncConnection[Any], Req], Awaitable[Resp]],
         request: Req,
+        *,
+        replica: bool = False,
     ) -> Resp:
         started = time.perf_counter()
         code, message, cause = grpc.StatusCode.OK, "", ""
         unexpected: Exception | None = None
         cap_answer_budget(request, self.max_answer_bytes)
+        pool = self.replica if replica and self.replica is not None else self.pool
         try:
-            return await self._bounded(handler, request, context.time_remaining())
+            return await self._bounded(pool, handler, request, context.time_remaining())
         except RpcError as err:
             code, message = err.code, err.message
         except PoolTimeout as err:  # no pooled connection within --pool-timeout: busy, or unreachable
-            code, message = grpc.StatusCode.UNAVAILABLE, pool_timeout_message(self.pool)
+            code, message = grpc.StatusCode.UNAVAILABLE, pool_timeout_message(pool)
             cause = f"error={_quote(str(err))}"
         except psycopg.Error as err:
             code, message = status_for_db_error(err)
@@ -133,11 +141,15 @@ class Database:
         await context.abort(code, message)
 
     async def _bounded(
-        self, handler: Callable[[AsyncConnection[Any], Req], Awaitable[Resp]], request: Req, timeout: float | None
+        self,
+        pool: AsyncConnectionPool[Any],
+        handler: Callable[[AsyncConnection[Any], Req], Awaitable[Resp]],
+        request: Req,
+        timeout: float | None,
     ) -> Resp:
-        """`handler` on a pooled connection within `timeout` seconds, else TimeoutError."""
-        task = asyncio.ensure_future(self._on_connection(handler, request))
-        _track(task, self.pool)
+        """`handler` on a connection of `pool` within `timeout` seconds, else TimeoutError."""
+        task = asyncio.ensure_future(_on_connection(pool, handler, request))
+        _track(task, pool)
         try:
             done, _ = await asyncio.wait((task,), timeout=timeout)
         except asyncio.CancelledError:
@@ -148,16 +160,17 @@ class Database:
             raise TimeoutError
         return task.result()
 
-    async def _on_connection(
-        self, handler: Callable[[AsyncConnection[Any], Req], Awaitable[Resp]], request: Req
-    ) -> Resp:
-        async with self.pool.connection() as conn:
-            key = id(self.pool)
-            _holding[key] = _holding.get(key, 0) + 1
-            try:
-                return await handler(conn, request)
-            finally:
-                _holding[key] -= 1
+
+async def _on_connection(
+    pool: AsyncConnectionPool[Any], handler: Callable[[AsyncConnection[Any], Req], Awaitable[Resp]], request: Req
+) -> Resp:
+    async with pool.connection() as conn:
+        key = id(pool)
+        _holding[key] = _holding.get(key, 0) + 1
+        try:
+            return await handler(conn, request)
+        finally:
+            _holding[key] -= 1
 
 
 SERVER_BUSY = "server busy: every database connection is in use, retry"

@@ -61,6 +61,9 @@ _BY_SQLSTATE: dict[str, grpc.StatusCode] = {
     "57P01": grpc.StatusCode.UNAVAILABLE,  # admin_shutdown
     "57P02": grpc.StatusCode.UNAVAILABLE,  # crash_shutdown
     "57P03": grpc.StatusCode.UNAVAILABLE,  # cannot_connect_now
+    # read_only_sql_transaction: a write reached a standby (a failover the pool has not caught up
+    # with yet, or a misrouted URL): the same call succeeds once it reaches the primary.
+    "25006": grpc.StatusCode.UNAVAILABLE,
     "53300": grpc.StatusCode.RESOURCE_EXHAUSTED,  # too_many_connections
 }
 _BY_CLASS: dict[str, grpc.StatusCode] = {

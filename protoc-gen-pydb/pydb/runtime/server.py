@@ -33,7 +33,8 @@ from .listen import close_streams, configure_streams
 
 log = logging.getLogger("pydb.server")
 
-Register = Callable[[grpc.aio.Server, AsyncConnectionPool[Any]], None]
+# (server, the primary's pool, the replica's pool or None): adds the generated services.
+Register = Callable[[grpc.aio.Server, AsyncConnectionPool[Any], AsyncConnectionPool[Any] | None], None]
 
 LOG_LEVELS = ("debug", "info", "warning", "error")
 
@@ -63,6 +64,8 @@ class Config:
     lock_timeout: float = 1.0
     max_listen_streams: int = 1000
     log_database_detail: bool = False
+    #: A hot standby (or a load balancer over several) for the read-only RPCs; "" means none.
+    database_replica_url: str = ""
     max_send_message_bytes: int = DEFAULT_MAX_ANSWER_BYTES
 
 
@@ -78,6 +81,13 @@ class _Setting:
 # Every setting is a flag and an environment variable; the flag wins.
 SETTINGS = (
     _Setting("--database-url", "DATABASE_URL", "", "str", "PostgreSQL connection string (libpq defaults when empty)"),
+    _Setting(
+        "--database-replica-url",
+        "DATABASE_REPLICA_URL",
+        "",
+        "str",
+        "PostgreSQL connection string of a hot standby: the read-only RPCs run there (docs/deploy.md)",
+    ),
     _Setting("--listen-addr", "LISTEN_ADDR", "127.0.0.1:50051", "str", "host:port to serve on"),
     _Setting("--pool-min", "POOL_MIN", "1", "int", "connections kept open"),
     _Setting("--pool-max", "POOL_MAX", "10", "int", "connections at most"),
@@ -242,7 +252,9 @@ def config_from_args(p: argparse.ArgumentParser, a: argparse.Namespace, env: Map
                 try:
                     value = _TYPES[s.kind](raw)
                 except (ValueError, argparse.ArgumentTypeError) as err:
-                    shown = "<hidden>" if s.env in ("DATABASE_URL", "AUTH_TOKENS") else repr(raw)
+                    shown = (
+                        "<hidden>" if s.env in ("DATABASE_URL", "DATABASE_REPLICA_URL", "AUTH_TOKENS") else repr(raw)
+                    )
                     p.error(f"environment variable {s.env}={shown} is not valid for {s.flag}: {err}")
         values[dest] = value
     if bool(values["tls_cert"]) != bool(values["tls_key"]):
@@ -260,10 +272,12 @@ def config_from_args(p: argparse.ArgumentParser, a: argparse.Namespace, env: Map
     for name in ("pool_timeout", "grace_seconds", "health_interval"):
         if values[name] < 0 or (name != "grace_seconds" and values[name] == 0):
             p.error(f"--{name.replace('_', '-')} must be positive")
-    try:
-        conninfo_to_dict(values["database_url"])
-    except psycopg.ProgrammingError:
-        p.error("DATABASE_URL / --database-url is not a valid libpq connection string (value not shown)")
+    for name in ("database_url", "database_replica_url"):
+        try:
+            conninfo_to_dict(values[name])
+        except psycopg.ProgrammingError:
+            env_name = name.upper()
+            p.error(f"{env_name} / --{name.replace('_', '-')} is not a valid libpq connection string (value not shown)")
     return Config(**values)
 
 
@@ -308,9 +322,12 @@ async def watch_health(
         await asyncio.sleep(interval)
 
 
-def make_pool(cfg: Config) -> AsyncConnectionPool[Any]:
+def make_pool(cfg: Config, url: str | None = None, name: str = "pydb") -> AsyncConnectionPool[Any]:
+    """A pool on `url` (default: the primary's DATABASE_URL). A libpq multi-host URL
+    (`host=a,b target_session_attrs=read-write`) makes every new connection find the current
+    primary, so after a failover the pool's replacements for its broken connections go there."""
     return AsyncConnectionPool(
-        cfg.database_url,
+        cfg.database_url if url is None else url,
         min_size=cfg.pool_min,
         max_size=cfg.pool_max,
         timeout=cfg.pool_timeout,
@@ -320,7 +337,7 @@ def make_pool(cfg: Config) -> AsyncConnectionPool[Any]:
         # A connection attempt backs off exponentially; giving up after 10 s resets the backoff,
         # so a database back from a long outage is found again within seconds, not minutes.
         reconnect_timeout=10.0,
-        name="pydb",
+        name=name,
         configure=session_settings(cfg.lock_timeout) if cfg.lock_timeout > 0 else None,
     )
 
@@ -337,14 +354,17 @@ async def serve(
     (then are cancelled, which cancels their statements), and the pool is closed."""
     interceptors = server_interceptors(cfg)  # first: a refused configuration opens nothing
     pool = make_pool(cfg)
+    replica = make_pool(cfg, cfg.database_replica_url, "pydb-replica") if cfg.database_replica_url else None
     configure_streams(pool, cfg.max_listen_streams)
     configure_max_answer(pool, cfg.max_send_message_bytes)
     set_log_detail(cfg.log_database_detail)
     await pool.open(wait=False)
+    if replica is not None:
+        await replica.open(wait=False)
     grpc_server = grpc.aio.server(
         interceptors=interceptors, options=[("grpc.max_send_message_length", cfg.max_send_message_bytes)]
     )
-    register(grpc_server, pool)
+    register(grpc_server, pool, replica)
     health_servicer = HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, grpc_server)
     for name in ("", *service_names):
@@ -358,7 +378,7 @@ async def serve(
         port = grpc_server.add_insecure_port(cfg.listen_addr)
     await grpc_server.start()
     log.info(
-        "event=serving services=%s addr=%s port=%d tls=%s auth=%s reflection=%s database=%s",
+        "event=serving services=%s addr=%s port=%d tls=%s auth=%s reflection=%s database=%s replica=%s",
         ",".join(service_names),
         cfg.listen_addr,
         port,
@@ -366,6 +386,7 @@ async def serve(
         authentication(cfg),
         str(cfg.reflection).lower(),
         _quote(redact_dsn(cfg.database_url)),
+        _quote(redact_dsn(cfg.database_replica_url)) if replica is not None else "none",
     )
     stop = stop or asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -388,8 +409,9 @@ async def serve(
             await health_servicer.enter_graceful_shutdown()
             close_streams(pool)  # LISTEN streams never end by themselves: end them now
             await grpc_server.stop(cfg.grace_seconds)
-            await drain(pool, timeout=5.0)  # calls cut off by the grace period: cancel their statements
-            await pool.close()
+            for each in (pool, replica) if replica is not None else (pool,):
+                await drain(each, timeout=5.0)  # calls cut off by the grace period: cancel their statements
+                await each.close()
             log.info("event=stopped")
         finally:
             # Only now: a repeated SIGTERM/SIGINT (a supervisor, `make` passing it on) must not

@@ -80,6 +80,7 @@ class Sql(_message.Message):
     QUERY_FIELD_NUMBER: _builtins.int
     CARDINALITY_FIELD_NUMBER: _builtins.int
     RESULT_FIELD_FIELD_NUMBER: _builtins.int
+    PRIMARY_FIELD_NUMBER: _builtins.int
     query: _builtins.str
     """The statement, in PostgreSQL syntax. `@field` binds a field of the request message."""
     cardinality: Global___Cardinality.ValueType
@@ -88,16 +89,22 @@ class Sql(_message.Message):
     """The response field that receives the row (a message field) or rows (a repeated
     message field). Empty: the row's columns map onto the response's own fields by name.
     """
+    primary: _builtins.bool
+    """Serve this RPC from the primary even when it only reads and the server has a replica
+    (DATABASE_REPLICA_URL): read-your-writes, where a standby's replication lag would show a
+    caller an older state than the one its own write just made. Writers always run on the primary.
+    """
     def __init__(
         self,
         *,
         query: _builtins.str = ...,
         cardinality: Global___Cardinality.ValueType = ...,
         result_field: _builtins.str = ...,
+        primary: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["cardinality", b"cardinality", "query", b"query", "result_field", b"result_field"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["cardinality", b"cardinality", "primary", b"primary", "query", b"query", "result_field", b"result_field"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -732,22 +732,25 @@ async def purge_task_events(
 class GenerationDataServiceHandlers(task_pb2_grpc.GenerationDataServiceServicer):
     """generation.task.v1.GenerationDataService on a psycopg connection pool.
 
-    Each RPC runs its handler above on a pooled connection, within the caller's deadline;
+    Each RPC runs its handler above on a pooled connection, within the caller's deadline
+    (read-only statements on `replica` when given, all others on `pool`: the primary);
     database errors become gRPC status codes (see pydb.runtime.errors).
     """
 
-    def __init__(self, pool: AsyncConnectionPool[Any]) -> None:
-        self.db = rt.Database(pool)
+    def __init__(self, pool: AsyncConnectionPool[Any], replica: AsyncConnectionPool[Any] | None = None) -> None:
+        self.db = rt.Database(pool, replica)
 
     async def RegisterTool(
         self, request: task_pb2.RegisterToolRequest, context: grpc.aio.ServicerContext[Any, Any]
     ) -> task_pb2.RegisterToolResponse:
-        return await self.db.run(context, "RegisterTool", register_tool, request)
+        # May write: on the primary.
+        return await self.db.run(context, "RegisterTool", register_tool, request, replica=False)
 
     async def SetToolLease(
         self, request: task_pb2.SetToolLeaseRequest, context: grpc.aio.ServicerContext[Any, Any]
     ) -> task_pb2.SetToolLeaseResponse:
-        return await self.db.run(context, "SetToolLease", set_tool_lease, request)
+        # May write: on the primary.
+        return await self.db.run(context, "SetToolLease", set_tool_lease, request, replica=False)
 
     async def QueueTask(
         self, request: task_pb2.QueueTaskRequest, context: grpc.aio.ServicerContext[Any, Any]
@@ -755,77 +758,92 @@ class GenerationDataServiceHandlers(task_pb2_grpc.GenerationDataServiceServicer)
         # Unset by the caller: store the call's W3C `traceparent` metadata, if any.
         if not request.HasField("w3c_traceparent") and (traceparent := rt.traceparent(context)):
             request.w3c_traceparent = traceparent
-        return await self.db.run(context, "QueueTask", queue_task, request)
+        # May write: on the primary.
+        return await self.db.run(context, "QueueTask", queue_task, request, replica=False)
 
     async def QueueTasks(
         self, request: task_pb2.QueueTasksRequest, context: grpc.aio.ServicerContext[Any, Any]
     ) -> task_pb2.QueueTasksResponse:
-        return await self.db.run(context, "QueueTasks", queue_tasks, request)
+        # May write: on the primary.
+        return await self.db.run(context, "QueueTasks", queue_tasks, request, replica=False)
 
     async def ClaimNextTask(
         self, request: task_pb2.ClaimNextTaskRequest, context: grpc.aio.ServicerContext[Any, Any]
     ) -> task_pb2.ClaimNextTaskResponse:
-        return await self.db.run(context, "ClaimNextTask", claim_next_task, request)
+        # May write: on the primary.
+        return await self.db.run(context, "ClaimNextTask", claim_next_task, request, replica=False)
 
     async def ClaimTasks(
         self, request: task_pb2.ClaimTasksRequest, context: grpc.aio.ServicerContext[Any, Any]
     ) -> task_pb2.ClaimTasksResponse:
-        return await self.db.run(context, "ClaimTasks", claim_tasks, request)
+        # May write: on the primary.
+        return await self.db.run(context, "ClaimTasks", claim_tasks, request, replica=False)
 
     async def HeartbeatTask(
         self, request: task_pb2.HeartbeatTaskRequest, context: grpc.aio.ServicerContext[Any, Any]
     ) -> task_pb2.HeartbeatTaskResponse:
-        return await self.db.run(context, "HeartbeatTask", heartbeat_task, request)
+        # May write: on the primary.
+        return await self.db.run(context, "HeartbeatTask", heartbeat_task, request, replica=False)
 
     async def CompleteTask(
         self, request: task_pb2.CompleteTaskRequest, context: grpc.aio.ServicerContext[Any, Any]
     ) -> task_pb2.CompleteTaskResponse:
-        return await self.db.run(context, "CompleteTask", complete_task, request)
+        # May write: on the primary.
+        return await self.db.run(context, "CompleteTask", complete_task, request, replica=False)
 
     async def CompleteTasks(
         self, request: task_pb2.CompleteTasksRequest, context: grpc.aio.ServicerContext[Any, Any]
     ) -> task_pb2.CompleteTasksResponse:
-        return await self.db.run(context, "CompleteTasks", complete_tasks, request)
+        # May write: on the primary.
+        return await self.db.run(context, "CompleteTasks", complete_tasks, request, replica=False)
 
     async def FailTask(
         self, request: task_pb2.FailTaskRequest, context: grpc.aio.ServicerContext[Any, Any]
     ) -> task_pb2.FailTaskResponse:
-        return await self.db.run(context, "FailTask", fail_task, request)
+        # May write: on the primary.
+        return await self.db.run(context, "FailTask", fail_task, request, replica=False)
 
     async def FailTasks(
         self, request: task_pb2.FailTasksRequest, context: grpc.aio.ServicerContext[Any, Any]
     ) -> task_pb2.FailTasksResponse:
-        return await self.db.run(context, "FailTasks", fail_tasks, request)
+        # May write: on the primary.
+        return await self.db.run(context, "FailTasks", fail_tasks, request, replica=False)
 
     async def ListStaleTasks(
         self, request: task_pb2.ListStaleTasksRequest, context: grpc.aio.ServicerContext[Any, Any]
     ) -> task_pb2.ListStaleTasksResponse:
-        return await self.db.run(context, "ListStaleTasks", list_stale_tasks, request)
+        # Read-only: on the replica pool when the server has one (DATABASE_REPLICA_URL).
+        return await self.db.run(context, "ListStaleTasks", list_stale_tasks, request, replica=True)
 
     async def PruneTasks(
         self, request: task_pb2.PruneTasksRequest, context: grpc.aio.ServicerContext[Any, Any]
     ) -> task_pb2.PruneTasksResponse:
-        return await self.db.run(context, "PruneTasks", prune_tasks, request)
+        # May write: on the primary.
+        return await self.db.run(context, "PruneTasks", prune_tasks, request, replica=False)
 
     async def GetTask(
         self, request: task_pb2.GetTaskRequest, context: grpc.aio.ServicerContext[Any, Any]
     ) -> task_pb2.GetTaskResponse:
-        return await self.db.run(context, "GetTask", get_task, request)
+        # Read-only: on the replica pool when the server has one (DATABASE_REPLICA_URL).
+        return await self.db.run(context, "GetTask", get_task, request, replica=True)
 
     async def AppendTaskEvents(
         self, request: task_pb2.AppendTaskEventsRequest, context: grpc.aio.ServicerContext[Any, Any]
     ) -> task_pb2.AppendTaskEventsResponse:
-        return await self.db.run(context, "AppendTaskEvents", append_task_events, request)
+        # May write: on the primary.
+        return await self.db.run(context, "AppendTaskEvents", append_task_events, request, replica=False)
 
     async def ListTaskEvents(
         self, request: task_pb2.ListTaskEventsRequest, context: grpc.aio.ServicerContext[Any, Any]
     ) -> task_pb2.ListTaskEventsResponse:
-        return await self.db.run(context, "ListTaskEvents", list_task_events, request)
+        # Read-only: on the replica pool when the server has one (DATABASE_REPLICA_URL).
+        return await self.db.run(context, "ListTaskEvents", list_task_events, request, replica=True)
 
     async def PurgeTaskEvents(
         self, request: task_pb2.PurgeTaskEventsRequest, context: grpc.aio.ServicerContext[Any, Any]
     ) -> task_pb2.PurgeTaskEventsResponse:
-        return await self.db.run(context, "PurgeTaskEvents", purge_task_events, request)
+        # May write: on the primary.
+        return await self.db.run(context, "PurgeTaskEvents", purge_task_events, request, replica=False)
 
     async def WatchTaskWakes(
         self, request: task_pb2.WatchTaskWakesRequest, context: grpc.aio.ServicerContext[Any, Any]

@@ -28,9 +28,12 @@ SERVICE_NAMES = (
 )
 
 
-def register(grpc_server: grpc.aio.Server, pool: AsyncConnectionPool[Any]) -> None:
-    """Add every service of generation/task/v1/task.proto to `grpc_server`, served from `pool`."""
-    task_pb2_grpc.add_GenerationDataServiceServicer_to_server(handlers.GenerationDataServiceHandlers(pool), grpc_server)
+def register(
+    grpc_server: grpc.aio.Server, pool: AsyncConnectionPool[Any], replica: AsyncConnectionPool[Any] | None = None
+) -> None:
+    """Add every service of generation/task/v1/task.proto to `grpc_server`, served from `pool` (the primary)
+    and, for its read-only RPCs, from `replica` when there is one."""
+    task_pb2_grpc.add_GenerationDataServiceServicer_to_server(handlers.GenerationDataServiceHandlers(pool, replica), grpc_server)
 
 
 def main(argv: list[str] | None = None) -> int:

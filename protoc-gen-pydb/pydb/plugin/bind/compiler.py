@@ -260,6 +260,7 @@ class FileCompiler:
             probe=_probe(analysis, cardinality),
             conflict_do_nothing=analysis.conflict_do_nothing,
             writes=not analysis.read_only,
+            primary=opt.primary,
             traceparent=_traceparent(request, params, self.index),
         )
 

@@ -180,6 +180,8 @@ class Rpc:
     #: Whether the statement may write: rows that can fail to convert (a NULL array element) are
     #: then converted before it commits, so a row that cannot be answered is not written either.
     writes: bool
+    #: `(pydb.v1.sql).primary`: run on the primary even when the statement only reads.
+    primary: bool = False
     #: When the request has a string `w3c_traceparent` field the statement binds: the field
     #: (the server fills it from the call's `traceparent` metadata when the caller left it unset).
     traceparent: FieldRef | None = None

@@ -248,6 +248,8 @@ def _rpc(m: _Module, rpc: ir.Rpc) -> model.Rpc:
         conflict_do_nothing=rpc.conflict_do_nothing,
         transaction=rpc.writes and can_fail,
         traceparent_unset=traceparent,
+        on_replica=not rpc.writes and not rpc.primary,
+        reads_only=not rpc.writes,
     )
 
 

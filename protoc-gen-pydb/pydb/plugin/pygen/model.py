@@ -85,6 +85,11 @@ class Rpc:
     #: The Python condition for "the caller left w3c_traceparent unset", when the statement
     #: binds it; the servicer then fills it from the call's `traceparent` metadata.
     traceparent_unset: str | None = None
+    #: Where the servicer runs it: on a replica (a read-only statement, when the server has one)
+    #: or on the primary (a writer, or `(pydb.v1.sql).primary`).
+    on_replica: bool = False
+    #: The statement only reads (on the primary nonetheless when `(pydb.v1.sql).primary` is set).
+    reads_only: bool = False
 
 
 @dataclass(frozen=True)
