@@ -508,9 +508,10 @@ class ClaimTasksRequest(_message.Message):
     limit: _builtins.int
     """At most this many tasks (0 claims none)."""
     max_bytes: _builtins.int
-    """At most about this many bytes of tasks in the answer (0 means 4,000,000: under gRPC's
-    default 4 MiB receive limit). Set it to what the caller can receive: no task is claimed
-    whose answer could not reach it. A task larger than the budget on its own is left queued.
+    """At most about this many bytes of tasks in the answer. Set it to what the caller can receive:
+    no task is claimed whose answer could not reach it. 0, or more than the server may send, means
+    the server's send limit (--max-send-message-bytes, 4 MiB by default): the runtime caps it.
+    A task larger than the budget on its own is left queued.
     """
     def __init__(
         self,
