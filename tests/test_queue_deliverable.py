@@ -196,6 +196,31 @@ async def test_the_servers_send_limit_caps_the_claim_budget(database_url: str, a
         assert rows == [{"retry_count": 0, "lease_token": None}], "the oversized task stays claimable"
 
 
+@pytest.mark.parametrize("asked", [0, 2**31 - 1], ids=["no-budget", "huge-budget"])
+async def test_claim_next_never_claims_a_task_the_server_cannot_send(database_url: str, asked: int) -> None:
+    """ClaimNextTask has the same budget: a task above the server's send limit is passed over
+    (the next one is claimed) and stays claimable."""
+    limit = 100_000
+    async with (
+        private_service(database_url, max_send_message_bytes=limit) as (url, server),
+        grpc.aio.insecure_channel(server.address) as channel,
+    ):
+        stub = task_pb2_grpc.GenerationDataServiceStub(channel)
+        tool = await new_tool(stub, "next-capped")
+        await seed_sized(url, tool.id, 1, 2 * limit, priority="5")  # first in line, too large
+        await seed_sized(url, tool.id, 1, 30_000)
+        first = await stub.ClaimNextTask(pb.ClaimNextTaskRequest(tool_id=tool.id, max_bytes=asked))
+        assert first.HasField("task") and first.task.priority == 0 and first.ByteSize() <= limit
+        second = await stub.ClaimNextTask(pb.ClaimNextTaskRequest(tool_id=tool.id, max_bytes=asked))
+        assert not second.HasField("task")
+        rows = await fetch(
+            url,
+            "SELECT priority, retry_count, lease_token FROM generation.tasks WHERE tool_id = %s AND status = 'queued'",
+            (tool.id,),
+        )
+        assert rows == [{"priority": 5, "retry_count": 0, "lease_token": None}], "the large task stays claimable"
+
+
 def test_only_an_integer_max_bytes_field_is_capped() -> None:
     capped = pb.ClaimTasksRequest(tool_id="t", limit=5, max_bytes=0)
     cap_answer_budget(capped, 1000)

@@ -461,15 +461,21 @@ class ClaimNextTaskRequest(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     TOOL_ID_FIELD_NUMBER: _builtins.int
+    MAX_BYTES_FIELD_NUMBER: _builtins.int
     tool_id: _builtins.str
+    max_bytes: _builtins.int
+    """At most about this many bytes of task in the answer, as in ClaimTasksRequest (0: the server's
+    send limit): a task whose answer could not reach the caller is left queued, not claimed.
+    """
     def __init__(
         self,
         *,
         tool_id: _builtins.str = ...,
+        max_bytes: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["tool_id", b"tool_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["max_bytes", b"max_bytes", "tool_id", b"tool_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -259,6 +259,10 @@ WHERE tl.id = t.tool_id AND t.id = (
   WHERE tool_id = %(tool_id)s
     AND retry_count < max_retries
     AND (status = 'queued' OR (status = 'processing' AND claim_expires_at < now()))
+    AND 512 + octet_length(input::text) + COALESCE(octet_length(output::text), 0)
+          + COALESCE(octet_length(error), 0) + COALESCE(octet_length(reported_usage::text), 0)
+          + COALESCE(octet_length(billing_idempotency_key), 0) + COALESCE(octet_length(w3c_traceparent), 0)
+        <= COALESCE(NULLIF(%(max_bytes)s, 0), 4000000)
   ORDER BY status DESC, priority DESC, created_at ASC
   LIMIT 1
   FOR UPDATE SKIP LOCKED
@@ -279,6 +283,7 @@ async def claim_next_task(
     """
     params = {
         "tool_id": rt.parse_uuid(request.tool_id, "tool_id"),
+        "max_bytes": request.max_bytes,
     }
     async with conn.cursor(row_factory=tuple_row) as cur:
         rt.load_as_text(cur, "jsonb", "uuid")
