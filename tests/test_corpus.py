@@ -41,6 +41,7 @@ from corpus.run import (
     proto_name,
     read_expected,
     render_catalogue,
+    schema_statements,
 )
 from pg import Cluster, scratch_database
 from plugin_harness import WELL_KNOWN, compile_protos, run_plugin
@@ -238,7 +239,8 @@ def schema_database(pg_server: tuple[str, Cluster | None]) -> Iterator[SchemaDat
                 url = stack.enter_context(scratch_database(pg_server[0], schema=None))
                 conn = stack.enter_context(psycopg.connect(url, autocommit=True))
                 try:
-                    conn.execute(schema.read_text(encoding="utf-8"))
+                    for statement in schema_statements(schema.read_text(encoding="utf-8")):
+                        conn.execute(statement)
                     made[schema] = (conn, None)
                 except psycopg.Error as err:
                     made[schema] = (None, str(err).split("\n")[0])

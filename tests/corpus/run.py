@@ -40,7 +40,10 @@ from pydb.plugin.protos import ProtoIndex  # noqa: E402
 from pydb.plugin.sql.analysis import Analysis, ResultColumn  # noqa: E402
 from pydb.plugin.sql.analyze import analyze  # noqa: E402
 from pydb.plugin.sql.catalog import Catalog, build_catalog  # noqa: E402
+from pydb.plugin.sql.ddl import skip_meta_lines  # noqa: E402
+from pydb.plugin.sql.ddl_state import State  # noqa: E402
 from pydb.plugin.sql.grammar import parameter_spans  # noqa: E402
+from pydb.plugin.sql.pgparse import PgSyntaxError, parse  # noqa: E402
 from pydb.v1 import options_pb2  # noqa: E402
 
 STDERR = "stderr.txt"
@@ -208,6 +211,19 @@ def positional(sql: str) -> tuple[str, list[str]]:
     return "".join(out) + sql[pos:], list(numbers)
 
 
+def schema_statements(text: str) -> list[str]:
+    """A schema file as psql applies it: psql meta-lines skipped (as the catalog skips them),
+    then each statement on its own (CREATE INDEX CONCURRENTLY cannot run in the implicit
+    transaction of a multi-statement text). A text PostgreSQL's parser rejects is one piece,
+    so PostgreSQL reports the error."""
+    text = skip_meta_lines(State(), text)
+    try:
+        statements = parse(text)
+    except PgSyntaxError:
+        return [text]
+    return [text[stmt.start : stmt.end] for stmt in statements]
+
+
 def postgres_error(conn: psycopg.Connection, sql: str) -> str | None:
     """The first line of PostgreSQL's error for `sql`, or None when it takes it. PREPARE runs
     parse analysis; EXPLAIN EXECUTE (every parameter NULL) also plans it, which finds what only
@@ -280,10 +296,6 @@ KNOWN_GAPS = {
     "issue11_extension_trgm_operator": "pg_trgm's text % text operator is not in the catalog after CREATE EXTENSION pg_trgm",
     "issue11_on_conflict_partial_index": "ON CONFLICT (email) WHERE ... does not infer the partial unique index on (email)",
     "issue11_inet_contained_operator": "inet's <<= operator: pydb cannot analyse the statement (sqlglot)",
-    # Not the plugin: the tests apply schema.sql in one implicit transaction, not statement by
-    # statement as psql (and a migration tool) does.
-    "issue11_create_index_concurrently": "CREATE INDEX CONCURRENTLY cannot run inside the tests' implicit transaction",
-    "issue11_psql_meta_lines": "psql meta-lines (\\restrict) reach PostgreSQL: the tests do not apply the schema through psql",
 }
 
 
