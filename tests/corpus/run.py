@@ -288,7 +288,6 @@ CATALOGUE = re.compile(r"<!-- BEGIN catalogue -->\n(.*?)\n<!-- END catalogue -->
 #: a strict xfail in tests/test_corpus.py (so whoever closes the gap unlists it) and no starting point
 #: of tests/test_corpus_fuzz.py's differential.
 KNOWN_GAPS = {
-    "issue10_ifnull": "IFNULL(a, b) is accepted (sqlglot reads it as COALESCE); PostgreSQL: function ifnull does not exist",
     "issue10_schema_qualified_function": "shop.order_count(...) defined in schema.sql is not found by its qualified name",
     "issue11_composite_field_param": "(location).street = @street: no type is inferred from a composite type's field",
     "issue11_composite_field_result": "(location).city: no type is inferred from a composite type's field",
@@ -318,7 +317,7 @@ DOC_GROUPS: list[tuple[str, str, set[str] | None]] = [
         | {"using_not_on_both_sides", "update_unknown_column", "insert_unknown_column", "unknown_function"}
         | {"insert_unknown_column_no_suggestion", "unknown_cast_type", "unknown_cast_type_misspelt"}
         | {"many_errors_one_run", "issue10_random_with_argument", "issue10_cast_to_unknown_type_string"}
-        | {"issue10_schema_qualified_function"},
+        | {"issue10_schema_qualified_function", "issue10_ifnull"},
     ),
     (
         "Types, literals and operators",

@@ -110,6 +110,13 @@ class FunctionCalls(AnalyzerCore):
             over=call.over is not None,
         )
 
+    def call_exists(self, call: ast.FuncCall) -> bool:
+        """Whether PostgreSQL has a function of the name written (any overload)."""
+        names = [str(part.sval) for part in call.funcname or () if isinstance(part, ast.String)]
+        schema = names[0] if len(names) > 1 else None
+        builtin = self.builtins.functions(names[-1]) if schema in (None, "pg_catalog") else ()
+        return bool(builtin or self.catalog.functions(schema, names[-1]))
+
     def call(
         self,
         node: exp.Expr,

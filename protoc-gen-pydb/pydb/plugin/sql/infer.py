@@ -163,7 +163,9 @@ class ExpressionInference(AnalyzerCore):
             if isinstance(node, (exp.Func, exp.Cast)) and "start" in node.meta
             else None
         )
-        if call is not None and not isinstance(node, _MODELED_CALLS):
+        if call is not None and (not isinstance(node, _MODELED_CALLS) or not self.call_exists(call)):
+            # A name sqlglot rewrote into a call of its own (IFNULL/NVL read as COALESCE) is
+            # resolved as written: PostgreSQL has no such function.
             resolved = self.resolved_call(node, call, scope)
             if resolved is not None:
                 return resolved

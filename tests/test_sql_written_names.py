@@ -1,0 +1,56 @@
+"""Function names as the user wrote them, differentially: sqlglot reads some other dialects'
+functions as calls of its own (IFNULL and NVL as COALESCE, LEN as LENGTH, SUBSTR as SUBSTRING,
+CHARINDEX as POSITION, ...). PostgreSQL resolves the name written: the analyzer must reject what
+PostgreSQL rejects, with PostgreSQL's message, and accept what it accepts."""
+
+from __future__ import annotations
+
+import psycopg
+import pytest
+from conftest import CORPUS_JOBS_SCHEMA
+from pydb.plugin.sql.analyze import analyze
+from pydb.plugin.sql.catalog import Catalog, build_catalog
+
+CALLS = [
+    "SELECT IFNULL(nickname, name) FROM app.users",
+    "SELECT NVL(nickname, name) FROM app.users",
+    "SELECT ISNULL(nickname, name) FROM app.users",
+    "SELECT LEN(name) FROM app.users",
+    "SELECT GETDATE()",
+    "SELECT SUBSTR(name, 1, 2) FROM app.users",
+    "SELECT CHARINDEX('a', name) FROM app.users",
+    "SELECT LCASE(name) FROM app.users",
+    "SELECT TRUNCATE(1.5)",
+    "SELECT UUID()",
+    "SELECT STR_TO_DATE('2020', 'YYYY')",
+    "SELECT COALESCE(nickname, name) FROM app.users",
+    "SELECT GREATEST(1, 2), LEAST(1, 2), NULLIF(1, 2)",
+    "SELECT count(*) FROM app.users",
+]
+
+
+@pytest.fixture(scope="module")
+def catalog() -> Catalog:
+    built, problems = build_catalog(CORPUS_JOBS_SCHEMA.read_text(encoding="utf-8"))
+    assert not [p for p in problems if p.severity == "error"]
+    return built
+
+
+def postgres_error(conn: psycopg.Connection, sql: str) -> str | None:
+    try:
+        conn.execute(f"PREPARE written_name AS {sql}")
+    except psycopg.Error as err:
+        return str(err).split("\n")[0]
+    conn.execute("DEALLOCATE written_name")
+    return None
+
+
+@pytest.mark.parametrize("sql", CALLS)
+def test_the_name_written_is_resolved(catalog: Catalog, corpus_db: psycopg.Connection, sql: str) -> None:
+    _, problems = analyze(sql, catalog)
+    errors = [p.message for p in problems if p.severity == "error"]
+    expected = postgres_error(corpus_db, sql)
+    if expected is None:
+        assert errors == []
+    else:
+        assert errors and errors[0].startswith(expected), (errors, expected)
