@@ -250,6 +250,9 @@ class AnalyzerCore(ABC):
     def resolved_call(self, node: exp.Expr, call: ast.FuncCall, scope: Scope) -> Typed | None: ...
 
     @abstractmethod
+    def call_exists(self, call: ast.FuncCall) -> bool: ...
+
+    @abstractmethod
     def operator(self, symbol: str, left: exp.Expr, right: exp.Expr, node: exp.Expr, scope: Scope) -> Typed: ...
 
     @abstractmethod
