@@ -423,6 +423,7 @@ def build_proto(package: str, rpcs: list[Rpc]) -> str:
         row = [
             field_line(name, n, *proto_type(t, d.enum_types, READS), optional=True)
             for n, (name, t) in enumerate(d.columns, 1)
+            if t != "void"  # a void column fills no field (docs/diagnostics.md)
         ]
         lines += [f"message {rpc.name}_Row {{", *row, "}"]
         option = [f"    query: {proto_string(rpc.translated.pydb_sql)}", f"    cardinality: {rpc.cardinality()}"]

@@ -118,8 +118,8 @@ def test_the_differential_counts_what_it_should(pg_server: tuple[str, Cluster | 
 
 def test_rejections_are_sorted_by_cause() -> None:
     cause = differential._cause
-    unmapped = {"errors": ["result column v is inet, which does not fit R.v (optional string); see the type table"]}
-    assert cause(unmapped, "SELECT v FROM t", "") == ("a pg type with no proto mapping (bind/typemap.py)", "inet")
+    unmapped = {"errors": ["result column v is trigger, which does not fit R.v (optional string); see the type table"]}
+    assert cause(unmapped, "SELECT v FROM t", "") == ("a pg type with no proto mapping (bind/typemap.py)", "trigger")
     unknown = {"errors": ["column nam does not exist; did you mean name?"]}
     assert cause(unknown, "SELECT nam FROM t", "") == ("statement error", "column X does not exist")
     schema = {"errors": [], "schema_errors": ["type mood does not exist (column m)"]}

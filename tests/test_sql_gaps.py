@@ -12,7 +12,7 @@ import pytest
 from pg import Cluster, scratch_database
 from pydb.plugin.sql.analyze import analyze
 from pydb.plugin.sql.catalog import Catalog, build_catalog
-from test_sql_constructs import analysed, describe, ours
+from test_sql_constructs import analysed, describe, expanded, ours
 
 SCHEMA = """
 CREATE TABLE writers (
@@ -22,6 +22,7 @@ CREATE TABLE writers (
 );
 CREATE TABLE events (id bigserial PRIMARY KEY, happened date NOT NULL);
 CREATE SEQUENCE ticket_numbers AS integer;
+CREATE VIEW public_tables AS SELECT tablename, hasindexes FROM pg_tables WHERE schemaname = 'public';
 CREATE TABLE pens (writer_id bigint, colour text);
 CREATE TABLE books (writer_id bigint, title text);
 CREATE FUNCTION add_writer(name text, bio text, OUT id bigint) LANGUAGE sql
@@ -89,6 +90,18 @@ def test_system_catalog_not_null_is_pg_attribute_s(catalog: Catalog, conn: psyco
 
 @pytest.mark.parametrize(
     "sql",
+    ["SELECT * FROM pg_timezone_names", "SELECT s.* FROM pg_catalog.pg_stat_activity s", "SELECT * FROM public_tables"],
+)
+def test_system_relation_star_expansion_describes_like_the_star(
+    sql: str, catalog: Catalog, conn: psycopg.Connection
+) -> None:
+    analysis = analysed(sql, catalog)
+    assert analysis.expansions
+    assert describe(conn, expanded(sql, analysis)) == describe(conn, sql) == ours(analysis)
+
+
+@pytest.mark.parametrize(
+    "sql",
     [
         "SELECT * FROM pg_catalog.no_such_view",
         "SELECT * FROM information_schema.no_such_view",
@@ -116,6 +129,16 @@ SQL_VALUE_FUNCTIONS = [
     "SELECT current_role, user, session_user, current_catalog, localtime",
     "SELECT e.id FROM events e, current_date WHERE e.happened < current_date",
 ]
+
+
+def test_current_schema_may_be_null(catalog: Catalog, conn: psycopg.Connection) -> None:
+    for sql in ("SELECT * FROM current_schema", "SELECT current_schema AS s", "SELECT current_schema() AS s"):
+        analysis = analysed(sql, catalog)
+        assert ours(analysis) == describe(conn, sql)
+        assert analysis.columns is not None and analysis.columns[0].nullable
+        with conn.transaction():
+            conn.execute("SET LOCAL search_path = no_such_schema")
+            assert conn.execute(sql).fetchone() == (None,)
 
 
 @pytest.mark.parametrize("sql", SQL_VALUE_FUNCTIONS)
@@ -246,3 +269,19 @@ def test_insert_leaving_out_not_null_column_is_a_warning(catalog: Catalog, conn:
     assert ours(analysis) == describe(conn, sql)
     # The BEFORE trigger sets it: the statement runs.
     assert conn.execute("INSERT INTO stamped (label) VALUES ('x') RETURNING stamp").fetchone() == ("filled",)
+
+
+# -- ON CONFLICT without a matching unique index: PostgreSQL prepares it, and plans it never ------
+
+
+def test_on_conflict_without_arbiter_fails_every_execution(catalog: Catalog, conn: psycopg.Connection) -> None:
+    """PREPARE (parse analysis) takes it; the planner looks for the arbiter index, so the first
+    EXECUTE, whatever the values, fails: the analyzer rejects it, as a compiler should."""
+    sql = "INSERT INTO writers (name, bio) VALUES ('a', 'b') ON CONFLICT (name) DO UPDATE SET bio = excluded.bio"
+    _, problems = analyze(sql, catalog)
+    assert [p.severity for p in problems if "no unique or exclusion constraint" in p.message] == ["error"]
+    assert conn.pgconn.prepare(b"", sql.encode()).status == psycopg.pq.ExecStatus.COMMAND_OK
+    with pytest.raises(psycopg.errors.InvalidColumnReference):
+        conn.execute(f"EXPLAIN {sql}")
+    arbiter = "INSERT INTO writers (id, name) VALUES (@id, @name) ON CONFLICT (id) DO UPDATE SET name = excluded.name"
+    assert ours(analysed(arbiter, catalog)) == describe(conn, arbiter)

@@ -28,9 +28,10 @@ class Conversion(enum.Enum):
 
     #: The driver's value is the field's value both ways (integers, floats, bool, bytes, text).
     IDENTITY = "identity"
-    #: PostgreSQL's text form both ways (json, jsonb, date, time, pg enum into `string`): the
-    #: value is read as the text PostgreSQL prints and bound as text PostgreSQL parses, so every
-    #: stored value (`infinity` dates, BC dates, years past 9999) reads back.
+    #: PostgreSQL's text form both ways (json, jsonb, date, time, and every type without a
+    #: dedicated mapping: inet, ranges, extension and composite types, ...): the value is read as
+    #: the text PostgreSQL prints and bound as text PostgreSQL parses, so every stored value
+    #: (`infinity` dates, BC dates, years past 9999) reads back.
     TEXT = "text"
     #: `uuid` as text; a bound value must be a UUID (INVALID_ARGUMENT naming the field otherwise).
     UUID = "uuid"

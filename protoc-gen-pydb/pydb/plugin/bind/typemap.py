@@ -87,7 +87,7 @@ TYPES: dict[str, tuple[Mapping, ...]] = {
 #: objects (addresses, ranges, integers, ...) and common extension types; every other type that
 #: is not a pseudo-type (extension types, composite types, schema ranges) maps the same way
 #: (`mapping`). A composite's text form is its row literal `(1,"a b")`: to get its fields, select
-#: them (`(p).x AS x`) or embed a joined row into a nested message (docs/diagnostics.md).
+#: them (`(p).x::int AS x`) or embed a joined row into a nested message (docs/diagnostics.md).
 _TEXT_FORM_NAMES = (
     "char citext inet cidr macaddr macaddr8 bit varbit money xml tsvector tsquery "
     "point line lseg box path polygon circle "

@@ -60,6 +60,7 @@ SQL_VALUE_KEYWORDS: dict[str, PgType] = {
     "session_user": PgType("name"),
     "user": PgType("name"),
     "current_catalog": PgType("name"),
+    "current_schema": PgType("name"),  # NULL when no schema of the search_path exists
 }
 
 

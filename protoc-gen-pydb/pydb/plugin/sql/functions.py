@@ -317,6 +317,7 @@ _NULL_FROM_VALUES = frozenset(
         "json_extract_path_text",
         "jsonb_path_query_first",
         "nullif",
+        "current_schema",  # no schema of the search_path exists
     }
 )
 

@@ -227,7 +227,9 @@ def _parameters(sql: str, tokens: list[parser.Token], declared: frozenset[str]) 
         if op.name != "Op" or sql[op.end] != "@" or word.start != op.end + 1 or not _is_word(sql, word):
             continue
         text = sql[op.start : op.end + 1]
-        if text in _AT_OPERATORS or text in declared:
+        # A lone `@` glued to a word is always pydb's parameter, even where an extension (ltree)
+        # declares an operator `@`: that operator is written with a space, `path @ query`.
+        if text in _AT_OPERATORS or (text != "@" and text in declared):
             continue
         name = sql[word.start : word.end + 1]
         number = numbers.setdefault(name, len(numbers) + 1)

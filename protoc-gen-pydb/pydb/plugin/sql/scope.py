@@ -261,7 +261,9 @@ class FromItems(AnalyzerCore):
             if keyword is not None:  # FROM current_date: a function, its one column named after it
                 rel_name = alias_name or name
                 return Relation(
-                    rel_name, (rel_name,), [(col_aliases[0] if col_aliases else rel_name, Typed(keyword, False))]
+                    rel_name,
+                    (rel_name,),
+                    [(col_aliases[0] if col_aliases else rel_name, Typed(keyword, name == "current_schema"))],
                 )
             if not source.args.get("db"):
                 cte = scope.cte(name)
@@ -392,7 +394,7 @@ class FromItems(AnalyzerCore):
             return typed
         keyword = SQL_VALUE_KEYWORDS.get(name) if isinstance(col.this, exp.Identifier) and not col.this.quoted else None
         if keyword is not None:  # SELECT user, current_role: reserved words, never a column
-            return Typed(keyword, False)
+            return Typed(keyword, name == "current_schema")
         s: Scope | None = scope
         while s is not None:
             if name in s.merged:
