@@ -288,7 +288,6 @@ CATALOGUE = re.compile(r"<!-- BEGIN catalogue -->\n(.*?)\n<!-- END catalogue -->
 #: a strict xfail in tests/test_corpus.py (so whoever closes the gap unlists it) and no starting point
 #: of tests/test_corpus_fuzz.py's differential.
 KNOWN_GAPS = {
-    "issue10_schema_qualified_function": "shop.order_count(...) defined in schema.sql is not found by its qualified name",
     "issue11_composite_field_param": "(location).street = @street: no type is inferred from a composite type's field",
     "issue11_composite_field_result": "(location).city: no type is inferred from a composite type's field",
     "issue11_extension_citext_insert": "text assigned to a citext column is refused; PostgreSQL casts it (assignment)",

@@ -146,6 +146,9 @@ class FunctionCalls(AnalyzerCore):
                 known = known and typed.type is not None
         if not known:
             return Typed(None, True)  # an argument's error is reported already
+        if schema is not None and schema != "pg_catalog" and schema not in self.catalog.schemas:
+            self.error(f'schema "{schema}" does not exist', node)
+            return Typed(None, True)
         builtin = self.builtins.functions(name) if schema in (None, "pg_catalog") else ()
         candidates = (*builtin, *self.catalog.functions(schema, name))
         try:
@@ -157,6 +160,7 @@ class FunctionCalls(AnalyzerCore):
                 variadic_call=variadic,
                 params=[isinstance(a, exp.Parameter) for a in args],
                 env=self.builtins,
+                schema=schema,
             )
         except ResolveError as err:
             self.error(err.message + (f" ({err.note})" if err.note else ""), node)
@@ -172,6 +176,8 @@ class FunctionCalls(AnalyzerCore):
             nullable = name != "count"  # over no rows every aggregate but count is NULL
         elif resolution.kind == "window":
             nullable = name not in _WINDOW_NOT_NULL
+        elif resolution.sig.schema != "pg_catalog" and not resolution.sig.extension:
+            nullable = True  # the schema's own function: its body may return NULL for any arguments
         elif name in _NEVER_NULL:
             nullable = False
         elif name in _NULL_FROM_VALUES:

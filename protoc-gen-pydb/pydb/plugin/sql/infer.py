@@ -158,6 +158,14 @@ class ExpressionInference(AnalyzerCore):
             return Typed(t.NULL, True)
         if isinstance(node, exp.Boolean):
             return Typed(t.BOOL, False)
+        if isinstance(node, exp.Dot) and isinstance(node.expression, exp.Func):
+            # `schema.fn(...)`: sqlglot places the name after the dot, PostgreSQL the schema.
+            at = self.span(node.this)
+            qualified = self.calls.get(at.start) if at is not None else None
+            if qualified is not None:
+                typed = self.resolved_call(node.expression, qualified, scope)
+                if typed is not None:
+                    return typed
         call = (
             self.calls.get(node.meta["start"])
             if isinstance(node, (exp.Func, exp.Cast)) and "start" in node.meta
