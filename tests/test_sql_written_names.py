@@ -8,6 +8,7 @@ from __future__ import annotations
 import psycopg
 import pytest
 from conftest import CORPUS_JOBS_SCHEMA
+from corpus.run import positional
 from pydb.plugin.sql.analyze import analyze
 from pydb.plugin.sql.catalog import Catalog, build_catalog
 
@@ -26,6 +27,9 @@ CALLS = [
     "SELECT COALESCE(nickname, name) FROM app.users",
     "SELECT GREATEST(1, 2), LEAST(1, 2), NULLIF(1, 2)",
     "SELECT count(*) FROM app.users",
+    "UPDATE app.users SET nickname = IFNULL(@nick, 'x') WHERE id = @id",
+    "UPDATE app.users SET nickname = COALESCE(@nick, 'x') WHERE id = @id",
+    "SELECT id FROM app.users WHERE nickname = NVL(@nick, name)",
 ]
 
 
@@ -38,7 +42,7 @@ def catalog() -> Catalog:
 
 def postgres_error(conn: psycopg.Connection, sql: str) -> str | None:
     try:
-        conn.execute(f"PREPARE written_name AS {sql}")
+        conn.execute(f"PREPARE written_name AS {positional(sql)[0]}")
     except psycopg.Error as err:
         return str(err).split("\n")[0]
     conn.execute("DEALLOCATE written_name")

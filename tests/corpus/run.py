@@ -290,8 +290,6 @@ CATALOGUE = re.compile(r"<!-- BEGIN catalogue -->\n(.*?)\n<!-- END catalogue -->
 KNOWN_GAPS = {
     "issue11_composite_field_param": "(location).street = @street: no type is inferred from a composite type's field",
     "issue11_composite_field_result": "(location).city: no type is inferred from a composite type's field",
-    "issue11_extension_citext_insert": "text assigned to a citext column is refused; PostgreSQL casts it (assignment)",
-    "issue11_extension_trgm_operator": "pg_trgm's text % text operator is not in the catalog after CREATE EXTENSION pg_trgm",
     "issue11_on_conflict_partial_index": "ON CONFLICT (email) WHERE ... does not infer the partial unique index on (email)",
     "issue11_inet_contained_operator": "inet's <<= operator: pydb cannot analyse the statement (sqlglot)",
 }

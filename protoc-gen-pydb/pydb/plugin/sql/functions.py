@@ -17,6 +17,7 @@ from .context import AnalyzerCore
 from .funcnames import function_name
 from .resolve import ResolveError, resolve_function
 from .scope import Scope, Typed
+from .signatures import FunctionSig
 from .types import PgType, span_of
 
 
@@ -110,11 +111,16 @@ class FunctionCalls(AnalyzerCore):
             over=call.over is not None,
         )
 
+    def core_functions(self, name: str) -> tuple[FunctionSig, ...]:
+        """pg_catalog's functions named `name`: an extension's are the catalog's, in the schema
+        CREATE EXTENSION installed them in."""
+        return tuple(sig for sig in self.builtins.functions(name) if not sig.extension)
+
     def call_exists(self, call: ast.FuncCall) -> bool:
         """Whether PostgreSQL has a function of the name written (any overload)."""
         names = [str(part.sval) for part in call.funcname or () if isinstance(part, ast.String)]
         schema = names[0] if len(names) > 1 else None
-        builtin = self.builtins.functions(names[-1]) if schema in (None, "pg_catalog") else ()
+        builtin = self.core_functions(names[-1]) if schema in (None, "pg_catalog") else ()
         return bool(builtin or self.catalog.functions(schema, names[-1]))
 
     def call(
@@ -149,7 +155,7 @@ class FunctionCalls(AnalyzerCore):
         if schema is not None and schema != "pg_catalog" and schema not in self.catalog.schemas:
             self.error(f'schema "{schema}" does not exist', node)
             return Typed(None, True)
-        builtin = self.builtins.functions(name) if schema in (None, "pg_catalog") else ()
+        builtin = self.core_functions(name) if schema in (None, "pg_catalog") else ()
         candidates = (*builtin, *self.catalog.functions(schema, name))
         try:
             resolution = resolve_function(

@@ -39,22 +39,34 @@ class ExpressionInference(AnalyzerCore):
             for element in node.expressions:
                 self.expect(element, want.element, scope)
             return Typed(want, False)
-        if isinstance(node, (exp.Coalesce, exp.Nullif)):
+        if isinstance(node, (exp.Coalesce, exp.Nullif)) and self.written_as_modeled(node):
             args = [node.this, *node.expressions] if isinstance(node, exp.Coalesce) else [node.this, node.expression]
             typed_args = [self.expect(a, want, scope) for a in args if isinstance(a, exp.Expr)]
             if isinstance(node, exp.Coalesce):
                 return Typed(want, all(a.nullable for a in typed_args))
             return Typed(want, True)
         typed = self.infer(node, scope)
-        if typed.type is not None and not assignable(typed.type, want):
+        if typed.type is not None and not assignable(typed.type, want, env=self.builtins):
             self.error(f"expected {describe(want)}, got {describe(typed.type)}", node)
         return typed
+
+    def written_as_modeled(self, node: exp.Expr) -> bool:
+        """Whether a call sqlglot models (COALESCE) was written as one PostgreSQL has, not as
+        a function of another dialect sqlglot reads as it (IFNULL)."""
+        call = self.calls.get(node.meta["start"]) if "start" in node.meta else None
+        return call is None or self.call_exists(call)
 
     def assign(self, value: exp.Expr, want: PgType, scope: Scope) -> Typed:
         """Type `value` stored into a column of type `want` (INSERT, SET): like `expect`, but
         with Postgres' assignment casts, under which any type may be stored in a text column."""
         if not is_untyped(value) and want.name in t.TEXTUAL and not want.is_array:
             return self.infer(value, scope)
+        if not is_untyped(value) and not isinstance(value, _CONTEXT_TYPED):
+            # an extension's assignment cast (text to citext), as PostgreSQL applies it
+            typed = self.infer(value, scope)
+            if typed.type is not None and not assignable(typed.type, want, assignment=True, env=self.builtins):
+                self.error(f"expected {describe(want)}, got {describe(typed.type)}", value)
+            return typed
         return self.expect(value, want, scope)
 
     def check_literal(self, lit: exp.Literal, want: PgType) -> None:
@@ -366,6 +378,10 @@ def _one_row(query: exp.Expr) -> bool:
     if not isinstance(query, exp.Select) or any(query.args.get(k) for k in ("group", "having", "limit", "offset")):
         return False
     return any(next(aggregates(item), None) is not None for item in query.expressions)
+
+
+#: What `expect` types from the type its context needs rather than from what it is.
+_CONTEXT_TYPED = (exp.Literal, exp.Paren, exp.Case, exp.Array, exp.Coalesce, exp.Nullif)
 
 
 #: Calls sqlglot models with a meaning of their own that the analyzer types directly: COUNT(*),
