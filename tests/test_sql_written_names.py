@@ -8,7 +8,8 @@ from __future__ import annotations
 import psycopg
 import pytest
 from conftest import CORPUS_JOBS_SCHEMA
-from corpus.run import positional
+from pg import Cluster, scratch_database
+from corpus.run import analyzer_signature, positional, postgres_signature
 from pydb.plugin.sql.analyze import analyze
 from pydb.plugin.sql.catalog import Catalog, build_catalog
 
@@ -58,3 +59,35 @@ def test_the_name_written_is_resolved(catalog: Catalog, corpus_db: psycopg.Conne
         assert errors == []
     else:
         assert errors and errors[0].startswith(expected), (errors, expected)
+
+
+COMPOSITE_SCHEMA = """
+CREATE TYPE address AS (street text, city text);
+CREATE TABLE shops (id int PRIMARY KEY, location address);
+"""
+
+FIELDS = [
+    "SELECT id FROM shops WHERE (location).street = @street",
+    "SELECT (location).city FROM shops",
+    "SELECT (s.location).city FROM shops s",
+    "SELECT (location).nope FROM shops",
+    "SELECT (id).nope FROM shops",
+]
+
+
+@pytest.mark.parametrize("sql", FIELDS)
+def test_a_composite_field_is_typed_or_refused_as_postgresql_does(
+    pg_server: tuple[str, Cluster | None], sql: str
+) -> None:
+    built, problems = build_catalog(COMPOSITE_SCHEMA)
+    assert not problems
+    analysis, found = analyze(sql, built)
+    errors = [p.message for p in found if p.severity == "error"]
+    with scratch_database(pg_server[0], schema=None) as url, psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(COMPOSITE_SCHEMA)
+        expected = postgres_error(conn, sql)
+        if expected is not None:
+            assert errors and errors[0] == expected, (errors, expected)
+            return
+        assert errors == [] and analysis is not None
+        assert analyzer_signature(analysis) == postgres_signature(conn, sql)

@@ -50,6 +50,31 @@ class ExpressionInference(AnalyzerCore):
             self.error(f"expected {describe(want)}, got {describe(typed.type)}", node)
         return typed
 
+    def field(self, node: exp.Dot, name: exp.Identifier, scope: Scope) -> Typed:
+        """`(composite).field`: the field's type, from the composite type (or the table whose
+        row type it is). NULL when the composite value is, or the field in it."""
+        base = self.infer(node.this, scope)
+        if base.type is None or base.type.is_array or base.type.name == "record":
+            return Typed(None, True)  # a whole-row reference's fields are not typed here
+        schema, _, type_name = base.type.name.rpartition(".")
+        composite = self.catalog.composite(schema or None, type_name)
+        fields: tuple[tuple[str, PgType], ...] | None = composite.attributes if composite is not None else None
+        if fields is None:
+            table = self.catalog.tables.get(base.type.name)
+            fields = tuple((c.name, c.type) for c in table.columns) if table is not None else None
+        # PostgreSQL's format_type: a type visible on the search path by its bare name
+        shown = type_name if schema in self.catalog.search_path else base.type.name
+        if fields is None:
+            shown = self.builtins.display(base.type) if not schema else shown
+            self.error(f"column notation .{name.name} applied to type {shown}, which is not a composite type", node)
+            return Typed(None, True)
+        wanted = name.name if name.quoted else name.name.lower()
+        found = next((ty for field, ty in fields if field == wanted), None)
+        if found is None:
+            self.error(f'column "{wanted}" not found in data type {shown}', node)
+            return Typed(None, True)
+        return Typed(found, True)
+
     def written_as_modeled(self, node: exp.Expr) -> bool:
         """Whether a call sqlglot models (COALESCE) was written as one PostgreSQL has, not as
         a function of another dialect sqlglot reads as it (IFNULL)."""
@@ -178,6 +203,8 @@ class ExpressionInference(AnalyzerCore):
                 typed = self.resolved_call(node.expression, qualified, scope)
                 if typed is not None:
                     return typed
+        if isinstance(node, exp.Dot) and isinstance(node.expression, exp.Identifier):
+            return self.field(node, node.expression, scope)
         call = (
             self.calls.get(node.meta["start"])
             if isinstance(node, (exp.Func, exp.Cast)) and "start" in node.meta
