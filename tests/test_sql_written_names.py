@@ -8,8 +8,8 @@ from __future__ import annotations
 import psycopg
 import pytest
 from conftest import CORPUS_JOBS_SCHEMA
-from pg import Cluster, scratch_database
 from corpus.run import analyzer_signature, positional, postgres_signature
+from pg import Cluster, scratch_database
 from pydb.plugin.sql.analyze import analyze
 from pydb.plugin.sql.catalog import Catalog, build_catalog
 
