@@ -46,7 +46,13 @@ def postgres_error(conn: psycopg.Connection, sql: str) -> str | None:
         conn.execute(f"PREPARE written_name AS {positional(sql)[0]}")
     except psycopg.Error as err:
         return str(err).split("\n")[0]
-    conn.execute("DEALLOCATE written_name")
+    try:  # the planner chooses ON CONFLICT's arbiter index: plan it too
+        nulls = ", ".join("NULL" for _ in positional(sql)[1])
+        conn.execute(f"EXPLAIN EXECUTE written_name{f'({nulls})' if nulls else ''}")
+    except psycopg.Error as err:
+        return str(err).split("\n")[0]
+    finally:
+        conn.execute("DEALLOCATE written_name")
     return None
 
 
@@ -91,3 +97,31 @@ def test_a_composite_field_is_typed_or_refused_as_postgresql_does(
             return
         assert errors == [] and analysis is not None
         assert analyzer_signature(analysis) == postgres_signature(conn, sql)
+
+
+PARTIAL_SCHEMA = """
+CREATE TABLE members (id serial PRIMARY KEY, email text NOT NULL, handle text);
+CREATE UNIQUE INDEX members_email ON members (email) WHERE handle IS NOT NULL;
+"""
+
+CONFLICTS = [
+    "INSERT INTO members (email) VALUES (@e) ON CONFLICT (email) WHERE handle IS NOT NULL DO NOTHING",
+    "INSERT INTO members (email) VALUES (@e) ON CONFLICT (email) WHERE handle IS NOT NULL AND id > 0 DO NOTHING",
+    "INSERT INTO members (email) VALUES (@e) ON CONFLICT (email) WHERE handle IS NULL DO NOTHING",
+    "INSERT INTO members (email) VALUES (@e) ON CONFLICT (email) DO NOTHING",
+]
+
+
+@pytest.mark.parametrize("sql", CONFLICTS)
+def test_on_conflict_infers_a_partial_index_as_postgresql_does(pg_server: tuple[str, Cluster | None], sql: str) -> None:
+    built, problems = build_catalog(PARTIAL_SCHEMA)
+    assert not problems
+    _, found = analyze(sql, built)
+    errors = [p.message for p in found if p.severity == "error"]
+    with scratch_database(pg_server[0], schema=None) as url, psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(PARTIAL_SCHEMA)
+        expected = postgres_error(conn, sql)
+    if expected is None:
+        assert errors == []
+    else:  # ours names the columns after PostgreSQL's message
+        assert len(errors) == 1 and errors[0].startswith(expected), (errors, expected)

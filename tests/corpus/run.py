@@ -288,7 +288,6 @@ CATALOGUE = re.compile(r"<!-- BEGIN catalogue -->\n(.*?)\n<!-- END catalogue -->
 #: a strict xfail in tests/test_corpus.py (so whoever closes the gap unlists it) and no starting point
 #: of tests/test_corpus_fuzz.py's differential.
 KNOWN_GAPS = {
-    "issue11_on_conflict_partial_index": "ON CONFLICT (email) WHERE ... does not infer the partial unique index on (email)",
     "issue11_inet_contained_operator": "inet's <<= operator: pydb cannot analyse the statement (sqlglot)",
 }
 
