@@ -125,3 +125,38 @@ def test_on_conflict_infers_a_partial_index_as_postgresql_does(pg_server: tuple[
         assert errors == []
     else:  # ours names the columns after PostgreSQL's message
         assert len(errors) == 1 and errors[0].startswith(expected), (errors, expected)
+
+
+OPERATOR_SCHEMA = """
+CREATE TABLE hosts (id int PRIMARY KEY, addr inet NOT NULL, span int4range);
+"""
+
+#: Operators sqlglot cannot read (a stand-in is parsed in their place) or reads without a meaning.
+OPERATORS = [
+    "SELECT id FROM hosts WHERE addr <<= @net::inet",
+    "SELECT id FROM hosts WHERE addr >>= @net",
+    "SELECT id FROM hosts WHERE (addr) <<= (@net::inet) AND id > 1",
+    "SELECT id, addr << '10.0.0.0/8' AS inside FROM hosts",
+    "SELECT point '(1,2)' <-> point '(3,4)' AS d",
+    "SELECT span -|- '[2,3)'::int4range AS a, span &< '[2,3)' AS b FROM hosts",
+    "SELECT 1 << 2 AS a, 5 & 3 AS b, 5 | 3 AS c, 5 # 3 AS d",
+    "SELECT id FROM hosts WHERE addr <<= 5",
+]
+
+
+@pytest.mark.parametrize("sql", OPERATORS)
+def test_an_operator_sqlglot_cannot_read_is_resolved_as_postgresql_does(
+    pg_server: tuple[str, Cluster | None], sql: str
+) -> None:
+    built, problems = build_catalog(OPERATOR_SCHEMA)
+    assert not problems
+    analysis, found = analyze(sql, built)
+    errors = [p.message for p in found if p.severity == "error"]
+    with scratch_database(pg_server[0], schema=None) as url, psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(OPERATOR_SCHEMA)
+        expected = postgres_error(conn, sql)
+        if expected is not None:
+            assert errors and errors[0].startswith(expected), (errors, expected)
+            return
+        assert errors == [] and analysis is not None
+        assert analyzer_signature(analysis) == postgres_signature(conn, sql)

@@ -287,9 +287,7 @@ CATALOGUE = re.compile(r"<!-- BEGIN catalogue -->\n(.*?)\n<!-- END catalogue -->
 #: Cases where the plugin still disagrees with PostgreSQL (issues 10 and 11), with the reason. Each is
 #: a strict xfail in tests/test_corpus.py (so whoever closes the gap unlists it) and no starting point
 #: of tests/test_corpus_fuzz.py's differential.
-KNOWN_GAPS = {
-    "issue11_inet_contained_operator": "inet's <<= operator: pydb cannot analyse the statement (sqlglot)",
-}
+KNOWN_GAPS: dict[str, str] = {}
 
 
 DOC_GROUPS: list[tuple[str, str, set[str] | None]] = [

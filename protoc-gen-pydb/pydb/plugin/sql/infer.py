@@ -12,6 +12,7 @@ from .context import AnalyzerCore, suggest
 from .funcnames import function_name
 from .grouping import aggregates
 from .literals import BOOLEAN_INPUTS, is_date_like, is_int, is_interval, is_json, is_number, is_temporal, is_uuid
+from .operator_standins import GENERIC_OPERATORS, written_operator
 from .operators import ARITHMETIC, COMPARISONS, CONTAINMENT, KEY_TESTS
 from .scope import Scope, Typed
 from .types import PgType, UnknownType
@@ -74,6 +75,12 @@ class ExpressionInference(AnalyzerCore):
             self.error(f'column "{wanted}" not found in data type {shown}', node)
             return Typed(None, True)
         return Typed(found, True)
+
+    def operator_written(self, node: exp.Binary) -> str:
+        """The operator as the statement spells it (sqlglot may have read a stand-in)."""
+        left, right = self.span(node.this), self.span(node.expression)
+        written = written_operator(self.sql, left.end, right.start) if left is not None and right is not None else None
+        return written or _GENERIC_SYMBOLS[type(node)]
 
     def written_as_modeled(self, node: exp.Expr) -> bool:
         """Whether a call sqlglot models (COALESCE) was written as one PostgreSQL has, not as
@@ -299,6 +306,8 @@ class ExpressionInference(AnalyzerCore):
             key_type = t.TEXT if isinstance(node, exp.JSONBContainsTopKey) else t.TEXT.array()
             key_typed = self.expect(node.expression, key_type, scope)
             return Typed(t.BOOL, subject.nullable or key_typed.nullable)
+        if isinstance(node, GENERIC_OPERATORS):
+            return self.operator(self.operator_written(node), node.this, node.expression, node, scope)
         if isinstance(node, exp.MatchAgainst) and len(node.expressions) == 1:
             # `tsvector @@ tsquery` (sqlglot reads it as MySQL's MATCH ... AGAINST, reversed)
             return self.operator("@@", node.expressions[0], node.this, node, scope)
@@ -405,6 +414,19 @@ def _one_row(query: exp.Expr) -> bool:
     if not isinstance(query, exp.Select) or any(query.args.get(k) for k in ("group", "having", "limit", "offset")):
         return False
     return any(next(aggregates(item), None) is not None for item in query.expressions)
+
+
+_GENERIC_SYMBOLS: dict[type[exp.Expr], str] = {
+    exp.Adjacent: "-|-",
+    exp.ExtendsLeft: "&<",
+    exp.ExtendsRight: "&>",
+    exp.Distance: "<->",
+    exp.BitwiseLeftShift: "<<",
+    exp.BitwiseRightShift: ">>",
+    exp.BitwiseAnd: "&",
+    exp.BitwiseOr: "|",
+    exp.BitwiseXor: "#",
+}
 
 
 #: What `expect` types from the type its context needs rather than from what it is.
