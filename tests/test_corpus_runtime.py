@@ -76,6 +76,11 @@ SAMPLES: dict[str, object] = {
     "pattern": "b%",
     "age_seconds": 60.0,
     "verbose": True,
+    "unit": "day",
+    "schema": "pg_catalog",
+    "table": "pg_class",
+    "abbrev": "UTC",
+    "relname": "pg_class",
 }
 
 
