@@ -41,9 +41,8 @@ from corpus.run import (
     proto_name,
     read_expected,
     render_catalogue,
-    schema_statements,
 )
-from pg import Cluster, scratch_database
+from pg import Cluster, schema_statements, scratch_database
 from plugin_harness import WELL_KNOWN, compile_protos, run_plugin
 from pydb import include_dir
 from pydb.plugin.sql.analyze import analyze

@@ -40,10 +40,7 @@ from pydb.plugin.protos import ProtoIndex  # noqa: E402
 from pydb.plugin.sql.analysis import Analysis, ResultColumn  # noqa: E402
 from pydb.plugin.sql.analyze import analyze  # noqa: E402
 from pydb.plugin.sql.catalog import Catalog, build_catalog  # noqa: E402
-from pydb.plugin.sql.ddl import skip_meta_lines  # noqa: E402
-from pydb.plugin.sql.ddl_state import State  # noqa: E402
 from pydb.plugin.sql.grammar import parameter_spans  # noqa: E402
-from pydb.plugin.sql.pgparse import PgSyntaxError, parse  # noqa: E402
 from pydb.v1 import options_pb2  # noqa: E402
 
 STDERR = "stderr.txt"
@@ -209,19 +206,6 @@ def positional(sql: str) -> tuple[str, list[str]]:
         out.append(sql[pos:start] + f"${numbers[name]}")
         pos = end + 1
     return "".join(out) + sql[pos:], list(numbers)
-
-
-def schema_statements(text: str) -> list[str]:
-    """A schema file as psql applies it: psql meta-lines skipped (as the catalog skips them),
-    then each statement on its own (CREATE INDEX CONCURRENTLY cannot run in the implicit
-    transaction of a multi-statement text). A text PostgreSQL's parser rejects is one piece,
-    so PostgreSQL reports the error."""
-    text = skip_meta_lines(State(), text)
-    try:
-        statements = parse(text)
-    except PgSyntaxError:
-        return [text]
-    return [text[stmt.start : stmt.end] for stmt in statements]
 
 
 def postgres_error(conn: psycopg.Connection, sql: str) -> str | None:
