@@ -41,9 +41,13 @@ def wider(a: PgType, b: PgType) -> PgType:
 
 
 def describe(p: PgType) -> str:
+    """A type in a message, as PostgreSQL's messages write it (format_type: `integer`,
+    `timestamp with time zone`); an enum says it is one."""
     if p.is_enum:
         return f"enum {p.name}" + ("[]" if p.is_array else "")
-    return str(p)
+    if p == t.NULL:
+        return str(p)
+    return load_builtins().display(p)
 
 
 def is_untyped(node: exp.Expr | None) -> bool:
