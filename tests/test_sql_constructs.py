@@ -9,12 +9,14 @@ from collections.abc import Iterator
 
 import psycopg
 import pytest
+from corpus.run import pg_type_names as type_names
+from corpus.run import positional
 from pg import Cluster, scratch_database
 from pydb.plugin.sql.analysis import Analysis
 from pydb.plugin.sql.analyze import analyze
 from pydb.plugin.sql.catalog import Catalog, build_catalog
 from pydb.plugin.sql.colnames import OutputNames
-from pydb.plugin.sql.grammar import check_statement, parameter_spans
+from pydb.plugin.sql.grammar import check_statement
 
 SCHEMA = """
 CREATE TYPE public.mood AS ENUM ('calm', 'busy');
@@ -75,35 +77,6 @@ def analysed(sql: str, catalog: Catalog) -> Analysis:
     assert not problems, [p.message for p in problems]
     assert analysis is not None
     return analysis
-
-
-def positional(sql: str) -> tuple[str, list[str]]:
-    """`@name` -> `$n` as PREPARE takes it; the names in order of their numbers."""
-    spans = sorted((s.start, s.end, name) for name, found in parameter_spans(sql).items() for s in found)
-    numbers: dict[str, int] = {}
-    out, pos = [], 0
-    for start, end, name in spans:
-        numbers.setdefault(name, len(numbers) + 1)
-        out.append(sql[pos:start] + f"${numbers[name]}")
-        pos = end + 1
-    return "".join(out) + sql[pos:], list(numbers)
-
-
-def type_names(conn: psycopg.Connection) -> dict[int, str]:
-    """OID -> the analyzer's spelling: `int4`, `text[]`, `public.mood`."""
-    rows = conn.execute(
-        "SELECT t.oid, t.typname, t.typelem, n.nspname, t.typtype FROM pg_type t "
-        "JOIN pg_namespace n ON n.oid = t.typnamespace"
-    ).fetchall()
-    raw = {oid: (name, elem, schema, kind) for oid, name, elem, schema, kind in rows}
-
-    def spell(oid: int) -> str:
-        name, elem, schema, kind = raw[oid]
-        if name.startswith("_") and elem:
-            return spell(elem) + "[]"
-        return f"{schema}.{name}" if kind == "e" else name
-
-    return {oid: spell(oid) for oid in raw}
 
 
 def describe(conn: psycopg.Connection, sql: str) -> tuple[dict[str, str], list[tuple[str, str]]]:
