@@ -240,7 +240,9 @@ def pg_type_names(conn: psycopg.Connection) -> dict[int, str]:
         name, elem, schema, kind = raw[oid]
         if name.startswith("_") and elem:
             return spell(elem) + "[]"
-        return f"{schema}.{name}" if kind == "e" else name
+        return (
+            f"{schema}.{name}" if kind in ("e", "c") else name
+        )  # enums and row types qualified, as the analyzer spells them
 
     return {oid: spell(oid) for oid in raw}
 
