@@ -18,6 +18,9 @@ from pathlib import Path
 
 import psycopg
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
+from pydb.plugin.sql.ddl import skip_meta_lines
+from pydb.plugin.sql.ddl_state import State
+from pydb.plugin.sql.pgparse import PgSyntaxError, parse
 
 ROOT = Path(__file__).resolve().parent.parent
 SCHEMA = ROOT / "example_protos" / "generation" / "task" / "v1" / "schema.sql"
@@ -87,6 +90,19 @@ def with_dbname(url: str, dbname: str) -> str:
     return make_conninfo("", **parts)
 
 
+def schema_statements(text: str) -> list[str]:
+    """A schema file as psql applies it: psql meta-lines skipped (as the catalog skips them),
+    then each statement on its own (CREATE INDEX CONCURRENTLY cannot run in the implicit
+    transaction of a multi-statement text). A text PostgreSQL's parser rejects is one piece,
+    so PostgreSQL reports the error."""
+    text = skip_meta_lines(State(), text)
+    try:
+        statements = parse(text)
+    except PgSyntaxError:
+        return [text]
+    return [text[stmt.start : stmt.end] for stmt in statements]
+
+
 @contextlib.contextmanager
 def scratch_database(server_url: str, schema: Path | None = SCHEMA) -> Iterator[str]:
     """Create a uniquely named database on `server_url`, apply `schema`, drop it afterwards."""
@@ -97,7 +113,8 @@ def scratch_database(server_url: str, schema: Path | None = SCHEMA) -> Iterator[
     try:
         if schema is not None:
             with psycopg.connect(url, autocommit=True) as conn:
-                conn.execute(schema.read_text())
+                for statement in schema_statements(schema.read_text()):
+                    conn.execute(statement)
                 if schema == SCHEMA:
                     conn.execute(SERVICE_ROLE_SQL.read_text())
         yield url

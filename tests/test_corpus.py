@@ -42,7 +42,7 @@ from corpus.run import (
     read_expected,
     render_catalogue,
 )
-from pg import Cluster, scratch_database
+from pg import Cluster, schema_statements, scratch_database
 from plugin_harness import WELL_KNOWN, compile_protos, run_plugin
 from pydb import include_dir
 from pydb.plugin.sql.analyze import analyze
@@ -238,7 +238,8 @@ def schema_database(pg_server: tuple[str, Cluster | None]) -> Iterator[SchemaDat
                 url = stack.enter_context(scratch_database(pg_server[0], schema=None))
                 conn = stack.enter_context(psycopg.connect(url, autocommit=True))
                 try:
-                    conn.execute(schema.read_text(encoding="utf-8"))
+                    for statement in schema_statements(schema.read_text(encoding="utf-8")):
+                        conn.execute(statement)
                     made[schema] = (conn, None)
                 except psycopg.Error as err:
                     made[schema] = (None, str(err).split("\n")[0])

@@ -86,10 +86,16 @@ async def test_a_failover_loses_no_acknowledged_enqueue_or_completion() -> None:
                 async def enqueue(n: int) -> None:
                     nonlocal unavailable
                     for _ in range(n):
+                        # A retry after UNAVAILABLE may follow an enqueue that committed (and was
+                        # replicated) before its answer was lost: the key makes the retry return
+                        # that task instead of a second one, as a client of the queue should.
+                        key = uuid.uuid4().hex
                         while True:
                             started = time.monotonic()
                             try:
-                                resp = await stub.QueueTask(task_pb2.QueueTaskRequest(tool_id=tool.id), timeout=5)
+                                resp = await stub.QueueTask(
+                                    task_pb2.QueueTaskRequest(tool_id=tool.id, billing_idempotency_key=key), timeout=5
+                                )
                                 break
                             except grpc.aio.AioRpcError as err:
                                 assert err.code() == grpc.StatusCode.UNAVAILABLE, err

@@ -240,7 +240,9 @@ def pg_type_names(conn: psycopg.Connection) -> dict[int, str]:
         name, elem, schema, kind = raw[oid]
         if name.startswith("_") and elem:
             return spell(elem) + "[]"
-        return f"{schema}.{name}" if kind == "e" else name
+        return (
+            f"{schema}.{name}" if kind in ("e", "c") else name
+        )  # enums and row types qualified, as the analyzer spells them
 
     return {oid: spell(oid) for oid in raw}
 
@@ -271,20 +273,7 @@ CATALOGUE = re.compile(r"<!-- BEGIN catalogue -->\n(.*?)\n<!-- END catalogue -->
 #: Cases where the plugin still disagrees with PostgreSQL (issues 10 and 11), with the reason. Each is
 #: a strict xfail in tests/test_corpus.py (so whoever closes the gap unlists it) and no starting point
 #: of tests/test_corpus_fuzz.py's differential.
-KNOWN_GAPS = {
-    "issue10_ifnull": "IFNULL(a, b) is accepted (sqlglot reads it as COALESCE); PostgreSQL: function ifnull does not exist",
-    "issue10_schema_qualified_function": "shop.order_count(...) defined in schema.sql is not found by its qualified name",
-    "issue11_composite_field_param": "(location).street = @street: no type is inferred from a composite type's field",
-    "issue11_composite_field_result": "(location).city: no type is inferred from a composite type's field",
-    "issue11_extension_citext_insert": "text assigned to a citext column is refused; PostgreSQL casts it (assignment)",
-    "issue11_extension_trgm_operator": "pg_trgm's text % text operator is not in the catalog after CREATE EXTENSION pg_trgm",
-    "issue11_on_conflict_partial_index": "ON CONFLICT (email) WHERE ... does not infer the partial unique index on (email)",
-    "issue11_inet_contained_operator": "inet's <<= operator: pydb cannot analyse the statement (sqlglot)",
-    # Not the plugin: the tests apply schema.sql in one implicit transaction, not statement by
-    # statement as psql (and a migration tool) does.
-    "issue11_create_index_concurrently": "CREATE INDEX CONCURRENTLY cannot run inside the tests' implicit transaction",
-    "issue11_psql_meta_lines": "psql meta-lines (\\restrict) reach PostgreSQL: the tests do not apply the schema through psql",
-}
+KNOWN_GAPS: dict[str, str] = {}
 
 
 DOC_GROUPS: list[tuple[str, str, set[str] | None]] = [
@@ -306,7 +295,7 @@ DOC_GROUPS: list[tuple[str, str, set[str] | None]] = [
         | {"using_not_on_both_sides", "update_unknown_column", "insert_unknown_column", "unknown_function"}
         | {"insert_unknown_column_no_suggestion", "unknown_cast_type", "unknown_cast_type_misspelt"}
         | {"many_errors_one_run", "issue10_random_with_argument", "issue10_cast_to_unknown_type_string"}
-        | {"issue10_schema_qualified_function"},
+        | {"issue10_schema_qualified_function", "issue10_ifnull"},
     ),
     (
         "Types, literals and operators",

@@ -24,6 +24,7 @@ from .grammar import check_statement
 from .grouping import Grouping
 from .infer import ExpressionInference
 from .names import fold
+from .operator_standins import sqlglot_text
 from .operators import Operators
 from .scope import FromItems, Scope, Typed
 from .statements import Statements
@@ -46,7 +47,7 @@ class Analyzer(Statements, Grouping, FromItems, ExpressionInference, Operators, 
         if not self.type_names_exist():
             return None
         try:
-            statements = [s for s in sqlglot.parse(self.sql, read="postgres") if s is not None]
+            statements = [s for s in sqlglot.parse(sqlglot_text(self.grammar), read="postgres") if s is not None]
         except (TokenError, ParseError) as err:
             # analyze() ran PostgreSQL's grammar first: the SQL is valid, sqlglot cannot read it.
             self.problems.append(sqlglot_limit(self.sql, err))

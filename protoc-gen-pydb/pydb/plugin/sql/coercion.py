@@ -8,17 +8,18 @@ from sqlglot import exp
 
 from . import types as t
 from .builtins import load_builtins
-from .coerce import can_coerce
+from .coerce import TypeEnv, can_coerce
 from .types import PgType
 
 
-def assignable(value: PgType, target: PgType, assignment: bool = False) -> bool:
+def assignable(value: PgType, target: PgType, assignment: bool = False, env: TypeEnv | None = None) -> bool:
     """Whether a value of type `value` may be stored in, or compared with, `target` without an
     explicit cast: PostgreSQL's implicit coercions (pg_cast and its other rules, resolve.py);
-    with `assignment`, also the assignment casts of INSERT and UPDATE (anything to text)."""
+    with `assignment`, also the assignment casts of INSERT and UPDATE (anything to text).
+    `env`: the built-ins with the schema's extensions (their casts); the core ones by default."""
     if value in (t.UNKNOWN, t.NULL) or value == target:
         return True
-    return can_coerce(value, target, "a" if assignment else "i", env=load_builtins())
+    return can_coerce(value, target, "a" if assignment else "i", env=env or load_builtins())
 
 
 def castable(value: PgType, target: PgType) -> bool:
@@ -40,9 +41,13 @@ def wider(a: PgType, b: PgType) -> PgType:
 
 
 def describe(p: PgType) -> str:
+    """A type in a message, as PostgreSQL's messages write it (format_type: `integer`,
+    `timestamp with time zone`); an enum says it is one."""
     if p.is_enum:
         return f"enum {p.name}" + ("[]" if p.is_array else "")
-    return str(p)
+    if p == t.NULL:
+        return str(p)
+    return load_builtins().display(p)
 
 
 def is_untyped(node: exp.Expr | None) -> bool:

@@ -62,7 +62,9 @@ class AnalyzerCore(ABC):
         self.output_names = OutputNames(grammar.tree, grammar.original_offset)
         self.calls = function_calls(grammar.tree, grammar.original_offset)
         self.grammar = grammar
-        self.builtins = load_builtins()
+        #: The built-ins as the schema's database sees them: with its extensions' types, casts
+        #: and operators (their functions are the catalog's, in the schema they are installed in).
+        self.builtins = load_builtins().with_extensions(catalog.extensions)
         #: The OUT/TABLE columns of record-returning calls (by id of the node): a FROM item's columns.
         self.row_columns: dict[int, tuple[tuple[str, PgType], ...]] = {}
         #: A call of a function with one named OUT parameter, by id: that name.
@@ -248,6 +250,9 @@ class AnalyzerCore(ABC):
 
     @abstractmethod
     def resolved_call(self, node: exp.Expr, call: ast.FuncCall, scope: Scope) -> Typed | None: ...
+
+    @abstractmethod
+    def call_exists(self, call: ast.FuncCall) -> bool: ...
 
     @abstractmethod
     def operator(self, symbol: str, left: exp.Expr, right: exp.Expr, node: exp.Expr, scope: Scope) -> Typed: ...

@@ -17,6 +17,7 @@ from .context import AnalyzerCore
 from .funcnames import function_name
 from .resolve import ResolveError, resolve_function
 from .scope import Scope, Typed
+from .signatures import FunctionSig
 from .types import PgType, span_of
 
 
@@ -110,6 +111,18 @@ class FunctionCalls(AnalyzerCore):
             over=call.over is not None,
         )
 
+    def core_functions(self, name: str) -> tuple[FunctionSig, ...]:
+        """pg_catalog's functions named `name`: an extension's are the catalog's, in the schema
+        CREATE EXTENSION installed them in."""
+        return tuple(sig for sig in self.builtins.functions(name) if not sig.extension)
+
+    def call_exists(self, call: ast.FuncCall) -> bool:
+        """Whether PostgreSQL has a function of the name written (any overload)."""
+        names = [str(part.sval) for part in call.funcname or () if isinstance(part, ast.String)]
+        schema = names[0] if len(names) > 1 else None
+        builtin = self.core_functions(names[-1]) if schema in (None, "pg_catalog") else ()
+        return bool(builtin or self.catalog.functions(schema, names[-1]))
+
     def call(
         self,
         node: exp.Expr,
@@ -139,7 +152,10 @@ class FunctionCalls(AnalyzerCore):
                 known = known and typed.type is not None
         if not known:
             return Typed(None, True)  # an argument's error is reported already
-        builtin = self.builtins.functions(name) if schema in (None, "pg_catalog") else ()
+        if schema is not None and schema != "pg_catalog" and schema not in self.catalog.schemas:
+            self.error(f'schema "{schema}" does not exist', node)
+            return Typed(None, True)
+        builtin = self.core_functions(name) if schema in (None, "pg_catalog") else ()
         candidates = (*builtin, *self.catalog.functions(schema, name))
         try:
             resolution = resolve_function(
@@ -150,6 +166,7 @@ class FunctionCalls(AnalyzerCore):
                 variadic_call=variadic,
                 params=[isinstance(a, exp.Parameter) for a in args],
                 env=self.builtins,
+                schema=schema,
             )
         except ResolveError as err:
             self.error(err.message + (f" ({err.note})" if err.note else ""), node)
@@ -165,6 +182,8 @@ class FunctionCalls(AnalyzerCore):
             nullable = name != "count"  # over no rows every aggregate but count is NULL
         elif resolution.kind == "window":
             nullable = name not in _WINDOW_NOT_NULL
+        elif resolution.sig.schema != "pg_catalog" and not resolution.sig.extension:
+            nullable = True  # the schema's own function: its body may return NULL for any arguments
         elif name in _NEVER_NULL:
             nullable = False
         elif name in _NULL_FROM_VALUES:

@@ -12,6 +12,7 @@ from .context import AnalyzerCore, suggest
 from .funcnames import function_name
 from .grouping import aggregates
 from .literals import BOOLEAN_INPUTS, is_date_like, is_int, is_interval, is_json, is_number, is_temporal, is_uuid
+from .operator_standins import GENERIC_OPERATORS, written_operator
 from .operators import ARITHMETIC, COMPARISONS, CONTAINMENT, KEY_TESTS
 from .scope import Scope, Typed
 from .types import PgType, UnknownType
@@ -39,22 +40,65 @@ class ExpressionInference(AnalyzerCore):
             for element in node.expressions:
                 self.expect(element, want.element, scope)
             return Typed(want, False)
-        if isinstance(node, (exp.Coalesce, exp.Nullif)):
+        if isinstance(node, (exp.Coalesce, exp.Nullif)) and self.written_as_modeled(node):
             args = [node.this, *node.expressions] if isinstance(node, exp.Coalesce) else [node.this, node.expression]
             typed_args = [self.expect(a, want, scope) for a in args if isinstance(a, exp.Expr)]
             if isinstance(node, exp.Coalesce):
                 return Typed(want, all(a.nullable for a in typed_args))
             return Typed(want, True)
         typed = self.infer(node, scope)
-        if typed.type is not None and not assignable(typed.type, want):
+        if typed.type is not None and not assignable(typed.type, want, env=self.builtins):
             self.error(f"expected {describe(want)}, got {describe(typed.type)}", node)
         return typed
+
+    def field(self, node: exp.Dot, name: exp.Identifier, scope: Scope) -> Typed:
+        """`(composite).field`: the field's type, from the composite type (or the table whose
+        row type it is). NULL when the composite value is, or the field in it."""
+        base = self.infer(node.this, scope)
+        if base.type is None or base.type.is_array or base.type.name == "record":
+            return Typed(None, True)  # a whole-row reference's fields are not typed here
+        schema, _, type_name = base.type.name.rpartition(".")
+        composite = self.catalog.composite(schema or None, type_name)
+        fields: tuple[tuple[str, PgType], ...] | None = composite.attributes if composite is not None else None
+        if fields is None:
+            table = self.catalog.tables.get(base.type.name)
+            fields = tuple((c.name, c.type) for c in table.columns) if table is not None else None
+        # PostgreSQL's format_type: a type visible on the search path by its bare name
+        shown = type_name if schema in self.catalog.search_path else base.type.name
+        if fields is None:
+            shown = self.builtins.display(base.type) if not schema else shown
+            self.error(f"column notation .{name.name} applied to type {shown}, which is not a composite type", node)
+            return Typed(None, True)
+        wanted = name.name if name.quoted else name.name.lower()
+        found = next((ty for field, ty in fields if field == wanted), None)
+        if found is None:
+            self.error(f'column "{wanted}" not found in data type {shown}', node)
+            return Typed(None, True)
+        return Typed(found, True)
+
+    def operator_written(self, node: exp.Binary) -> str:
+        """The operator as the statement spells it (sqlglot may have read a stand-in)."""
+        left, right = self.span(node.this), self.span(node.expression)
+        written = written_operator(self.sql, left.end, right.start) if left is not None and right is not None else None
+        return written or _GENERIC_SYMBOLS[type(node)]
+
+    def written_as_modeled(self, node: exp.Expr) -> bool:
+        """Whether a call sqlglot models (COALESCE) was written as one PostgreSQL has, not as
+        a function of another dialect sqlglot reads as it (IFNULL)."""
+        call = self.calls.get(node.meta["start"]) if "start" in node.meta else None
+        return call is None or self.call_exists(call)
 
     def assign(self, value: exp.Expr, want: PgType, scope: Scope) -> Typed:
         """Type `value` stored into a column of type `want` (INSERT, SET): like `expect`, but
         with Postgres' assignment casts, under which any type may be stored in a text column."""
         if not is_untyped(value) and want.name in t.TEXTUAL and not want.is_array:
             return self.infer(value, scope)
+        if not is_untyped(value) and not isinstance(value, _CONTEXT_TYPED):
+            # an extension's assignment cast (text to citext), as PostgreSQL applies it
+            typed = self.infer(value, scope)
+            if typed.type is not None and not assignable(typed.type, want, assignment=True, env=self.builtins):
+                self.error(f"expected {describe(want)}, got {describe(typed.type)}", value)
+            return typed
         return self.expect(value, want, scope)
 
     def check_literal(self, lit: exp.Literal, want: PgType) -> None:
@@ -158,12 +202,24 @@ class ExpressionInference(AnalyzerCore):
             return Typed(t.NULL, True)
         if isinstance(node, exp.Boolean):
             return Typed(t.BOOL, False)
+        if isinstance(node, exp.Dot) and isinstance(node.expression, exp.Func):
+            # `schema.fn(...)`: sqlglot places the name after the dot, PostgreSQL the schema.
+            at = self.span(node.this)
+            qualified = self.calls.get(at.start) if at is not None else None
+            if qualified is not None:
+                typed = self.resolved_call(node.expression, qualified, scope)
+                if typed is not None:
+                    return typed
+        if isinstance(node, exp.Dot) and isinstance(node.expression, exp.Identifier):
+            return self.field(node, node.expression, scope)
         call = (
             self.calls.get(node.meta["start"])
             if isinstance(node, (exp.Func, exp.Cast)) and "start" in node.meta
             else None
         )
-        if call is not None and not isinstance(node, _MODELED_CALLS):
+        if call is not None and (not isinstance(node, _MODELED_CALLS) or not self.call_exists(call)):
+            # A name sqlglot rewrote into a call of its own (IFNULL/NVL read as COALESCE) is
+            # resolved as written: PostgreSQL has no such function.
             resolved = self.resolved_call(node, call, scope)
             if resolved is not None:
                 return resolved
@@ -250,6 +306,8 @@ class ExpressionInference(AnalyzerCore):
             key_type = t.TEXT if isinstance(node, exp.JSONBContainsTopKey) else t.TEXT.array()
             key_typed = self.expect(node.expression, key_type, scope)
             return Typed(t.BOOL, subject.nullable or key_typed.nullable)
+        if isinstance(node, GENERIC_OPERATORS):
+            return self.operator(self.operator_written(node), node.this, node.expression, node, scope)
         if isinstance(node, exp.MatchAgainst) and len(node.expressions) == 1:
             # `tsvector @@ tsquery` (sqlglot reads it as MySQL's MATCH ... AGAINST, reversed)
             return self.operator("@@", node.expressions[0], node.this, node, scope)
@@ -356,6 +414,23 @@ def _one_row(query: exp.Expr) -> bool:
     if not isinstance(query, exp.Select) or any(query.args.get(k) for k in ("group", "having", "limit", "offset")):
         return False
     return any(next(aggregates(item), None) is not None for item in query.expressions)
+
+
+_GENERIC_SYMBOLS: dict[type[exp.Expr], str] = {
+    exp.Adjacent: "-|-",
+    exp.ExtendsLeft: "&<",
+    exp.ExtendsRight: "&>",
+    exp.Distance: "<->",
+    exp.BitwiseLeftShift: "<<",
+    exp.BitwiseRightShift: ">>",
+    exp.BitwiseAnd: "&",
+    exp.BitwiseOr: "|",
+    exp.BitwiseXor: "#",
+}
+
+
+#: What `expect` types from the type its context needs rather than from what it is.
+_CONTEXT_TYPED = (exp.Literal, exp.Paren, exp.Case, exp.Array, exp.Coalesce, exp.Nullif)
 
 
 #: Calls sqlglot models with a meaning of their own that the analyzer types directly: COUNT(*),

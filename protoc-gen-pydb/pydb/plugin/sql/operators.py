@@ -337,5 +337,11 @@ class Operators(AnalyzerCore):
                 or (known.name == "jsonb" and isinstance(node, exp.Sub) and a != t.UNKNOWN)
             ):
                 return Typed(known, nullable)
+        try:  # any other operator of the pair: the catalog's, an extension's (pg_trgm's text % text)
+            symbol = _op(node)
+            resolution = resolve_operator(symbol, self.builtins.operators(symbol), a, b, env=self.builtins)
+            return Typed(resolution.result, nullable)
+        except ResolveError:
+            pass
         self.error(f"operator does not exist: {describe(a)} {_op(node)} {describe(b)}", node)
         return Typed(None, nullable)

@@ -357,6 +357,7 @@ def resolve_function(
     params: Sequence[bool] | None = None,
     known_names: Collection[str] = (),
     env: TypeEnv | None = None,
+    schema: str | None = None,
 ) -> FunctionResolution:
     """Choose among `candidates` (every function visible under `name`, built-ins first as
     pg_catalog leads the search path) for a call with argument types `args`, as PostgreSQL does:
@@ -368,9 +369,11 @@ def resolve_function(
     `typename('literal')` as a cast, `typename($1)` only when the cast needs no function).
     `known_names`: every function name visible (e.g. `Builtins.function_names`), to suggest a
     close spelling when nothing is named `name` (`to_tsvectr` → "did you mean to_tsvector?").
+    `schema`: the call's qualifier as written, which PostgreSQL's messages show.
     Raises ResolveError: 42883 no such function, 42725 not unique, 42804 polymorphic unknown."""
     e = type_env(env)
     nargs = len(args)
+    shown = f"{schema}.{name}" if schema else name
     # FuncnameGetCandidates: one entry per effective signature; same signature twice → the
     # earlier in the search path, a non-expanded one over a variadic expansion.
     cands: list[_Candidate] = []
@@ -396,13 +399,13 @@ def resolve_function(
             close = difflib.get_close_matches(name.lower(), sorted(known_names), n=1, cutoff=0.8)
             note = DIALECT_HINTS.get(name.lower()) or (f"did you mean {close[0]}()?" if close else None)
         return ResolveError(
-            "42883", f"function {_call_text(name, args, arg_names, e)} does not exist", _NO_FUNCTION_HINT, note
+            "42883", f"function {_call_text(shown, args, arg_names, e)} does not exist", _NO_FUNCTION_HINT, note
         )
 
     def not_unique() -> ResolveError:
         return ResolveError(
             "42725",
-            f"function {_call_text(name, args, arg_names, e)} is not unique",
+            f"function {_call_text(shown, args, arg_names, e)} is not unique",
             _NOT_UNIQUE_FUNCTION_HINT,
             _candidates_note([c.sig for c in cands], e),
         )

@@ -3,6 +3,9 @@ DELETE, with their RETURNING lists."""
 
 from __future__ import annotations
 
+from pglast import ast
+from pglast.enums import BoolExprType
+from pglast.stream import RawStream
 from sqlglot import exp
 
 from ..diagnostics import SqlSpan
@@ -322,7 +325,7 @@ class Statements(AnalyzerCore):
                 for index in self.catalog.indexes.values()
                 if index.unique
                 and index.table == table.qualified
-                and (not index.partial or conflict.args.get("where") is not None)
+                and (not index.partial or index.predicate in conflict_conjuncts(self.grammar.tree))
             ]
             if key_names and not unknown_key and set(key_names) not in arbiters:
                 self.error(
@@ -523,3 +526,25 @@ def _key_param(where: exp.Expr | None, table: Table | None, rel: Relation | None
             ):
                 return param.name
     return None
+
+
+def conflict_conjuncts(tree: ast.Node | None) -> set[str]:
+    """`ON CONFLICT (...) WHERE p AND q`: p AND q, p and q, deparsed as the catalog deparses an
+    index predicate. A partial unique index is an arbiter when its predicate is one of them
+    (PostgreSQL proves the implication more generally; this is the form it is written in)."""
+    stack: list[object] = [tree]
+    found: set[str] = set()
+    for _ in range(100_000):
+        if not stack:
+            break
+        item = stack.pop()
+        if isinstance(item, ast.InferClause) and item.whereClause is not None:
+            where = item.whereClause
+            found.add(str(RawStream()(where)))
+            if isinstance(where, ast.BoolExpr) and where.boolop == BoolExprType.AND_EXPR:
+                found.update(str(RawStream()(arg)) for arg in where.args or ())
+        elif isinstance(item, ast.Node):
+            stack.extend(getattr(item, name) for name in item)
+        elif isinstance(item, tuple):
+            stack.extend(item)
+    return found
