@@ -391,14 +391,14 @@ class WorkerFleet:
                 now = time.monotonic()
                 for held in [h for h in lane.held.values() if h.due <= now]:
                     held.due = math.inf  # until this beat is answered
-                    beat = asyncio.create_task(self._beat(lane, held), name=f"heartbeat {held.task.id}")
+                    beat = asyncio.create_task(self._beat(held), name=f"heartbeat {held.task.id}")
                     in_flight.add(beat)
                     beat.add_done_callback(in_flight.discard)
         finally:
             for beat in in_flight:
                 beat.cancel()
 
-    async def _beat(self, lane: _Lane, held: _Held) -> None:
+    async def _beat(self, held: _Held) -> None:
         task, ctx = held.task, held.ctx
         try:
             await self.stub.HeartbeatTask(
