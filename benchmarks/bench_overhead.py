@@ -66,7 +66,7 @@ async def measure(url: str, rounds: int, block_size: int) -> Json:
             return await task_pydb.claim_next_task(conn, request)
 
         async def hand_written() -> object:
-            cur = await conn.execute(sql, {"tool_id": tool_id})
+            cur = await conn.execute(sql, {"tool_id": tool_id, "max_bytes": request.max_bytes})
             return await cur.fetchone()
 
         async def settle() -> None:
@@ -119,9 +119,26 @@ def python_side(iterations: int) -> Json:
     request = task_pb2.ClaimNextTaskRequest(tool_id=tool_id)
     now = datetime.datetime.now(datetime.UTC)
     row = (
-        str(uuid.uuid4()), tool_id, "processing", 0, 0, 3, '{"n": 1}', None, None, None, None, None, None,
-        str(uuid.uuid4()), now, now, now, None,
-    )  # fmt: skip
+        str(uuid.uuid4()),
+        tool_id,
+        "processing",
+        0,
+        0,
+        3,
+        '{"n": 1}',
+        None,
+        None,
+        None,
+        None,
+        None,
+        None,
+        str(uuid.uuid4()),
+        now,
+        now,
+        now,
+        None,
+        120,
+    )  # fmt: skip  (the claim's columns, in order; the last is the effective lease)
     from pydb import runtime as rt
 
     start = time.perf_counter()

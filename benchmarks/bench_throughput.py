@@ -124,7 +124,7 @@ def run_pgbench(url: str, script: str, clients: int, seconds: float, tool_id: st
             env[var] = str(parts[key])
     argv = [
         common.pg_bin("pgbench"), "-n", "-M", "prepared", "-c", str(clients), "-j", str(min(clients, 2)),
-        "-T", str(int(seconds)), "-D", f"tool_id={tool_id}", "-f", str(path), str(parts.get("dbname", "postgres")),
+        "-T", str(int(seconds)), "-D", f"tool_id={tool_id}", "-D", "max_bytes=0", "-f", str(path), str(parts.get("dbname", "postgres")),
     ]  # fmt: skip
     proc = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=seconds + 60)
     out = proc.stdout + proc.stderr
