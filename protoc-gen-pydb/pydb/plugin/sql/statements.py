@@ -432,16 +432,20 @@ class Statements(AnalyzerCore):
         self.assign(value, want, scope)
         return col
 
-    def update(
-        self, node: exp.Update, scope: Scope
-    ) -> tuple[Table | None, list[tuple[str, Typed, SqlSpan | None]] | None, str | None]:
+    def target_scope(self, node: exp.Update | exp.Delete, scope: Scope) -> tuple[Scope, Relation | None, Table | None]:
+        """The scope an UPDATE or DELETE sees: its CTEs, then the target table (and its alias)."""
         scope = self.with_ctes(node, scope)
         local = Scope(parent=scope)
         target_node = node.this
         rel = self.relation_of(target_node, local) if isinstance(target_node, exp.Table) else None
-        table = rel.table if rel is not None else None
         if rel is not None:
             local.add_relation(rel)
+        return local, rel, rel.table if rel is not None else None
+
+    def update(
+        self, node: exp.Update, scope: Scope
+    ) -> tuple[Table | None, list[tuple[str, Typed, SqlSpan | None]] | None, str | None]:
+        local, rel, table = self.target_scope(node, scope)
         from_ = node.args.get("from_") or node.args.get("from")
         if isinstance(from_, exp.From):
             self.add_source(from_.this, local, nullable=False)
@@ -461,13 +465,7 @@ class Statements(AnalyzerCore):
     def delete(
         self, node: exp.Delete, scope: Scope
     ) -> tuple[Table | None, list[tuple[str, Typed, SqlSpan | None]] | None, str | None]:
-        scope = self.with_ctes(node, scope)
-        local = Scope(parent=scope)
-        target_node = node.this
-        rel = self.relation_of(target_node, local) if isinstance(target_node, exp.Table) else None
-        table = rel.table if rel is not None else None
-        if rel is not None:
-            local.add_relation(rel)
+        local, rel, table = self.target_scope(node, scope)
         using = node.args.get("using")
         for u in using or []:
             self.add_source(u, local, nullable=False)
