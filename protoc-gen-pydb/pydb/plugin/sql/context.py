@@ -246,6 +246,9 @@ class AnalyzerCore(ABC):
     def join(self, join: exp.Join, scope: Scope) -> None: ...
 
     @abstractmethod
+    def window_spec(self, window: exp.Window, scope: Scope) -> None: ...
+
+    @abstractmethod
     def json_extract(self, node: exp.Expr, scope: Scope) -> Typed: ...
 
     @abstractmethod

@@ -181,6 +181,16 @@ class ExpressionInference(AnalyzerCore):
             result = t.TEXT  # Postgres resolves a CASE of untyped literals to text
         return Typed(result, nullable)
 
+    def window_spec(self, window: exp.Window, scope: Scope) -> None:
+        """A window's own clauses (in OVER (...) or a WINDOW definition): PARTITION BY and ORDER BY
+        name columns of the query."""
+        for part in window.args.get("partition_by") or []:
+            self.infer(part, scope)
+        window_order = window.args.get("order")
+        if isinstance(window_order, exp.Order):
+            for ordered in window_order.expressions:
+                self.infer(ordered.this if isinstance(ordered, exp.Ordered) else ordered, scope)
+
     def infer(self, node: exp.Expr, scope: Scope, allow_output: bool = False) -> Typed:
         """The type of `node` in `scope` from what it is, not where it is used."""
         if isinstance(node, exp.Paren):
@@ -320,13 +330,7 @@ class ExpressionInference(AnalyzerCore):
                 self.expect(where.this, t.BOOL, scope)
             return typed
         if isinstance(node, exp.Window):
-            # The window's own clauses: PARTITION BY and ORDER BY name columns of the query.
-            for part in node.args.get("partition_by") or []:
-                self.infer(part, scope)
-            window_order = node.args.get("order")
-            if isinstance(window_order, exp.Order):
-                for ordered in window_order.expressions:
-                    self.infer(ordered.this if isinstance(ordered, exp.Ordered) else ordered, scope)
+            self.window_spec(node, scope)
             # An aggregate over a window frame that holds the current row is NULL only if
             # its argument can be: sum(priority) OVER w of a NOT NULL column is NOT NULL.
             self.window_depth += 1

@@ -91,6 +91,8 @@ class Statements(AnalyzerCore):
         having = node.args.get("having")
         if having is not None:
             self.expect(having.this, t.BOOL, local)
+        for window in node.args.get("windows") or []:  # WINDOW w AS (PARTITION BY ... ORDER BY ...)
+            self.window_spec(window, local)
         distinct = node.args.get("distinct")
         if isinstance(distinct, exp.Distinct) and distinct.args.get("on") is not None:
             on = distinct.args["on"]
