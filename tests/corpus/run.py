@@ -40,7 +40,7 @@ from pydb.plugin.protos import ProtoIndex  # noqa: E402
 from pydb.plugin.sql.analysis import Analysis, ResultColumn  # noqa: E402
 from pydb.plugin.sql.analyze import analyze  # noqa: E402
 from pydb.plugin.sql.catalog import Catalog, build_catalog  # noqa: E402
-from pydb.plugin.sql.grammar import parameter_spans  # noqa: E402
+from pydb.plugin.sql.grammar import check_statement  # noqa: E402
 from pydb.v1 import options_pb2  # noqa: E402
 
 STDERR = "stderr.txt"
@@ -196,16 +196,11 @@ def update(corpus: Corpus) -> list[str]:
 
 
 def positional(sql: str) -> tuple[str, list[str]]:
-    """`@name` -> `$n` (the same n for every use of a name), as PREPARE takes it; and the names
-    in parameter order."""
-    spans = sorted((span.start, span.end, name) for name, found in parameter_spans(sql).items() for span in found)
-    numbers: dict[str, int] = {}
-    out, pos = [], 0
-    for start, end, name in spans:
-        numbers.setdefault(name, len(numbers) + 1)
-        out.append(sql[pos:start] + f"${numbers[name]}")
-        pos = end + 1
-    return "".join(out) + sql[pos:], list(numbers)
+    """`@name` -> `$n` (the same n for every use of a name), as PREPARE takes it (the text the
+    grammar check gave PostgreSQL's parser); and the names in parameter order."""
+    check = check_statement(sql)
+    by_number = {param.number: param.name for param in check.parameters}
+    return check.positional, [by_number[n] for n in sorted(by_number)]
 
 
 def postgres_error(conn: psycopg.Connection, sql: str) -> str | None:
