@@ -219,7 +219,7 @@ KNOWN_DIFFERENCES: dict[tuple[str, str, str], tuple[str, str]] = {
     ("optional_params_and_wrappers", "Search", "limit"): ("int8", "int4"),
     # A parameter assigned to a domain column is typed by the domain's base type; PostgreSQL describes
     # the domain (its NOT NULL and CHECK apply when the row is written either way).
-    ("issue11_pg_dump_output", "PlaceOrder", "total"): ("numeric", "positive_money"),
+    ("issue11_pg_dump_output", "PlaceOrder", "total"): ("numeric", "shop.positive_money"),
 }
 
 

@@ -15,7 +15,8 @@ from .literals import BOOLEAN_INPUTS, is_date_like, is_int, is_interval, is_json
 from .operator_standins import GENERIC_OPERATORS, written_operator
 from .operators import ARITHMETIC, COMPARISONS, CONTAINMENT, KEY_TESTS
 from .scope import Scope, Typed
-from .types import PgType, UnknownType
+from .typenames import parse_type_name, resolve_type_name, unknown_type_message
+from .types import PgType
 
 
 class ExpressionInference(AnalyzerCore):
@@ -361,14 +362,7 @@ class ExpressionInference(AnalyzerCore):
         to = node.args.get("to")
         target: PgType | None = None
         if isinstance(to, exp.DataType):
-            try:
-                target = t.resolve_datatype(to, self.catalog.enums)
-            except UnknownType as err:
-                # A type sqlglot has no name for (regclass, a domain, an extension's type).
-                schema, _, name = str(err).rpartition(".")
-                target = self.catalog.type(schema or None, name)
-                if target is None:
-                    self.error(f"type {err} does not exist", to)
+            target = self.cast_target(to)
         inner = node.this
         if isinstance(inner, exp.Parameter):
             self.bind(inner, target)
@@ -395,6 +389,23 @@ class ExpressionInference(AnalyzerCore):
         if typed.type is not None and target is not None and not castable(typed.type, target):
             self.error(f"cannot cast type {describe(typed.type)} to {describe(target)}", node)
         return Typed(target, typed.nullable)
+
+    def cast_target(self, to: exp.DataType) -> PgType | None:
+        """The type a cast names: PostgreSQL's TypeName at the place sqlglot's DataType starts
+        (sqlglot's own rendering is ambiguous: `character` and `"char"` differ only there), or,
+        for a DataType sqlglot made up without a place in the text, its rendering read by
+        PostgreSQL's grammar. Either way one resolution: `typenames.resolve_type_name`."""
+        start = to.meta.get("start")
+        type_name = self.type_names_at.get(start) if isinstance(start, int) else None
+        if type_name is None:
+            type_name = parse_type_name(to.sql(dialect="postgres"))
+        if type_name is None:
+            self.error(f"pydb cannot read the type {to.sql(dialect='postgres')}", to)
+            return None
+        target = resolve_type_name(type_name, self.catalog)
+        if target is None:
+            self.error(unknown_type_message(type_name, self.catalog), to)
+        return target
 
 
 def output_name(item: exp.Expr) -> str:
