@@ -22,11 +22,19 @@ CREATE TYPE public.mood AS ENUM ('calm', 'busy');
 CREATE TYPE app.status AS ENUM ('new', 'done');
 CREATE TYPE "Mixed" AS ENUM ('A');
 CREATE DOMAIN public.positive_money AS numeric(12, 2) CHECK (VALUE > 0);
-CREATE DOMAIN app.code AS varchar(8) NOT NULL;
+CREATE DOMAIN app.code AS varchar(8) CHECK (VALUE <> '');
 CREATE DOMAIN app.short_code AS app.code;
 CREATE TYPE public.pair AS (a int, b text);
 CREATE TABLE public.items (id bigint PRIMARY KEY, name text);
 CREATE TABLE app.events (id bigint PRIMARY KEY, at timestamptz);
+CREATE TABLE public.orders (
+    id int PRIMARY KEY,
+    total positive_money,
+    code app.short_code,
+    mood_code app.code,
+    totals positive_money[]
+);
+CREATE FUNCTION public.with_fee(amount positive_money) RETURNS numeric LANGUAGE sql AS 'SELECT amount + 1';
 """
 
 #: Spellings of built-in types, as PostgreSQL's grammar reads them (gram.y's SimpleTypename and
@@ -119,6 +127,34 @@ def analyzer(sql: str, catalog: Catalog) -> tuple[dict[str, str], list[str]] | s
 @pytest.mark.parametrize("form", FORMS)
 def test_a_cast_types_like_postgres(form: str, spelling: str, catalog: Catalog, conn: psycopg.Connection) -> None:
     sql = form.format(t=spelling)
+    expected = postgres(conn, sql)
+    assert not isinstance(expected, str), f"PostgreSQL refuses {sql}: {expected}"
+    assert analyzer(sql, catalog) == expected, sql
+
+
+#: Where PostgreSQL types a parameter as a domain (stored into a domain column, passed to a domain
+#: argument, cast to it) and where as the base type (operators and common types reduce a domain
+#: to its base type).
+DOMAIN_STATEMENTS = [
+    "INSERT INTO orders (id, total, code) VALUES (@id, @total, @code)",
+    "INSERT INTO orders (id, total) VALUES (@a, @b), (@c, @d)",
+    "INSERT INTO orders (id, total) SELECT @id, @total",
+    "INSERT INTO orders (id, total) VALUES (@id, @total) ON CONFLICT (id) DO UPDATE SET total = @new_total",
+    "UPDATE orders SET total = @total, code = @code WHERE id = @id",
+    "UPDATE orders SET (total, mood_code) = (@total, @code) WHERE id = @id",
+    "UPDATE orders SET total = @total WHERE total = @old",
+    "SELECT id FROM orders WHERE total = @total OR total > @low OR @high = total",
+    "SELECT id FROM orders WHERE total IN (@a, @b)",
+    "SELECT id FROM orders WHERE code = @code",
+    "SELECT with_fee(@amount) AS v",
+    "SELECT COALESCE(total, @fallback) AS v FROM orders",
+    "SELECT @p::positive_money + 1 AS v",
+    "SELECT total, code FROM orders WHERE id = @id",
+]
+
+
+@pytest.mark.parametrize("sql", DOMAIN_STATEMENTS)
+def test_a_domain_parameter_types_like_postgres(sql: str, catalog: Catalog, conn: psycopg.Connection) -> None:
     expected = postgres(conn, sql)
     assert not isinstance(expected, str), f"PostgreSQL refuses {sql}: {expected}"
     assert analyzer(sql, catalog) == expected, sql

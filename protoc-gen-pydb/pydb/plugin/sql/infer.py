@@ -3,6 +3,8 @@ where it is used (`expect`, `assign`), literal checks, casts, CASE, and output c
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from sqlglot import exp
 
 from . import types as t
@@ -193,7 +195,17 @@ class ExpressionInference(AnalyzerCore):
                 self.infer(ordered.this if isinstance(ordered, exp.Ordered) else ordered, scope)
 
     def infer(self, node: exp.Expr, scope: Scope, allow_output: bool = False) -> Typed:
-        """The type of `node` in `scope` from what it is, not where it is used."""
+        """The type of `node` in `scope` from what it is, not where it is used. A domain's value
+        is its base type's here: PostgreSQL reduces a domain to its base type for operators,
+        common types and function overloads; only where a value is stored or passed to a
+        domain (`expect`/`assign` with a domain column's or argument's type, a cast) does a
+        parameter take the domain."""
+        typed = self.infer_node(node, scope, allow_output)
+        if typed.type is not None and typed.type.domain is not None:
+            return replace(typed, type=replace(typed.type, domain=None))
+        return typed
+
+    def infer_node(self, node: exp.Expr, scope: Scope, allow_output: bool = False) -> Typed:
         if isinstance(node, exp.Paren):
             return self.infer(node.this, scope, allow_output)
         if isinstance(node, exp.Alias):

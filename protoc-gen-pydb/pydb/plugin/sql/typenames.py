@@ -16,7 +16,6 @@ the analyzer resolves the TypeName PostgreSQL's parser found there (`type_names_
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Iterator
 from typing import Any, TypeVar
 
@@ -180,10 +179,8 @@ def resolve_type_name(tn: ast.TypeName, catalog: Catalog) -> PgType | None:
 
 
 def _named(catalog: Catalog, schema: str | None, name: str) -> PgType | None:
-    found = catalog.type(schema, name)
+    found = catalog.type(schema, name)  # a domain's type names it (PgType.domain)
     if found is not None:
-        where = catalog.type_name(schema, name)
-        domain = catalog.domains.get(str(where)) if where is not None else None
-        return dataclasses.replace(found, domain=str(domain.name)) if domain is not None else found
+        return found
     table = catalog.table(schema, name)
     return PgType(table.qualified) if table is not None else None
