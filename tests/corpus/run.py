@@ -279,7 +279,8 @@ DOC_GROUPS: list[tuple[str, str, set[str] | None]] = [
         {"syntax_error", "stray_comma", "two_statements", "unsupported_statement", "empty_query"}
         | {"select_star_without_from", "subquery_two_columns", "union_column_count", "where_not_boolean"}
         | {"values_length_mismatch", "order_by_constant", "distinct_on_order_mismatch"}
-        | {"issue10_syntax_error_token", "issue10_limit_comma", "issue11_inet_contained_operator"},
+        | {"issue10_syntax_error_token", "issue10_limit_comma", "issue11_inet_contained_operator"}
+        | {"pg18_returning_old_new"},
     ),
     (
         "Names: tables, columns, functions, types",
