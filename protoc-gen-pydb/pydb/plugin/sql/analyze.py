@@ -19,6 +19,7 @@ from ..diagnostics import Problem, SqlSpan, sqlglot_limit
 from . import types as t
 from .analysis import Analysis, Param, ResultColumn, StatementKind
 from .catalog import Catalog, Table
+from .funcnames import with_call_standins
 from .functions import FunctionCalls, is_volatile
 from .grammar import check_statement
 from .grouping import Grouping
@@ -124,8 +125,9 @@ class Analyzer(Statements, Grouping, FromItems, ExpressionInference, Operators, 
 
     def sqlglot_text(self) -> str:
         """The statement as sqlglot is given it: with stand-ins of the same length for the
-        operators and type names sqlglot cannot read (every offset is the statement's)."""
-        return with_type_standins(sqlglot_text(self.grammar), self.grammar)
+        operators, type names and function names sqlglot cannot read or reads as other
+        constructs (every offset is the statement's)."""
+        return with_call_standins(with_type_standins(sqlglot_text(self.grammar), self.grammar), self.calls)
 
     def type_names_exist(self) -> bool:
         """Every type the statement names exists (sqlglot would read other dialects' names such
