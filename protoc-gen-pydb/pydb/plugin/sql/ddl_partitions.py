@@ -89,10 +89,13 @@ def unique_includes_key(state: State, table: Table, cols: tuple[str, ...], prima
     return True
 
 
-def inherited_keys_include_key(state: State, table: Table, location: int | None) -> None:
-    """A partition that is itself partitioned gets its parent's unique keys: each must include
-    its own partition key too."""
-    for cols in table.unique_keys:
+def inherited_keys_include_key(state: State, table: Table, parent_key: str, location: int | None) -> None:
+    """A partition that is itself partitioned gets a partition of each of its parent's unique
+    indexes (constraints first, then unique indexes, partial or on expressions too): each must
+    include its own partition key as well."""
+    keys = list(table.unique_keys)
+    keys += [i.columns for i in state.indexes.values() if i.table == parent_key and i.unique and i.columns not in keys]
+    for cols in keys:
         if not unique_includes_key(state, table, cols, cols == table.primary_key, location):
             return
 

@@ -175,8 +175,8 @@ def create_table(state: State, node: PgNode) -> None:
     if node.partbound is not None and parent_keys:
         bound = partition_bound(state, state.tables[parent_keys[0]], node.partbound, key)
     state.tables[key] = Table(schema, rv.relname, tuple(columns), primary, inherited_keys, kind, pkey, bound)
-    if pkey is not None and node.partbound is not None:
-        inherited_keys_include_key(state, state.tables[key], node.partspec.location)
+    if pkey is not None and parent_keys:
+        inherited_keys_include_key(state, state.tables[key], parent_keys[0], node.partspec.location)
     state.types[key] = PgType(key)
     state.constraints[key] = {}
     for con, cols in constraints:
