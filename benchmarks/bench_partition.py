@@ -1,9 +1,10 @@
 """Partitioning the queue: the plain table vs generation.tasks partitioned, at depth.
 
-Layouts (tests/queue_layouts.py): `plain` (schema.sql as shipped), `by_tool` (HASH (tool_id), 8
-partitions, the claim index in each) and `by_status` (LIST (status): live and terminal rows in
-two partitions). Each layout lives in its own scratch database, filled the same way, for two
-scenarios:
+Layouts (tests/queue_layouts.py): `plain` (schema.sql as shipped), `plain_tuned` (the same table
+with autovacuum triggered by row counts, as docs/performance.md recommends), `by_tool` (HASH
+(tool_id), 8 partitions, the claim index in each) and `by_status` (LIST (status): live and
+terminal rows in two partitions). Each layout lives in its own scratch database, filled the same
+way, for two scenarios:
 
 - `terminal`: 1,000,000 completed rows plus 25,000 queued rows for each of 8 tools (a queue that
   keeps its history);
@@ -22,7 +23,7 @@ scenario, the layouts alternating (order reversed every round) so they share the
 - planning: the claim's planning time (EXPLAIN ANALYZE, custom plan) and which plans the
   prepared claim got (pg_prepared_statements' generic_plans / custom_plans);
 - sizes: heap and each index summed over the partitions, and the deepest B-tree level
-  (pageinspect's bt_metap).
+  (pageinspect's bt_metap); dead tuples left and autovacuum runs, summed over the partitions.
 
 Claimed rows are replaced after every round (untimed), so every round sees the same depth. The
 connections use synchronous_commit=off, as in bench_backlog: the statements' own work, not the
@@ -41,6 +42,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import bench_backlog
 import common
 import queue_layouts
 from common import Json
@@ -62,11 +64,25 @@ async def connect(url: str) -> AsyncConnection[Any]:
     return await AsyncConnection.connect(url, autocommit=True, options="-c synchronous_commit=off")
 
 
+#: The layouts measured: (schema layout, storage options of generation.tasks). `plain_tuned` is the
+#: plain table with autovacuum triggered by row counts (docs/performance.md), to tell what
+#: partitioning buys from what a smaller table's earlier autovacuum buys.
+LAYOUTS: dict[str, tuple[str, str | None]] = {
+    "plain": ("plain", None),
+    "plain_tuned": ("plain", bench_backlog.SETTINGS["vacuum by row count"]),
+    "by_tool": ("by_tool", None),
+    "by_status": ("by_status", None),
+}
+
+
 async def create(url: str, layout: str) -> list[str]:
     """Apply the layout's schema; register the tools. Returns their ids."""
+    schema, options = LAYOUTS[layout]
     async with await connect(url) as conn:
-        for statement in schema_statements(queue_layouts.schema_sql(layout, PARTITIONS)):
+        for statement in schema_statements(queue_layouts.schema_sql(schema, PARTITIONS)):
             await conn.execute(statement)
+        if options:
+            await conn.execute(f"ALTER TABLE generation.tasks SET ({options})")
         await conn.execute("CREATE EXTENSION IF NOT EXISTS pageinspect")
         ids = []
         for i in range(TOOLS):
@@ -258,20 +274,29 @@ async def sizes(conn: AsyncConnection[Any]) -> Json:
         + " WHERE i.indrelid = 'generation.tasks'::regclass GROUP BY c.relname ORDER BY c.relname"
     )
     indexes = {name: {"bytes": int(b), "btree_level": int(lvl)} for name, b, lvl in await cur.fetchall()}
-    return {"heap_bytes": heap, "index_bytes": sum(i["bytes"] for i in indexes.values()), "indexes": indexes}
+    # Summed over the partitions: what autovacuum left and how often it ran during the run.
+    cur = await conn.execute(
+        "SELECT coalesce(sum(n_dead_tup), 0), coalesce(sum(autovacuum_count), 0) FROM pg_stat_user_tables "
+        "WHERE relid IN (SELECT leaf.relid FROM " + leaves.format("'generation.tasks'::regclass") + ")"
+    )
+    row = await cur.fetchone()
+    dead, autovacuums = (int(row[0]), int(row[1])) if row else (0, 0)
+    return {
+        "heap_bytes": heap,
+        "index_bytes": sum(i["bytes"] for i in indexes.values()),
+        "indexes": indexes,
+        "dead_tuples": dead,
+        "autovacuums": autovacuums,
+    }
 
 
 async def scenario(server: str, terminal: int, queued: int, quick: bool) -> Json:
     rounds, per_round = (2, 16) if quick else (6, 400)
     tp_rounds, tp_seconds, clients = (1, 0.5, 2) if quick else (3, 6.0, 4)
     prune_calls = 2 if quick else 5
-    layouts = queue_layouts.LAYOUTS
-    with (
-        scratch_database(server, None) as url_plain,
-        scratch_database(server, None) as url_tool,
-        scratch_database(server, None) as url_status,
-    ):
-        urls = dict(zip(layouts, (url_plain, url_tool, url_status), strict=True))
+    layouts = list(LAYOUTS)
+    with contextlib.ExitStack() as stack:
+        urls = {lay: stack.enter_context(scratch_database(server, None)) for lay in layouts}
         tools = {lay: await create(urls[lay], lay) for lay in layouts}
         fill_s = {lay: await fill(urls[lay], tools[lay], terminal, queued) for lay in layouts}
         conns = {lay: await connect(urls[lay]) for lay in layouts}
@@ -315,8 +340,6 @@ async def scenario(server: str, terminal: int, queued: int, quick: bool) -> Json
                         tp[lay][mode].append(rate)
                         tp[lay][f"{mode}_aborted"].append(aborts)
                     await top_up()
-            for lay in layouts:
-                await conns[lay].execute("VACUUM generation.tasks")
             size = {lay: await sizes(conns[lay]) for lay in layouts}
         finally:
             for c in conns.values():
@@ -359,13 +382,20 @@ async def scenario(server: str, terminal: int, queued: int, quick: bool) -> Json
     }
 
 
-def run(server: str, quick: bool = False) -> Json:
+def run(server: str, quick: bool = False, own_cluster: bool = False) -> Json:
     scenarios = (
         {"terminal": (2_000, 200), "deep": (0, 400)}
         if quick
         else {"terminal": (1_000_000, 25_000), "deep": (0, 125_000)}
     )
-    result: Json = {"tools": TOOLS, "partitions_by_tool": PARTITIONS, "scenarios": {}}
+    if own_cluster:  # as bench_backlog: autovacuum wakes every 10 s on the benchmark's own cluster
+        asyncio.run(bench_backlog.set_naptime(server, 10))
+    result: Json = {
+        "tools": TOOLS,
+        "partitions_by_tool": PARTITIONS,
+        "scenarios": {},
+        "autovacuum_naptime": "10s (the benchmark's own cluster)" if own_cluster else "server default",
+    }
     for name, (terminal, queued) in scenarios.items():
         print(f"bench_partition: {name} ...", file=sys.stderr, flush=True)
         result["scenarios"][name] = asyncio.run(scenario(server, terminal, queued, quick))
@@ -378,8 +408,8 @@ def run(server: str, quick: bool = False) -> Json:
 
 def main() -> int:
     args = common.arg_parser(__doc__ or "").parse_args()
-    with common.server_url() as (server, _):
-        common.write_json(run(server, quick=args.quick), args.out)
+    with common.server_url() as (server, cluster):
+        common.write_json(run(server, quick=args.quick, own_cluster=cluster is not None), args.out)
     return 0
 
 

@@ -409,11 +409,13 @@ def _partition(r: Json) -> list[str]:
         "statements (as the handlers run it), synchronous_commit=off. Latency: one connection per layout, claim + "
         "complete + GetTask cycles over the tools, the layouts alternating; throughput: N connections per layout "
         "looping claim + complete (single) or ClaimTasks 100 + CompleteTasks (batched), medians of alternated runs; "
-        "a claim PostgreSQL aborts with 40001 is counted and retried. Claimed rows are replaced after each round.",
+        "a claim PostgreSQL aborts with 40001 is counted and retried. Claimed rows are replaced after each round. "
+        "`plain_tuned` is the plain table with autovacuum by row count (docs/performance.md). Dead tuples and "
+        f"autovacuum runs are read at the end of the run; autovacuum_naptime {pt.get('autovacuum_naptime', '?')}.",
         "",
     ]
     for name, sc in pt["scenarios"].items():
-        lay = {n: sc["layouts"][n] for n in ("plain", "by_tool", "by_status") if n in sc["layouts"]}
+        lay = {n: sc["layouts"][n] for n in ("plain", "plain_tuned", "by_tool", "by_status") if n in sc["layouts"]}
         out += [
             f"**{name}**: {sc['terminal_rows']:,} completed rows + {sc['queued_per_tool']:,} queued per tool; "
             f"{sc['rounds']} rounds of {sc['cycles_per_round']} cycles; throughput {sc['throughput_rounds']} x "
@@ -421,8 +423,8 @@ def _partition(r: Json) -> list[str]:
             "",
             "| Layout | claim p50 / p99 (ms) | complete p50 (ms) | GetTask p50 (ms) | single tasks/s | batched tasks/s "
             "| claims aborted/s (single, batched) | PruneTasks 1,000 p50 (ms) | claim planning (ms) "
-            "| heap + indexes (MB) | B-tree levels (pkey, claim) |",
-            "|---|---|---|---|---|---|---|---|---|---|---|",
+            "| heap + indexes (MB) | B-tree levels (pkey, claim) | dead tuples, autovacuums |",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|",
         ]
         for name_l, x in lay.items():
             idx = x["indexes"]
@@ -433,7 +435,8 @@ def _partition(r: Json) -> list[str]:
                 f"{x['get']['p50_ms']:.3f} | {x['single_tasks_per_s']['median']:,.0f} | "
                 f"{x['batched_tasks_per_s']['median']:,.0f} | {x['single_aborted_per_s']['median']:.1f}, "
                 f"{x['batched_aborted_per_s']['median']:.1f} | {prune} | {x['claim_planning_ms']['median']:.3f} | "
-                f"{x['heap_bytes'] / 2**20:.0f} + {x['index_bytes'] / 2**20:.0f} | {levels} |"
+                f"{x['heap_bytes'] / 2**20:.0f} + {x['index_bytes'] / 2**20:.0f} | {levels} | "
+                f"{x.get('dead_tuples', 0):,}, {x.get('autovacuums', '-')} |"
             )
         out += [
             "",

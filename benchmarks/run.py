@@ -55,7 +55,7 @@ def run_all(names: list[str], quick: bool) -> Json:
                 elif name == "backlog":
                     results[name] = bench_backlog.run(server, quick=quick, own_cluster=cluster is not None)
                 elif name == "partition":
-                    results[name] = bench_partition.run(server, quick=quick)
+                    results[name] = bench_partition.run(server, quick=quick, own_cluster=cluster is not None)
                 elif name == "events":
                     results[name] = bench_events.run(server, quick=quick)
                 elif name == "fleet":

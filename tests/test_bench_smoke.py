@@ -90,7 +90,7 @@ def test_partition(pg_server: tuple[str, Cluster | None], tmp_path: Path) -> Non
     result = bench("bench_partition").run(pg_server[0], quick=True)
     assert set(result["scenarios"]) == {"terminal", "deep"}
     for scenario in result["scenarios"].values():
-        assert set(scenario["layouts"]) == {"plain", "by_tool", "by_status"}
+        assert set(scenario["layouts"]) == {"plain", "plain_tuned", "by_tool", "by_status"}
         for layout in scenario["layouts"].values():
             assert layout["claim"]["n"] > 0 and layout["single_tasks_per_s"]["median"] > 0
             assert layout["indexes"]["tasks_pkey"]["bytes"] > 0
