@@ -312,7 +312,7 @@ DOC_GROUPS: list[tuple[str, str, set[str] | None]] = [
         "INSERT, UPDATE and ON CONFLICT",
         "",
         {"null_into_not_null", "update_same_column_twice", "issue10_on_conflict_update_without_target"}
-        | {"issue11_on_conflict_partial_index"},
+        | {"issue11_on_conflict_partial_index", "issue15_partition_on_conflict_without_key"},
     ),
     ("Parameters", "Every `@name` binds the request field `name`; its type comes from where it is used.", set()),
     (
@@ -329,6 +329,7 @@ _PREFIXES: dict[str, tuple[str, ...]] = {
         "issue11_inherits_",
         "issue11_duplicate_function",
         "issue11_do_block_ddl",
+        "issue15_partition_",
     ),
     "Types, literals and operators": ("literal_",),
     "INSERT, UPDATE and ON CONFLICT": ("insert_", "on_conflict_"),
@@ -350,6 +351,8 @@ def render_catalogue(corpus: Corpus) -> str:
     failing = [case for case in corpus.cases if STDERR in read_expected(case) and corpus.outcomes[case].error]
     out: list[str] = []
     done: set[str] = set()
+    # A case a group lists by name goes there, even when an earlier group's prefix matches it.
+    listed = set().union(*(names for _, _, names in DOC_GROUPS if names))
     for title, intro, names in DOC_GROUPS:
         prefixes = _PREFIXES.get(title)
         members = [
@@ -358,7 +361,12 @@ def render_catalogue(corpus: Corpus) -> str:
             if case not in done
             and (
                 (names is not None and case in names)
-                or (prefixes is not None and case.startswith(prefixes) and case not in _NOT_RESULT_COLUMNS)
+                or (
+                    prefixes is not None
+                    and case.startswith(prefixes)
+                    and case not in _NOT_RESULT_COLUMNS
+                    and (case not in listed or (names is not None and case in names))
+                )
                 or (names is None and prefixes is None)
             )
         ]

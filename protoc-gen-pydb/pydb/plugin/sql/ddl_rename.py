@@ -299,6 +299,11 @@ def _rename_in(state: State, key: str, old: str, new: str, recursing: bool = Fal
         columns=tuple(replace(c, name=new) if c.name == old else c for c in table.columns),
         primary_key=swap(table.primary_key),
         unique_keys=tuple(swap(u) for u in table.unique_keys),
+        partition_key=(
+            replace(table.partition_key, columns=tuple(new if c == old else c for c in table.partition_key.columns))
+            if table.partition_key is not None
+            else None
+        ),
     )
     for ikey, index in list(state.indexes.items()):
         if index.table == key:
