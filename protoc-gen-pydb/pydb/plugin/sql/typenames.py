@@ -72,6 +72,13 @@ def type_names_by_offset(grammar: GrammarCheck) -> dict[int, ast.TypeName]:
 
 #: Tokens a type name can take: `interval day to second ( 3 ) [ ] [ ]`, `a . b ARRAY [ 4 ]`.
 _MOST_TOKENS = 16
+#: Tokens that end a type name: operators and the keywords that may follow a cast.
+_TYPE_NAME_STOPS = frozenset(
+    {"Op", "TYPECAST", "EQUALS_GREATER", "LESS_EQUALS", "GREATER_EQUALS", "NOT_EQUALS", "DOT_DOT", "COLON_EQUALS"}
+    | {"AS", "FROM", "WHERE", "AND", "OR", "IS", "ISNULL", "NOTNULL", "IN_P", "BETWEEN", "LIKE", "ILIKE", "SIMILAR"}
+    | {"ORDER", "GROUP", "HAVING", "LIMIT", "OFFSET", "THEN", "ELSE", "END_P", "WHEN", "ON", "USING", "JOIN"}
+    | {"RETURNING", "UNION", "INTERSECT", "EXCEPT", "COLLATE", "AT", "FOR", "WINDOW", "SCONST", "ICONST", "FCONST"}
+)
 #: Token kinds of the string constant a typed literal (`"char" 'x'`, `bit '101'`) writes after its type.
 _STRING_TOKENS = frozenset({"SCONST", "USCONST", "BCONST", "XCONST"})
 
@@ -119,11 +126,31 @@ def _type_name_end(
             return None
         return tokens[string - 1][2]
     wanted = _cast_of_null(stream.RawStream()(tn))
-    found: int | None = None
-    for last in range(first, min(first + _MOST_TOKENS, len(tokens))):
-        if wanted is not None and _cast_of_null(text[start : tokens[last][2] + 1]) == wanted:
-            found = tokens[last][2]
-    return found
+    if wanted is None:
+        return None
+    # Longest first: the first run that reads as the TypeName is the whole of it.
+    for last in reversed(range(first, _run_end(tokens, first))):
+        if _cast_of_null(text[start : tokens[last][2] + 1]) == wanted:
+            return tokens[last][2]
+    return None
+
+
+def _run_end(tokens: list[tuple[str, int, int]], first: int) -> int:
+    """One past the last token a type name starting at token `first` may reach: it stops before
+    a token no type name holds outside its parentheses (`,`, an unmatched `)`, an operator, `;`,
+    a clause keyword), or after `_MOST_TOKENS`."""
+    depth = 0
+    for i in range(first, min(first + _MOST_TOKENS, len(tokens))):
+        name = tokens[i][0]
+        if name in ("ASCII_40", "ASCII_91"):  # ( [
+            depth += 1
+        elif name in ("ASCII_41", "ASCII_93"):  # ) ]
+            depth -= 1
+            if depth < 0:
+                return i
+        elif depth == 0 and (name in _TYPE_NAME_STOPS or (name.startswith("ASCII_") and name != "ASCII_46")):
+            return i  # `.` (ASCII_46) joins a qualified name
+    return min(first + _MOST_TOKENS, len(tokens))
 
 
 def _cast_of_null(type_text: str) -> str | None:
