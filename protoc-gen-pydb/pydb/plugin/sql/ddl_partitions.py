@@ -58,7 +58,7 @@ def partition_key(state: State, columns: tuple[Column, ...], spec: PgNode) -> Pa
         else:
             parts.append(None)
     if strategy == "list" and len(parts) > 1:
-        state.error('cannot use "list" partition strategy with more than one column', spec.location)
+        state.error("cannot use list partition strategy with more than one column", spec.location)
         return None
     return PartitionKey(strategy, tuple(parts))  # type: ignore[arg-type]
 
