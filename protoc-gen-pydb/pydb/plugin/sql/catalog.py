@@ -12,7 +12,7 @@ with `pg_catalog` searched first for types and functions); `schema=None` means u
 - `catalog.table(schema, name)` -> `Table | None` (tables, partitioned tables, views,
   materialized views); `catalog.table("s.t")` / `catalog.table("t")` still work (legacy form).
 - `catalog.type(schema, name)` -> `PgType | None`: the type a column of that name has (built-in,
-  enum, domain (its base type), composite, range, extension type). `name` as pg_type spells it
+  enum, domain (its base type, naming the domain), composite, range, extension type). `name` as pg_type spells it
   (`int4`, `_int4` for its array), as PostgreSQL's parser hands it over; SQL spellings such as
   `integer` are `builtins.load_builtins().type_named`'s.
 - `catalog.functions(schema, name)` -> every `FunctionSig` of that name the resolver may

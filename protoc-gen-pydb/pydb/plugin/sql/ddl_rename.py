@@ -322,7 +322,12 @@ def _move_type(state: State, key: str, new_key: str) -> None:
         state.types[new_key] = PgType(new_key, labels=labels)
     elif key in state.domains:
         state.domains[new_key] = replace(state.domains.pop(key), name=qualified(new_key))
-        state.types[new_key] = state.types[key]
+        state.types[new_key] = replace(state.types[key], domain=new_key)
+        for tkey, table in list(state.tables.items()):
+            cols = tuple(
+                replace(c, type=replace(c.type, domain=new_key)) if c.type.domain == key else c for c in table.columns
+            )
+            state.tables[tkey] = replace(table, columns=cols)
     elif key in state.composites:
         state.composites[new_key] = replace(state.composites.pop(key), name=qualified(new_key))
         state.types[new_key] = PgType(new_key)
