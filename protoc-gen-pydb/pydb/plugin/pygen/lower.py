@@ -244,6 +244,7 @@ def _rpc(m: _Module, rpc: ir.Rpc) -> model.Rpc:
         result_field=rpc.result_field,
         text_types=text_types,
         timestamp_types=timestamp_types,
+        loaders_const=function.upper() + "_LOADERS" if text_types or timestamp_types else None,
         probe=_probe(rpc, function.upper() + "_EXISTS_SQL"),
         conflict_do_nothing=rpc.conflict_do_nothing,
         transaction=rpc.writes and can_fail,
