@@ -398,6 +398,62 @@ def _replication(r: Json) -> list[str]:
     ]
 
 
+def _partition(r: Json) -> list[str]:
+    pt = r["partition"]
+    out = [
+        "## 8. Partitioning the queue table",
+        "",
+        "generation.tasks plain (schema.sql) vs partitioned (tests/queue_layouts.py): `by_tool` = HASH (tool_id), "
+        f"{pt['partitions_by_tool']} partitions; `by_status` = LIST (status), live and terminal partitions. Each layout "
+        f"in its own database, {pt['tools']} tools, the generated module's SQL run by raw psycopg with prepared "
+        "statements (as the handlers run it), synchronous_commit=off. Latency: one connection per layout, claim + "
+        "complete + GetTask cycles over the tools, the layouts alternating; throughput: N connections per layout "
+        "looping claim + complete (single) or ClaimTasks 100 + CompleteTasks (batched), medians of alternated runs; "
+        "a claim PostgreSQL aborts with 40001 is counted and retried. Claimed rows are replaced after each round. "
+        "`plain_tuned` is the plain table with autovacuum by row count (docs/performance.md). Dead tuples and "
+        f"autovacuum runs are read at the end of the run; autovacuum_naptime {pt.get('autovacuum_naptime', '?')}.",
+        "",
+    ]
+    for name, sc in pt["scenarios"].items():
+        lay = {n: sc["layouts"][n] for n in ("plain", "plain_tuned", "by_tool", "by_status") if n in sc["layouts"]}
+        out += [
+            f"**{name}**: {sc['terminal_rows']:,} completed rows + {sc['queued_per_tool']:,} queued per tool; "
+            f"{sc['rounds']} rounds of {sc['cycles_per_round']} cycles; throughput {sc['throughput_rounds']} x "
+            f"{sc['throughput_seconds']:g} s per layout with {sc['clients']} connections.",
+            "",
+            "| Layout | claim p50 / p99 (ms) | complete p50 (ms) | GetTask p50 (ms) | single tasks/s | batched tasks/s "
+            "| claims aborted/s (single, batched) | PruneTasks 1,000 p50 (ms) | claim planning (ms) "
+            "| heap + indexes (MB) | B-tree levels (pkey, claim) | dead tuples, autovacuums |",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|",
+        ]
+        for name_l, x in lay.items():
+            idx = x["indexes"]
+            levels = f"{idx.get('tasks_pkey', {}).get('btree_level', '-')}, {idx.get('idx_gen_tasks_queue', {}).get('btree_level', '-')}"
+            prune = f"{x['prune']['p50_ms']:.1f}" if x.get("prune") else "-"
+            out.append(
+                f"| {name_l} | {x['claim']['p50_ms']:.3f} / {x['claim']['p99_ms']:.3f} | {x['complete']['p50_ms']:.3f} | "
+                f"{x['get']['p50_ms']:.3f} | {x['single_tasks_per_s']['median']:,.0f} | "
+                f"{x['batched_tasks_per_s']['median']:,.0f} | {x['single_aborted_per_s']['median']:.1f}, "
+                f"{x['batched_aborted_per_s']['median']:.1f} | {prune} | {x['claim_planning_ms']['median']:.3f} | "
+                f"{x['heap_bytes'] / 2**20:.0f} + {x['index_bytes'] / 2**20:.0f} | {levels} | "
+                f"{x.get('dead_tuples', 0):,}, {x.get('autovacuums', '-')} |"
+            )
+        out += [
+            "",
+            "Against plain, same run: "
+            + "; ".join(
+                f"{n}: claim p50 {v['vs_plain']['claim_p50']:.2f}x, p99 {v['vs_plain']['claim_p99']:.2f}x, "
+                f"GetTask p50 {v['vs_plain']['get_p50']:.2f}x, single {v['vs_plain']['single']:.2f}x, "
+                f"batched {v['vs_plain']['batched']:.2f}x"
+                for n, v in lay.items()
+                if n != "plain"
+            )
+            + ".",
+            "",
+        ]
+    return out
+
+
 def markdown(r: Json) -> str:
     out = [
         "# Benchmark results",
@@ -430,6 +486,7 @@ def markdown(r: Json) -> str:
         ("events", _events),
         ("fleet", _fleet),
         ("replication", _replication),
+        ("partition", _partition),
     ):
         if name in r:
             out += section(r)

@@ -1,7 +1,7 @@
 """`make bench`: run every benchmark, then write benchmarks/RESULTS.md, results.json and the plots.
 
     python benchmarks/run.py                 # everything (about 10 minutes)
-    python benchmarks/run.py --only codegen  # one or more of: codegen overhead throughput backlog events fleet replication
+    python benchmarks/run.py --only codegen  # one or more of: codegen overhead throughput backlog partition events fleet replication
     python benchmarks/run.py --quick         # tiny sizes, a smoke run (numbers mean nothing)
     python benchmarks/run.py --render-only   # re-write RESULTS.md and plots from results.json
 
@@ -24,7 +24,7 @@ import common
 import report
 from common import Json
 
-NAMES = ("codegen", "overhead", "throughput", "backlog", "events", "fleet", "replication")
+NAMES = ("codegen", "overhead", "throughput", "backlog", "partition", "events", "fleet", "replication")
 
 
 def run_all(names: list[str], quick: bool) -> Json:
@@ -33,6 +33,7 @@ def run_all(names: list[str], quick: bool) -> Json:
     import bench_events
     import bench_fleet
     import bench_overhead
+    import bench_partition
     import bench_replication
     import bench_throughput
 
@@ -53,6 +54,8 @@ def run_all(names: list[str], quick: bool) -> Json:
                     results[name] = bench_throughput.run(server, quick=quick)
                 elif name == "backlog":
                     results[name] = bench_backlog.run(server, quick=quick, own_cluster=cluster is not None)
+                elif name == "partition":
+                    results[name] = bench_partition.run(server, quick=quick, own_cluster=cluster is not None)
                 elif name == "events":
                     results[name] = bench_events.run(server, quick=quick)
                 elif name == "fleet":

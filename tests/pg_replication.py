@@ -1,17 +1,21 @@
 """A primary and a hot standby for tests: streaming replication between two throwaway clusters
 (tests/pg.py's `Cluster`), the standby made by `pg_basebackup -R` (which writes `standby.signal`
 and `primary_conninfo`), optionally synchronous. `fail_over()` kills the primary the way a
-crash would (`pg_ctl stop -m immediate`) and promotes the standby."""
+crash would (`pg_ctl stop -m immediate`) and promotes the standby. `log_statements` makes each node log every statement it is sent
+(`log_statement=all`, as JSON lines), so a test can read which statements a role ran on which
+node: the evidence of where the server's queries went."""
 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import pwd
 import shutil
 import subprocess
 import tempfile
 import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -27,8 +31,9 @@ class Node(Cluster):
     standby), and a primary sends WAL to its standbys. `standby_of`: a base backup of that
     running primary, instead of initdb."""
 
-    def __init__(self, synchronous: bool = False, standby_of: Node | None = None) -> None:
+    def __init__(self, synchronous: bool = False, standby_of: Node | None = None, log_statements: bool = False) -> None:
         self._synchronous = synchronous
+        self._log_statements = log_statements
         if standby_of is None:
             super().__init__()  # initdb, then self.start()
             return
@@ -51,6 +56,14 @@ class Node(Cluster):
             f"-p {self.port} -k {self.dir} -c listen_addresses=127.0.0.1 -c max_connections=200 "
             f"-c wal_level=replica -c max_wal_senders=4 -c hot_standby=on -c wal_keep_size=256MB {sync}"
         )
+        if self._log_statements:
+            # Logged when a statement is received, before it runs: one refused (a write on a
+            # standby: 25006) is logged too. Into the node's own directory outside its data
+            # directory, so a base backup does not copy the primary's log into the standby's.
+            opts += (
+                f"-c logging_collector=on -c log_destination=jsonlog -c log_directory={self.statement_log} "
+                "-c log_filename=postgresql.log -c log_statement=all"
+            )
         self._run(_pg_bin("pg_ctl"), "-D", str(self.data), "-o", opts, "-l", str(self.dir / "log"), "-w", "start")
 
     def kill(self) -> None:
@@ -59,6 +72,43 @@ class Node(Cluster):
 
     def promote(self) -> None:
         self._run(_pg_bin("pg_ctl"), "-D", str(self.data), "-w", "promote")
+
+    @property
+    def statement_log(self) -> Path:
+        return self.dir / "statement-log"
+
+    def statements(self, user: str, dbname: str, timeout: float = 10.0) -> list[str]:
+        """Every statement `user` sent in database `dbname` so far, in order, as PostgreSQL
+        received it (psycopg's placeholders already $n). Needs `log_statements`."""
+        assert self._log_statements, "started without log_statements"
+        # The logging collector writes a little after the backends: a marker statement sent now
+        # lands after every statement logged before it (one pipe, read in order).
+        marker = f"pydb-log-marker-{uuid.uuid4().hex}"
+        with psycopg.connect(self.url, autocommit=True) as conn:
+            conn.execute(f"SELECT '{marker}'")
+        deadline = time.monotonic() + timeout
+        while True:
+            records = [
+                json.loads(line)
+                for path in sorted(self.statement_log.glob("*.json"))
+                for line in path.read_text().splitlines()
+            ]
+            if any(marker in r.get("message", "") for r in records):
+                break
+            if time.monotonic() > deadline:
+                raise TimeoutError("the marker statement never reached the log")
+            time.sleep(0.02)  # polling the collector's file, bounded by the deadline
+        found = []
+        for record in records:
+            if record.get("user") != user or record.get("dbname") != dbname:
+                continue
+            # "statement: SQL" (simple protocol), "execute <name>: SQL" (extended: prepared or not).
+            kind, _, text = record.get("message", "").partition(": ")
+            if kind == "statement" or kind.startswith("execute "):
+                found.append(text)
+            elif "statement" in record:  # an error before execution (at parse): its statement
+                found.append(record["statement"])
+        return found
 
     def in_recovery(self) -> bool:
         with psycopg.connect(self.url, autocommit=True) as conn:
@@ -71,10 +121,10 @@ class ReplicatedPair:
     """A primary and its hot standby, streaming; `synchronous` makes every commit wait for the
     standby to flush it (synchronous_standby_names), so an acknowledged write survives a failover."""
 
-    def __init__(self, synchronous: bool = False) -> None:
-        self.primary = Node(synchronous=synchronous)
+    def __init__(self, synchronous: bool = False, log_statements: bool = False) -> None:
+        self.primary = Node(synchronous=synchronous, log_statements=log_statements)
         try:
-            self.standby = Node(standby_of=self.primary)
+            self.standby = Node(standby_of=self.primary, log_statements=log_statements)
             self.wait_streaming()
         except BaseException:
             self.primary.destroy()
@@ -124,8 +174,8 @@ class ReplicatedPair:
 
 
 @contextlib.contextmanager
-def replicated_pair(synchronous: bool = False) -> Iterator[ReplicatedPair]:
-    pair = ReplicatedPair(synchronous=synchronous)
+def replicated_pair(synchronous: bool = False, log_statements: bool = False) -> Iterator[ReplicatedPair]:
+    pair = ReplicatedPair(synchronous=synchronous, log_statements=log_statements)
     try:
         yield pair
     finally:

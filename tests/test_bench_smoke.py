@@ -86,6 +86,19 @@ def test_backlog(pg_server: tuple[str, Cluster | None], tmp_path: Path) -> None:
     assert "## 4. Backlog depth" in render({"backlog": result}, tmp_path)
 
 
+def test_partition(pg_server: tuple[str, Cluster | None], tmp_path: Path) -> None:
+    result = bench("bench_partition").run(pg_server[0], quick=True)
+    assert set(result["scenarios"]) == {"terminal", "deep"}
+    for scenario in result["scenarios"].values():
+        assert set(scenario["layouts"]) == {"plain", "plain_tuned", "by_tool", "by_status"}
+        for layout in scenario["layouts"].values():
+            assert layout["claim"]["n"] > 0 and layout["single_tasks_per_s"]["median"] > 0
+            assert layout["indexes"]["tasks_pkey"]["bytes"] > 0
+    by_tool = result["scenarios"]["terminal"]["layouts"]["by_tool"]["indexes"]
+    assert "tasks_billing_idempotency_key_tool_id_key" in by_tool  # the widened key, on every partition
+    assert "## 8. Partitioning the queue table" in render({"partition": result}, tmp_path)
+
+
 def test_fleet(pg_server: tuple[str, Cluster | None], tmp_path: Path) -> None:
     result = bench("bench_fleet").run(pg_server[0], quick=True)
     for key in ("fleet_batched", "fleet_one_report_per_task"):

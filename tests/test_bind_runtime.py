@@ -379,3 +379,63 @@ async def test_enum_arrays_both_ways(pg_server: tuple[str, Cluster | None], tmp_
             assert await cur.fetchone() == ("{meh,happy}",)
             with pytest.raises(rt.InvalidArgument, match="moods must be set to a known value"):
                 await handlers.find(conn, m.FindRequest(moods=[m.MOOD_UNSPECIFIED]))
+
+
+# -- domains -----------------------------------------------------------------------------------
+
+DOMAIN_SCHEMA = """
+CREATE SCHEMA app;
+CREATE TYPE app.mood AS ENUM ('calm', 'busy');
+CREATE DOMAIN app.positive_money AS numeric(12, 2) CHECK (VALUE > 0);
+CREATE DOMAIN app.quantity AS int CHECK (VALUE BETWEEN 1 AND 100);
+CREATE DOMAIN app.known_mood AS app.mood NOT NULL;
+CREATE TABLE app.orders (id bigint PRIMARY KEY, total app.positive_money NOT NULL, qty app.quantity NOT NULL,
+                         mood app.known_mood);
+"""
+DOMAIN_PROTO = (
+    HEADER.format(package="bind_domains.v1")
+    + """
+enum Mood { MOOD_UNSPECIFIED = 0; MOOD_CALM = 1; MOOD_BUSY = 2; }
+message Order { int64 id = 1; string total = 2; int32 qty = 3; Mood mood = 4; }
+message AddOrderRequest { int64 id = 1; string total = 2; int32 qty = 3; Mood mood = 4; }
+message SetQtyRequest { int64 id = 1; int32 qty = 2; }
+service Orders {
+"""
+    + rpc(
+        "AddOrder",
+        "AddOrderRequest",
+        "Order",
+        "INSERT INTO app.orders (id, total, qty, mood) VALUES (@id, @total, @qty, @mood) RETURNING *",
+        "ONE",
+    )
+    + rpc("SetQty", "SetQtyRequest", "Order", "UPDATE app.orders SET qty = @qty WHERE id = @id RETURNING *", "ONE")
+    + "}\n"
+)
+
+
+async def test_domain_parameters_bind_as_their_base_type(pg_server: tuple[str, Cluster | None], tmp_path: Path) -> None:
+    """PostgreSQL types a parameter stored into a domain column as the domain; the handler binds
+    the proto value as the domain's base type (numeric from a string, int4, an enum label), and
+    a value the domain's CHECK refuses is INVALID_ARGUMENT with PostgreSQL's message."""
+    with (
+        built(tmp_path, "bind_domains.v1", DOMAIN_PROTO, DOMAIN_SCHEMA) as handlers,
+        database(pg_server, tmp_path, DOMAIN_SCHEMA) as url,
+    ):
+        m = pb2(handlers)
+        async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
+            added = await handlers.add_order(conn, m.AddOrderRequest(id=1, total="12.50", qty=3, mood=m.MOOD_BUSY))
+            assert (added.id, added.total, added.qty, added.mood) == (1, "12.50", 3, m.MOOD_BUSY)
+            changed = await handlers.set_qty(conn, m.SetQtyRequest(id=1, qty=7))
+            assert changed.qty == 7
+            # The handler raises PostgreSQL's error; the server answers it as docs/errors.md says.
+            with pytest.raises(psycopg.errors.CheckViolation) as refused_qty:
+                await handlers.set_qty(conn, m.SetQtyRequest(id=1, qty=0))
+            assert rt.status_for_db_error(refused_qty.value) == (
+                grpc.StatusCode.INVALID_ARGUMENT,
+                'value for domain app.quantity violates check constraint "quantity_check"',
+            )
+            with pytest.raises(psycopg.errors.CheckViolation) as refused_total:
+                await handlers.add_order(conn, m.AddOrderRequest(id=2, total="-1", qty=1, mood=m.MOOD_CALM))
+            assert rt.status_for_db_error(refused_total.value)[0] == grpc.StatusCode.INVALID_ARGUMENT
+            cur = await conn.execute("SELECT id, total::text, qty, mood::text FROM app.orders ORDER BY id")
+            assert await cur.fetchall() == [(1, "12.50", 7, "busy")]

@@ -217,9 +217,6 @@ KNOWN_DIFFERENCES: dict[tuple[str, str, str], tuple[str, str]] = {
     # `LIMIT COALESCE(NULLIF(@limit, 0), n)`: LIMIT wants int8, PostgreSQL types @limit from NULLIF's 0.
     ("queue", "ListStaleTasks", "limit"): ("int8", "int4"),
     ("optional_params_and_wrappers", "Search", "limit"): ("int8", "int4"),
-    # A parameter assigned to a domain column is typed by the domain's base type; PostgreSQL describes
-    # the domain (its NOT NULL and CHECK apply when the row is written either way).
-    ("issue11_pg_dump_output", "PlaceOrder", "total"): ("numeric", "positive_money"),
 }
 
 

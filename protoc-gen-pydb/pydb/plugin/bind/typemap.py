@@ -122,7 +122,9 @@ ENUM_PAIRS: tuple[Mapping, ...] = (Mapping("enum", True, True, Conversion.ENUM),
 
 def mapping(pg: PgType, proto_type: str) -> Mapping | None:
     """How values of `pg` (the element type, for arrays) pair with a proto field of `proto_type`
-    (a scalar name, `enum`, or a message's full name; a wrapper counts as its scalar)."""
+    (a scalar name, `enum`, or a message's full name; a wrapper counts as its scalar). A domain
+    pairs as its base type (`pg.name`; PostgreSQL converts the base type's value to the domain,
+    checking its constraints, where the value is stored)."""
     proto_type = WRAPPERS.get(proto_type, proto_type)
     if pg.is_enum:
         pairs = ENUM_PAIRS

@@ -19,6 +19,7 @@ from ..diagnostics import Problem, SqlSpan, sqlglot_limit
 from . import types as t
 from .analysis import Analysis, Param, ResultColumn, StatementKind
 from .catalog import Catalog, Table
+from .funcnames import with_call_standins
 from .functions import FunctionCalls, is_volatile
 from .grammar import check_statement
 from .grouping import Grouping
@@ -28,6 +29,7 @@ from .operator_standins import sqlglot_text
 from .operators import Operators
 from .scope import FromItems, Scope, Typed
 from .statements import Statements
+from .typenames import PositionedPostgres, resolve_type_name, type_names, unknown_type_message, with_type_standins
 from .utility import analyze_utility
 
 __all__ = ["Analyzer", "analyze"]
@@ -47,7 +49,7 @@ class Analyzer(Statements, Grouping, FromItems, ExpressionInference, Operators, 
         if not self.type_names_exist():
             return None
         try:
-            statements = [s for s in sqlglot.parse(sqlglot_text(self.grammar), read="postgres") if s is not None]
+            statements = [s for s in sqlglot.parse(self.sqlglot_text(), read=PositionedPostgres) if s is not None]
         except (TokenError, ParseError) as err:
             # analyze() ran PostgreSQL's grammar first: the SQL is valid, sqlglot cannot read it.
             self.problems.append(sqlglot_limit(self.sql, err))
@@ -121,22 +123,24 @@ class Analyzer(Statements, Grouping, FromItems, ExpressionInference, Operators, 
             read_only=kind == "select" and _reads_only(stmt, self.catalog),
         )
 
+    def sqlglot_text(self) -> str:
+        """The statement as sqlglot is given it: with stand-ins of the same length for the
+        operators, type names and function names sqlglot cannot read or reads as other
+        constructs (every offset is the statement's)."""
+        return with_call_standins(with_type_standins(sqlglot_text(self.grammar), self.grammar), self.calls)
+
     def type_names_exist(self) -> bool:
         """Every type the statement names exists (sqlglot would read other dialects' names such
         as STRING or INT64 as text or bigint): a built-in (the grammar qualifies its own
-        spellings such as `int` or `double precision` with pg_catalog), an enum, or a table's
-        row type, found along the search_path."""
+        spellings such as `int` or `double precision` with pg_catalog), a type the schema made,
+        or a table's row type, found along the search_path."""
         ok = True
-        for type_name in _type_names(self.grammar.tree):
-            names = [str(part.sval) for part in type_name.names or () if isinstance(part, ast.String)]
-            if not names or names[0] == "pg_catalog":
-                continue
-            schema, name = (names[0], names[-1]) if len(names) > 1 else (None, names[0])
-            found = self.catalog.type(schema, name) or self.catalog.table(schema, name)  # a row type
-            if found is None:
+        for type_name in type_names(self.grammar.tree):
+            if resolve_type_name(type_name, self.catalog) is None:
                 where = self.grammar.original_offset(type_name.location or 0)
-                written = ".".join(names)
-                self.error(f"type {written} does not exist", span=SqlSpan(where, where + len(written) - 1))
+                written = ".".join(str(part.sval) for part in type_name.names or () if isinstance(part, ast.String))
+                message = unknown_type_message(type_name, self.catalog)
+                self.error(message, span=SqlSpan(where, where + len(written) - 1))
                 ok = False
         return ok
 
@@ -199,15 +203,3 @@ def _fold_identifiers(stmt: exp.Expr) -> None:
     for ident in stmt.find_all(exp.Identifier):
         if not ident.quoted:
             ident.set("this", fold(str(ident.this)))
-
-
-def _type_names(tree: ast.Node | None) -> Iterator[ast.TypeName]:
-    stack: list[object] = [tree]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, ast.Node):
-            if isinstance(item, ast.TypeName):
-                yield item
-            stack.extend(getattr(item, name) for name in item)
-        elif isinstance(item, tuple):
-            stack.extend(item)

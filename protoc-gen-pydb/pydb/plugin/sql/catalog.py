@@ -12,7 +12,7 @@ with `pg_catalog` searched first for types and functions); `schema=None` means u
 - `catalog.table(schema, name)` -> `Table | None` (tables, partitioned tables, views,
   materialized views); `catalog.table("s.t")` / `catalog.table("t")` still work (legacy form).
 - `catalog.type(schema, name)` -> `PgType | None`: the type a column of that name has (built-in,
-  enum, domain (its base type), composite, range, extension type). `name` as pg_type spells it
+  enum, domain (its base type, naming the domain), composite, range, extension type). `name` as pg_type spells it
   (`int4`, `_int4` for its array), as PostgreSQL's parser hands it over; SQL spellings such as
   `integer` are `builtins.load_builtins().type_named`'s.
 - `catalog.functions(schema, name)` -> every `FunctionSig` of that name the resolver may
@@ -57,6 +57,34 @@ class Column:
 
 
 @dataclass(frozen=True)
+class PartitionKey:
+    """PARTITION BY: the strategy and the key, one column name per key part (None: an expression)."""
+
+    strategy: Literal["hash", "list", "range"]
+    columns: tuple[str | None, ...]
+
+
+#: A partition bound's value: an int, Decimal, str or bool literal, None for NULL; range bounds
+#: also MINVALUE / MAXVALUE.
+BoundValue = object
+
+
+@dataclass(frozen=True)
+class PartitionBound:
+    """FOR VALUES ... / DEFAULT of a partition, as far as the catalog can compare it with its
+    siblings': `values` (LIST), `lower` and `upper` (RANGE) hold comparable literals, and
+    `comparable` is False when some datum is not a plain literal of a type the catalog orders."""
+
+    strategy: Literal["hash", "list", "range", "default"]
+    modulus: int = 0
+    remainder: int = 0
+    values: tuple[BoundValue, ...] = ()
+    lower: tuple[BoundValue, ...] = ()
+    upper: tuple[BoundValue, ...] = ()
+    comparable: bool = True
+
+
+@dataclass(frozen=True)
 class Table:
     """A relation statements can read: a table, partitioned table, view or materialized view."""
 
@@ -67,6 +95,10 @@ class Table:
     #: Column sets with a non-partial unique constraint or unique index (ON CONFLICT targets).
     unique_keys: tuple[tuple[str, ...], ...] = ()
     kind: RelationKind = "table"
+    #: A partitioned table's PARTITION BY.
+    partition_key: PartitionKey | None = None
+    #: A partition's bound (while it is attached).
+    partition_bound: PartitionBound | None = None
 
     @property
     def qualified(self) -> str:

@@ -21,6 +21,7 @@ from .coercion import same_family
 from .colnames import OutputNames
 from .funcnames import function_calls
 from .grammar import GrammarCheck
+from .typenames import type_names_by_offset
 from .types import PgType, span_of
 
 if TYPE_CHECKING:
@@ -62,6 +63,8 @@ class AnalyzerCore(ABC):
         self.output_names = OutputNames(grammar.tree, grammar.original_offset)
         self.calls = function_calls(grammar.tree, grammar.original_offset)
         self.grammar = grammar
+        #: PostgreSQL's TypeNames by where they start in the text: what a cast's type is.
+        self.type_names_at = type_names_by_offset(grammar)
         #: The built-ins as the schema's database sees them: with its extensions' types, casts
         #: and operators (their functions are the catalog's, in the schema they are installed in).
         self.builtins = load_builtins().with_extensions(catalog.extensions)

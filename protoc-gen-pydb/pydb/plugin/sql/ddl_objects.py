@@ -109,7 +109,9 @@ def create_domain(state: State, node: PgNode) -> None:
         elif con.contype.name == "CONSTR_CHECK" and con.raw_expr is not None:
             checks.append(deparse(con.raw_expr))
     state.domains[key] = Domain(qualified(key), base, not_null, tuple(checks))
-    state.types[key] = base
+    # A value of the domain is its base type's, naming the domain (PostgreSQL types a parameter
+    # stored into a domain column as the domain).
+    state.types[key] = replace(base, domain=key)
 
 
 def alter_domain(state: State, node: PgNode) -> None:

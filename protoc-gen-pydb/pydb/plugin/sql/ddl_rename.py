@@ -299,6 +299,11 @@ def _rename_in(state: State, key: str, old: str, new: str, recursing: bool = Fal
         columns=tuple(replace(c, name=new) if c.name == old else c for c in table.columns),
         primary_key=swap(table.primary_key),
         unique_keys=tuple(swap(u) for u in table.unique_keys),
+        partition_key=(
+            replace(table.partition_key, columns=tuple(new if c == old else c for c in table.partition_key.columns))
+            if table.partition_key is not None
+            else None
+        ),
     )
     for ikey, index in list(state.indexes.items()):
         if index.table == key:
@@ -317,7 +322,12 @@ def _move_type(state: State, key: str, new_key: str) -> None:
         state.types[new_key] = PgType(new_key, labels=labels)
     elif key in state.domains:
         state.domains[new_key] = replace(state.domains.pop(key), name=qualified(new_key))
-        state.types[new_key] = state.types[key]
+        state.types[new_key] = replace(state.types[key], domain=new_key)
+        for tkey, table in list(state.tables.items()):
+            cols = tuple(
+                replace(c, type=replace(c.type, domain=new_key)) if c.type.domain == key else c for c in table.columns
+            )
+            state.tables[tkey] = replace(table, columns=cols)
     elif key in state.composites:
         state.composites[new_key] = replace(state.composites.pop(key), name=qualified(new_key))
         state.types[new_key] = PgType(new_key)

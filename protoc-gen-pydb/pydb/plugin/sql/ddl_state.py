@@ -265,7 +265,7 @@ class State:
         def swap(t: PgType) -> PgType:
             if t.name != key:
                 return t
-            return new.array() if t.is_array else new
+            return replace(new.array() if t.is_array else new, domain=t.domain)
 
         for tkey, table in list(self.tables.items()):
             if any(c.type.name == key for c in table.columns):
@@ -277,7 +277,7 @@ class State:
         for dkey, dom in list(self.domains.items()):
             if dom.base.name == key:
                 self.domains[dkey] = replace(dom, base=swap(dom.base))
-                self.types[dkey] = self.domains[dkey].base
+                self.types[dkey] = replace(self.domains[dkey].base, domain=dkey)
         for fkey, sigs in self.routines.items():
             self.routines[fkey] = [
                 replace(

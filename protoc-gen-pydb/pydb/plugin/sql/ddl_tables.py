@@ -10,7 +10,8 @@ from pglast import ast
 from pglast.enums import AlterTableType, ConstrType, ObjectType, TableLikeOption
 from pglast.stream import RawStream
 
-from .catalog import Column, Index, RelationKind, Sequence, Table
+from .catalog import Column, Index, PartitionBound, PartitionKey, RelationKind, Sequence, Table
+from .ddl_partitions import inherited_keys_include_key, partition_bound, partition_key, unique_includes_key
 from .ddl_state import SERIALS, ConstraintInfo, PgNode, State, choose_name, qualified, strings, suggest
 from .names import split_name
 from .types import PgType
@@ -166,7 +167,16 @@ def create_table(state: State, node: PgNode) -> None:
             like_keys = _like(state, elt, columns)
             inherited_keys = (*inherited_keys, *like_keys)
     constraints.extend((con, None) for con in node.constraints or ())
-    state.tables[key] = Table(schema, rv.relname, tuple(columns), primary, inherited_keys, kind)
+    pkey: PartitionKey | None = None
+    if node.partspec is not None:
+        pkey = partition_key(state, tuple(columns), node.partspec)
+    bound: PartitionBound | None = None
+    parent_keys = [p for p, part in state.parents.get(key, []) if part]
+    if node.partbound is not None and parent_keys:
+        bound = partition_bound(state, state.tables[parent_keys[0]], node.partbound, key)
+    state.tables[key] = Table(schema, rv.relname, tuple(columns), primary, inherited_keys, kind, pkey, bound)
+    if pkey is not None and parent_keys:
+        inherited_keys_include_key(state, state.tables[key], parent_keys[0], node.partspec.location)
     state.types[key] = PgType(key)
     state.constraints[key] = {}
     for con, cols in constraints:
@@ -238,6 +248,9 @@ def add_constraint(state: State, key: str, con: PgNode, on_columns: tuple[str, .
         cols = on_columns
     else:
         cols = tuple(s.sval for s in con.fk_attrs or ()) if kind == ConstrType.CONSTR_FOREIGN else _keys(con)
+    if kind == ConstrType.CONSTR_EXCLUSION and table.kind == "partitioned_table":
+        state.error("exclusion constraints are not supported on partitioned tables", con.location)
+        return
     if kind in (ConstrType.CONSTR_PRIMARY, ConstrType.CONSTR_UNIQUE) and con.indexname:
         index_key = f"{table.schema}.{con.indexname}"
         index = state.indexes.get(index_key)
@@ -252,6 +265,10 @@ def add_constraint(state: State, key: str, con: PgNode, on_columns: tuple[str, .
                 word=col,
             )
             return
+    if kind in (ConstrType.CONSTR_PRIMARY, ConstrType.CONSTR_UNIQUE) and not unique_includes_key(
+        state, table, cols, kind == ConstrType.CONSTR_PRIMARY, con.location
+    ):
+        return
     label = {
         ConstrType.CONSTR_PRIMARY: "pkey",
         ConstrType.CONSTR_UNIQUE: "key",
@@ -449,6 +466,12 @@ def _alter_cmd(state: State, key: str, cmd: PgNode, recursing: bool = False) -> 
             if not cmd.missing_ok and not recursing:
                 state.error(f"column {cmd.name} of relation {table.qualified} does not exist", word=cmd.name)
             return
+        if table.partition_key is not None and cmd.name in table.partition_key.columns:
+            state.error(
+                f"cannot drop column {cmd.name} because it is part of the partition key of relation {table.name}",
+                word=cmd.name,
+            )
+            return
         name = columns.pop(idx).name
         state.tables[key] = replace(
             table,
@@ -483,7 +506,7 @@ def _alter_cmd(state: State, key: str, cmd: PgNode, recursing: bool = False) -> 
         drop_constraint(state, key, cmd.name or "", bool(cmd.missing_ok))
         return
     elif sub in (AlterTableType.AT_AttachPartition, AlterTableType.AT_DetachPartition):
-        _link(state, key, cmd.def_.name, sub == AlterTableType.AT_AttachPartition, partition=True)
+        _link(state, key, cmd.def_.name, sub == AlterTableType.AT_AttachPartition, partition=True, bound=cmd.def_.bound)
         return
     elif sub in (AlterTableType.AT_AddInherit, AlterTableType.AT_DropInherit):
         parent_key = state.relation_key(cmd.def_)
@@ -498,8 +521,17 @@ def _alter_cmd(state: State, key: str, cmd: PgNode, recursing: bool = False) -> 
         state.tables[key] = replace(table, columns=tuple(columns))
 
 
-def _link(state: State, parent: str, child_rv: PgNode, attach: bool, partition: bool, child: str | None = None) -> None:
-    """ATTACH/DETACH PARTITION, INHERIT/NO INHERIT: the inheritance later ALTERs recurse along."""
+def _link(
+    state: State,
+    parent: str,
+    child_rv: PgNode,
+    attach: bool,
+    partition: bool,
+    child: str | None = None,
+    bound: PgNode = None,
+) -> None:
+    """ATTACH/DETACH PARTITION (with the partition's `bound`), INHERIT/NO INHERIT: the
+    inheritance later ALTERs recurse along."""
     if child is None:
         child = state.relation_key(child_rv)
         if child is None:
@@ -510,9 +542,14 @@ def _link(state: State, parent: str, child_rv: PgNode, attach: bool, partition: 
         links.append((parent, partition))
         if partition:  # the partition gets the partitioned table's keys (its index partitions)
             table = state.tables[child]
-            state.tables[child] = replace(table, unique_keys=(*table.unique_keys, *state.tables[parent].unique_keys))
+            checked = partition_bound(state, state.tables[parent], bound, child) if bound is not None else None
+            state.tables[child] = replace(
+                table, unique_keys=(*table.unique_keys, *state.tables[parent].unique_keys), partition_bound=checked
+            )
     else:
         state.parents[child] = [link for link in links if link[0] != parent]
+        if partition:
+            state.tables[child] = replace(state.tables[child], partition_bound=None)
 
 
 def _identity_sequence(state: State, key: str, col: Column, con: PgNode) -> None:
@@ -588,6 +625,8 @@ def create_index(state: State, node: PgNode) -> None:
         if ref not in names:
             state.error(f"column {ref} does not exist in {table.qualified} (index predicate)", word=ref)
             return
+    if node.unique and not unique_includes_key(state, table, tuple(cols), False, rv.location):
+        return
     state.indexes[index_key] = Index(
         index_key, key, tuple(cols), bool(node.unique), predicate is not None, predicate, bool(node.nulls_not_distinct)
     )

@@ -86,3 +86,27 @@ def function_calls(tree: ast.Node | None, original_offset: Callable[[int], int])
         elif isinstance(item, tuple):
             stack.extend(item)
     return calls
+
+
+#: Function names sqlglot reads as SQL/JSON constructs of PostgreSQL 16 and 17 (JSON_OBJECT(),
+#: JSON_VALUE(...)), which in PostgreSQL 15 are plain calls (json_object(text[]) exists, the
+#: others do not).
+_SQLGLOT_CONSTRUCTS = frozenset(
+    {"json_object", "json_array", "json_objectagg", "json_arrayagg", "json_value", "json_query", "json_exists"}
+    | {"json_scalar", "json_serialize", "json_table"}
+)
+
+
+def with_call_standins(text: str, calls: dict[int, ast.FuncCall]) -> str:
+    """`text` with the first letter of each such call's name changed (`zson_object`): sqlglot
+    then reads a plain call, typed by the name PostgreSQL's tree holds (`calls`, by offset)."""
+    chars = list(text)
+    for offset, call in calls.items():
+        names = [str(part.sval) for part in call.funcname or () if isinstance(part, ast.String)]
+        if (
+            len(names) == 1
+            and names[0] in _SQLGLOT_CONSTRUCTS
+            and text[offset : offset + len(names[0])].lower() == names[0]
+        ):
+            chars[offset] = "z"
+    return "".join(chars)

@@ -3,6 +3,8 @@ where it is used (`expect`, `assign`), literal checks, casts, CASE, and output c
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from sqlglot import exp
 
 from . import types as t
@@ -15,7 +17,8 @@ from .literals import BOOLEAN_INPUTS, is_date_like, is_int, is_interval, is_json
 from .operator_standins import GENERIC_OPERATORS, written_operator
 from .operators import ARITHMETIC, COMPARISONS, CONTAINMENT, KEY_TESTS
 from .scope import Scope, Typed
-from .types import PgType, UnknownType
+from .typenames import parse_type_name, resolve_type_name, unknown_type_message
+from .types import PgType
 
 
 class ExpressionInference(AnalyzerCore):
@@ -192,7 +195,17 @@ class ExpressionInference(AnalyzerCore):
                 self.infer(ordered.this if isinstance(ordered, exp.Ordered) else ordered, scope)
 
     def infer(self, node: exp.Expr, scope: Scope, allow_output: bool = False) -> Typed:
-        """The type of `node` in `scope` from what it is, not where it is used."""
+        """The type of `node` in `scope` from what it is, not where it is used. A domain's value
+        is its base type's here: PostgreSQL reduces a domain to its base type for operators,
+        common types and function overloads; only where a value is stored or passed to a
+        domain (`expect`/`assign` with a domain column's or argument's type, a cast) does a
+        parameter take the domain."""
+        typed = self.infer_node(node, scope, allow_output)
+        if typed.type is not None and typed.type.domain is not None:
+            return replace(typed, type=replace(typed.type, domain=None))
+        return typed
+
+    def infer_node(self, node: exp.Expr, scope: Scope, allow_output: bool = False) -> Typed:
         if isinstance(node, exp.Paren):
             return self.infer(node.this, scope, allow_output)
         if isinstance(node, exp.Alias):
@@ -361,14 +374,7 @@ class ExpressionInference(AnalyzerCore):
         to = node.args.get("to")
         target: PgType | None = None
         if isinstance(to, exp.DataType):
-            try:
-                target = t.resolve_datatype(to, self.catalog.enums)
-            except UnknownType as err:
-                # A type sqlglot has no name for (regclass, a domain, an extension's type).
-                schema, _, name = str(err).rpartition(".")
-                target = self.catalog.type(schema or None, name)
-                if target is None:
-                    self.error(f"type {err} does not exist", to)
+            target = self.cast_target(to)
         inner = node.this
         if isinstance(inner, exp.Parameter):
             self.bind(inner, target)
@@ -395,6 +401,23 @@ class ExpressionInference(AnalyzerCore):
         if typed.type is not None and target is not None and not castable(typed.type, target):
             self.error(f"cannot cast type {describe(typed.type)} to {describe(target)}", node)
         return Typed(target, typed.nullable)
+
+    def cast_target(self, to: exp.DataType) -> PgType | None:
+        """The type a cast names: PostgreSQL's TypeName at the place sqlglot's DataType starts
+        (sqlglot's own rendering is ambiguous: `character` and `"char"` differ only there), or,
+        for a DataType sqlglot made up without a place in the text, its rendering read by
+        PostgreSQL's grammar. Either way one resolution: `typenames.resolve_type_name`."""
+        start = to.meta.get("start")
+        type_name = self.type_names_at.get(start) if isinstance(start, int) else None
+        if type_name is None:
+            type_name = parse_type_name(to.sql(dialect="postgres"))
+        if type_name is None:
+            self.error(f"pydb cannot read the type {to.sql(dialect='postgres')}", to)
+            return None
+        target = resolve_type_name(type_name, self.catalog)
+        if target is None:
+            self.error(unknown_type_message(type_name, self.catalog), to)
+        return target
 
 
 def output_name(item: exp.Expr) -> str:

@@ -14,6 +14,8 @@ from dataclasses import dataclass
 
 from pglast import ast, parser
 
+from . import pg15
+
 
 class PgSyntaxError(Exception):
     """PostgreSQL's grammar rejects the text: its message, at a 0-based character offset.
@@ -44,14 +46,38 @@ def _ascii(text: str) -> str:
 
 
 def parse(text: str) -> list[RawStatement]:
-    """Every statement of `text` (empty ones dropped), or PgSyntaxError for the first error."""
+    """Every statement of `text` (empty ones dropped), or PgSyntaxError for the first error, as
+    PostgreSQL 15 reads it (pglast's grammar is newer: `pg15.py`)."""
     _reject_nul(text)
     try:
-        raw = parser.parse_sql(text)
+        tokens: list[parser.Token] | None = list(parser.scan(_ascii(text)))
+    except parser.ParseError:
+        tokens = None  # parsing reports the lexer's error
+    readable, names = pg15.standins(text, tokens) if tokens is not None else (text, {})
+    refusals = list(pg15.token_refusals(text, tokens)) if tokens is not None else []
+    try:
+        statements = _parse_newer(readable, text)
+    except PgSyntaxError as err:
+        refusals.append(pg15.Refusal(err.message, err.offset, len(text) if err.offset is None else err.offset))
+        statements = []
+    if tokens is not None:
+        refusals += pg15.alias_refusals(text, tokens, [stmt.node for stmt in statements])
+    if refusals:
+        first = min(refusals, key=lambda r: r.reached)
+        raise PgSyntaxError(first.message, first.offset)
+    for stmt in statements:
+        pg15.restore(stmt.node, names)
+    return statements
+
+
+def _parse_newer(readable: str, text: str) -> list[RawStatement]:
+    """pglast's parse of `readable` (`text` with same-length edits; errors quote `text`)."""
+    try:
+        raw = parser.parse_sql(readable)
     except parser.ParseError as err:
-        plain = _ascii(text)
-        if plain is text:
-            raise _syntax_error(text, text, err) from None
+        plain = _ascii(readable)
+        if plain is readable:
+            raise _syntax_error(text, readable, err) from None
         try:
             parser.parse_sql(plain)
         except parser.ParseError as plain_err:
@@ -91,8 +117,8 @@ def _reject_nul(text: str) -> None:
 
 
 def _syntax_error(text: str, plain: str, err: parser.ParseError) -> PgSyntaxError:
-    message = str(err.args[0]) if err.args else str(err)
     offset = err.args[1] if len(err.args) > 1 and isinstance(err.args[1], int) else None
+    message = pg15.as_pg15_message(text, str(err.args[0]) if err.args else str(err), offset)
     if offset is not None and message.endswith('"') and _NEAR in message:
         # The quoted token is `plain`'s; put the caller's characters back (same length).
         head, _, near = message[:-1].rpartition(_NEAR)

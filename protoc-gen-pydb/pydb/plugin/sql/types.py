@@ -2,40 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from sqlglot import exp
-from sqlglot.expressions.datatypes import DType
 
 from ..diagnostics import SqlSpan
-
-# Canonical names of the built-in types the catalog understands, keyed by sqlglot's DType.
-_BUILTIN: dict[DType, str] = {
-    exp.DataType.Type.SMALLINT: "int2",
-    exp.DataType.Type.INT: "int4",
-    exp.DataType.Type.BIGINT: "int8",
-    exp.DataType.Type.SERIAL: "int4",
-    exp.DataType.Type.SMALLSERIAL: "int2",
-    exp.DataType.Type.BIGSERIAL: "int8",
-    exp.DataType.Type.DECIMAL: "numeric",
-    exp.DataType.Type.FLOAT: "float4",
-    exp.DataType.Type.DOUBLE: "float8",
-    exp.DataType.Type.BOOLEAN: "bool",
-    exp.DataType.Type.TEXT: "text",
-    exp.DataType.Type.VARCHAR: "varchar",
-    exp.DataType.Type.CHAR: "bpchar",
-    exp.DataType.Type.NAME: "name",
-    exp.DataType.Type.UUID: "uuid",
-    exp.DataType.Type.VARBINARY: "bytea",
-    exp.DataType.Type.DATE: "date",
-    exp.DataType.Type.TIME: "time",
-    exp.DataType.Type.TIMETZ: "timetz",
-    exp.DataType.Type.TIMESTAMP: "timestamp",
-    exp.DataType.Type.TIMESTAMPTZ: "timestamptz",
-    exp.DataType.Type.INTERVAL: "interval",
-    exp.DataType.Type.JSON: "json",
-    exp.DataType.Type.JSONB: "jsonb",
-}
 
 INTEGER = frozenset({"int2", "int4", "int8"})
 NUMERIC = INTEGER | {"numeric", "float4", "float8"}
@@ -50,11 +21,23 @@ class PgType:
     type's `_` prefix (`int4`, `varchar`, `timestamptz`, pseudo-types such as `anyelement`,
     `record`, `unknown`), or for a schema-defined type its qualified name; an array is
     `is_array=True` over its element's name; `labels` is set exactly for enums. The built-in
-    catalog (builtins.py) describes every built-in name: display name, category, relations."""
+    catalog (builtins.py) describes every built-in name: display name, category, relations.
+
+    `domain` names the domain (`schema.name`) when the value's type is one: `name` is then the
+    domain's base type, which every rule of the analyzer and bind/ applies (PostgreSQL reduces a
+    domain to its base type for operators, functions and the wire), while a parameter that
+    PostgreSQL types as the domain (a value stored into a domain column, a cast to it) reports
+    it (`pg_name`). It takes no part in equality: a domain's values are its base type's."""
 
     name: str
     is_array: bool = False
     labels: tuple[str, ...] | None = None
+    domain: str | None = field(default=None, compare=False)
+
+    @property
+    def pg_name(self) -> str:
+        """PostgreSQL's name for the type: the domain, else as `str`."""
+        return self.domain if self.domain is not None else str(self)
 
     @property
     def is_enum(self) -> bool:
@@ -86,18 +69,6 @@ INTERVAL = PgType("interval")
 JSONB = PgType("jsonb")
 
 
-def qualified_name(node: exp.Expr) -> str:
-    """`generation.task_status` from a Dot/Identifier/Table/Column node, lower-cased unless quoted."""
-    if isinstance(node, exp.Dot):
-        return f"{qualified_name(node.this)}.{qualified_name(node.expression)}"
-    if isinstance(node, exp.Identifier):
-        text = str(node.this)
-        return text if node.quoted else text.lower()
-    if isinstance(node, (exp.Table, exp.Column)):
-        return ".".join(qualified_name(part) for part in node.parts)
-    return node.sql(dialect="postgres").lower()
-
-
 def span_of(node: exp.Expr) -> SqlSpan | None:
     """The smallest range covering every token of `node` that sqlglot placed (0-based,
     `end` inclusive), widened to the closing parenthesis of a call or group it ends in:
@@ -112,30 +83,3 @@ def span_of(node: exp.Expr) -> SqlSpan | None:
     if not starts:
         return None
     return SqlSpan(min(starts), max(ends))
-
-
-class UnknownType(Exception):
-    """A type name the catalog does not know; the message names it, `node` is where it is."""
-
-    def __init__(self, name: str, node: exp.Expr | None = None) -> None:
-        super().__init__(name)
-        self.node = node
-
-
-def resolve_datatype(dt: exp.DataType, enums: dict[str, tuple[str, ...]]) -> PgType:
-    """Map a sqlglot DataType to a PgType, looking user-defined names up in `enums`."""
-    if dt.this == exp.DataType.Type.ARRAY:
-        inner = dt.expressions[0] if dt.expressions else None
-        if not isinstance(inner, exp.DataType):
-            raise UnknownType(dt.sql(dialect="postgres"), dt)
-        return resolve_datatype(inner, enums).array()
-    if dt.this == exp.DataType.Type.USERDEFINED:
-        kind = dt.args.get("kind")
-        name = qualified_name(kind) if isinstance(kind, exp.Expr) else str(kind).lower()
-        if name in enums:
-            return PgType(name, False, enums[name])
-        raise UnknownType(name, dt)
-    builtin = _BUILTIN.get(dt.this)
-    if builtin is None:
-        raise UnknownType(dt.sql(dialect="postgres").lower(), dt)
-    return PgType(builtin)

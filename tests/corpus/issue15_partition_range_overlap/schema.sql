@@ -1,0 +1,7 @@
+CREATE TABLE readings (
+    id bigint NOT NULL,
+    taken_on date NOT NULL
+) PARTITION BY RANGE (taken_on);
+CREATE TABLE readings_2026 PARTITION OF readings FOR VALUES FROM ('2026-01-01') TO ('2027-01-01');
+CREATE TABLE readings_old PARTITION OF readings FOR VALUES FROM (MINVALUE) TO ('2026-01-01');
+CREATE TABLE readings_mid PARTITION OF readings FOR VALUES FROM ('2026-06-01') TO ('2026-07-01');
