@@ -11,10 +11,9 @@ from collections.abc import Iterator
 
 import psycopg
 import pytest
-from corpus.run import pg_type_names, positional
 from pg import Cluster, scratch_database
-from pydb.plugin.sql.analyze import analyze
 from pydb.plugin.sql.catalog import Catalog, build_catalog
+from sql_oracle import analyzer, postgres
 
 SCHEMA = """
 CREATE SCHEMA app;
@@ -101,26 +100,6 @@ def conn(pg_server: tuple[str, Cluster | None]) -> Iterator[psycopg.Connection]:
     with scratch_database(pg_server[0], schema=None) as url, psycopg.connect(url, autocommit=True) as connection:
         connection.execute(SCHEMA)
         yield connection
-
-
-def postgres(conn: psycopg.Connection, sql: str) -> tuple[dict[str, str], list[str]] | str:
-    """PostgreSQL's parameter types by name and column types, or its error message."""
-    text, order = positional(sql)
-    prepared = conn.pgconn.prepare(b"", text.encode())
-    if prepared.status != psycopg.pq.ExecStatus.COMMAND_OK:
-        return (prepared.error_message or b"").decode().split("\n")[0].removeprefix("ERROR:").strip()
-    described = conn.pgconn.describe_prepared(b"")
-    names = pg_type_names(conn)
-    params = {name: names[described.param_type(i)] for i, name in enumerate(order)}
-    return params, [names[described.ftype(i)] for i in range(described.nfields)]
-
-
-def analyzer(sql: str, catalog: Catalog) -> tuple[dict[str, str], list[str]] | str:
-    analysis, problems = analyze(sql, catalog)
-    if problems:
-        return problems[0].message
-    assert analysis is not None
-    return {p.name: p.type.pg_name for p in analysis.params if p.type}, [str(c.type) for c in analysis.columns or ()]
 
 
 @pytest.mark.parametrize("spelling", SPELLINGS + ARRAYS)
