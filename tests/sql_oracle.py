@@ -210,4 +210,6 @@ def analyzer(sql: str, catalog: Catalog) -> tuple[dict[str, str], list[str]] | s
     if problems:
         return problems[0].message
     assert analysis is not None
-    return {p.name: p.type.pg_name for p in analysis.params if p.type}, [str(c.type) for c in analysis.columns or ()]
+    return {p.name: p.type.pg_name for p in analysis.params if p.type}, [
+        c.type.described_name if c.type else str(c.type) for c in analysis.columns or ()
+    ]

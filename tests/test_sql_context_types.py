@@ -70,6 +70,8 @@ TYPED = [
     "SELECT id FROM t WHERE id BETWEEN COALESCE(@lo, 0) AND @hi",
     "SELECT id FROM t WHERE id = ANY(ARRAY[@a, 1])",
     "SELECT id FROM t WHERE ids = ARRAY[@a, 1]::int8[]",
+    "SELECT id FROM t WHERE ids @> ARRAY[@a]::int8[]",
+    "SELECT id FROM t WHERE ids && ARRAY[id, @a]",
     # function arguments
     "SELECT substr(name, COALESCE(@n, 1)) AS v FROM t",
     "SELECT id FROM t WHERE created > now() - make_interval(days => COALESCE(@d, 1))",
@@ -118,6 +120,8 @@ REFUSED = [
     "SELECT id FROM t WHERE id = ANY(ARRAY[@a, @b])",
     "INSERT INTO t (id) VALUES (COALESCE(@a, @b))",
     "INSERT INTO t (id, ids) VALUES (1, ARRAY[@a, @b])",
+    "SELECT id FROM t WHERE ids @> ARRAY[@a]",
+    "SELECT id FROM t WHERE ids @> ARRAY[@a, 1]",
 ]
 
 

@@ -78,6 +78,8 @@ ARRAYS = [
     *("interval year to month[]", "interval[]", "uuid[]", "jsonb[]", "pg_catalog.int4[]", "_int4", "_text"),
     *('"_char"', "_bpchar", "pg_catalog._int8", "mood[]", "public.mood[]", "app.status[]", '"Mixed"[]'),
     *("pair[]", "items[]", "app.events[]", "int4range[]", "_mood"),
+    # arrays over domains stay the domain's array type (parameters and result columns alike)
+    *("positive_money[]", "public.positive_money[]", "app.code[]", "app.short_code ARRAY", "_positive_money"),
 ]
 
 #: Names PostgreSQL has no type for: both must refuse them with its message.
@@ -129,6 +131,24 @@ DOMAIN_STATEMENTS = [
     "SELECT COALESCE(total, @fallback) AS v FROM orders",
     "SELECT @p::positive_money + 1 AS v",
     "SELECT total, code FROM orders WHERE id = @id",
+    # an array over a domain: PostgreSQL keeps the array type (its describe too); its element is
+    # the domain where stored, the base type under a scalar operator
+    "INSERT INTO orders (id, totals) VALUES (@id, @totals)",
+    "INSERT INTO orders (id, totals) SELECT @id, @totals",
+    "INSERT INTO orders (id, totals) VALUES (@id, ARRAY[@a, @b]::positive_money[])",
+    "UPDATE orders SET totals = @totals WHERE id = @id",
+    "UPDATE orders SET totals[1] = @one WHERE id = @id",
+    "SELECT id FROM orders WHERE totals = @totals",
+    "SELECT id FROM orders WHERE @x = ANY(totals)",
+    "SELECT id FROM orders WHERE total = ANY(@xs)",
+    "SELECT totals, totals[1] AS first FROM orders",
+    "SELECT COALESCE(totals, @d) AS v FROM orders",
+    "SELECT array_append(totals, @x) AS v FROM orders",
+    "SELECT @p::positive_money[] || totals AS v FROM orders",
+    "SELECT totals || total AS v FROM orders",
+    "SELECT unnest(@xs::positive_money[]) AS v",
+    "SELECT cardinality(totals) AS v FROM orders",
+    "SELECT id FROM orders WHERE totals && @xs",
 ]
 
 

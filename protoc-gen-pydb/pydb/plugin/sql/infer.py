@@ -199,7 +199,7 @@ class ExpressionInference(AnalyzerCore):
         domain (`expect`/`assign` with a domain column's or argument's type, a cast) does a
         parameter take the domain."""
         typed = self.infer_node(node, scope, allow_output)
-        if typed.type is not None and typed.type.domain is not None:
+        if typed.type is not None and typed.type.domain is not None and not typed.type.is_array:
             return replace(typed, type=replace(typed.type, domain=None))
         return typed
 

@@ -3,6 +3,8 @@ intervals), `||`, json/jsonb operators and containment."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from sqlglot import exp
 
 from . import types as t
@@ -128,11 +130,14 @@ class Operators(AnalyzerCore):
             if not known.is_array and (known.name not in t.JSON or op == "&&"):
                 self.error(f"operator does not exist: {describe(known)} {op} ...; it takes arrays or jsonb", node)
                 return Typed(t.BOOL, True)
-            for side, typed in ((left, lt), (right, rt)):
+            for side in (left, right):
                 if is_untyped(side):
                     self.expect(side, known, scope)
-                elif typed.type is not None and typed.type != known:
-                    self.check_comparable(typed.type, known, node)
+            if lt.type is not None and rt.type is not None and lt.type.is_array and rt.type.is_array:
+                if lt.type != rt.type:  # anyarray on both sides: one array type, no coercion
+                    self.error(f"operator does not exist: {describe(lt.type)} {op} {describe(rt.type)}", node)
+            elif lt.type is not None and rt.type is not None and lt.type != rt.type:
+                self.check_comparable(lt.type, rt.type, node)
         return Typed(t.BOOL, lt.nullable or rt.nullable)
 
     def concat(self, node: exp.DPipe, scope: Scope) -> Typed:
@@ -180,7 +185,8 @@ class Operators(AnalyzerCore):
             else:
                 at = self.infer(inner, scope)
                 if at.type is not None and at.type.is_array and isinstance(left, exp.Parameter):
-                    self.bind(left, at.type.element)
+                    # the scalar operator reduces an element domain to its base type
+                    self.bind(left, replace(at.type.element, domain=None))
                 elif at.type is not None and at.type.is_array and isinstance(left, exp.Literal) and left.is_string:
                     self.check_literal(left, at.type.element)
             return Typed(t.BOOL, True)
