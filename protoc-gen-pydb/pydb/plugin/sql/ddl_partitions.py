@@ -15,13 +15,15 @@ from __future__ import annotations
 import re
 import uuid
 from decimal import Decimal, InvalidOperation
+from typing import Literal
 
 from pglast import ast
 
 from .catalog import BoundValue, Column, PartitionBound, PartitionKey, Table
 from .ddl_state import PgNode, State
 
-_STRATEGIES = {"h": "hash", "l": "list", "r": "range"}
+Strategy = Literal["hash", "list", "range"]
+_STRATEGIES: dict[str, Strategy] = {"h": "hash", "l": "list", "r": "range"}
 _INTEGERS = frozenset({"int2", "int4", "int8"})
 _DECIMALS = frozenset({"numeric", "float4", "float8"})
 #: Compared for LIST equality, but never ordered (their order is the collation's, or not useful).
@@ -58,9 +60,9 @@ def partition_key(state: State, columns: tuple[Column, ...], spec: PgNode) -> Pa
         else:
             parts.append(None)
     if strategy == "list" and len(parts) > 1:
-        state.error('cannot use "list" partition strategy with more than one column', spec.location)
+        state.error("cannot use list partition strategy with more than one column", spec.location)
         return None
-    return PartitionKey(strategy, tuple(parts))  # type: ignore[arg-type]
+    return PartitionKey(strategy, tuple(parts))
 
 
 def unique_includes_key(state: State, table: Table, cols: tuple[str, ...], primary: bool, location: int | None) -> bool:
@@ -102,9 +104,9 @@ def inherited_keys_include_key(state: State, table: Table, parent_key: str, loca
 
 # -- FOR VALUES ... / DEFAULT ---------------------------------------------------------------
 def partition_bound(state: State, parent: Table, spec: PgNode, child_key: str) -> PartitionBound | None:
-    """The bound of the partition `child_key` (`schema.name`) of `parent`, checked against the parent's strategy and its
-    attached siblings (PostgreSQL's transformPartitionBound and check_new_partition_bound);
-    None after reporting an error."""
+    """The bound of the partition `child_key` (`schema.name`) of `parent`, checked against the
+    parent's strategy and its attached siblings (PostgreSQL's transformPartitionBound and
+    check_new_partition_bound); None after reporting an error."""
     key = parent.partition_key
     if key is None:
         return None  # not partitioned: reported by the caller
