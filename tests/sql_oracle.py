@@ -11,16 +11,17 @@ failure: SQLSTATE, message and hint.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import pglast
 import psycopg
+import pytest
 from corpus.run import pg_type_names, positional
-from pg import scratch_database
+from pg import Cluster, scratch_database
 from pydb.plugin.sql.analyze import analyze
 from pydb.plugin.sql.builtins import SchemaTypes, TypeInfo, load_builtins
-from pydb.plugin.sql.catalog import Catalog
+from pydb.plugin.sql.catalog import Catalog, build_catalog
 from pydb.plugin.sql.resolve import ResolveError, resolve_function, resolve_operator
 from pydb.plugin.sql.types import PgType
 
@@ -213,3 +214,41 @@ def analyzer(sql: str, catalog: Catalog) -> tuple[dict[str, str], list[str]] | s
     return {p.name: p.type.pg_name for p in analysis.params if p.type}, [
         c.type.described_name if c.type else str(c.type) for c in analysis.columns or ()
     ]
+
+
+def assert_typed_like_postgres(sql: str, catalog: Catalog, conn: psycopg.Connection) -> None:
+    """PostgreSQL takes `sql`, and the analyzer gives the parameter and column types it describes."""
+    expected = postgres(conn, sql)
+    assert not isinstance(expected, str), f"PostgreSQL refuses {sql}: {expected}"
+    assert analyzer(sql, catalog) == expected, sql
+
+
+def assert_refused_like_postgres(sql: str, catalog: Catalog, conn: psycopg.Connection) -> None:
+    """PostgreSQL refuses `sql`, and the analyzer refuses it with PostgreSQL's message."""
+    expected = postgres(conn, sql)
+    assert isinstance(expected, str), f"PostgreSQL takes {sql}: {expected}"
+    assert analyzer(sql, catalog) == expected, sql
+
+
+def schema_fixtures(
+    schema: str, *setup: str, conn_name: str = "conn"
+) -> tuple[Callable[[], Catalog], Callable[[tuple[str, Cluster | None]], Iterator[psycopg.Connection]]]:
+    """A differential test module's two fixtures, bound at module level as
+    `catalog, conn = schema_fixtures(SCHEMA)`: `catalog`, the analyzer's catalog of `schema`
+    (which must build without problems), and `conn` (or `conn_name`), a connection to a scratch
+    database with `schema` and then each `setup` script applied (sample rows)."""
+
+    @pytest.fixture(scope="module", name="catalog")
+    def catalog_fixture() -> Catalog:
+        built, problems = build_catalog(schema)
+        assert not problems
+        return built
+
+    @pytest.fixture(scope="module", name=conn_name)
+    def conn_fixture(pg_server: tuple[str, Cluster | None]) -> Iterator[psycopg.Connection]:
+        with scratch_database(pg_server[0], schema=None) as url, psycopg.connect(url, autocommit=True) as connection:
+            for script in (schema, *setup):
+                connection.execute(script)
+            yield connection
+
+    return catalog_fixture, conn_fixture

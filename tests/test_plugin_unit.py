@@ -289,7 +289,7 @@ CREATE TABLE app.u (id uuid PRIMARY KEY, t_id bigint NOT NULL, label text NOT NU
     [
         ("SELECT id FROM app.t WHERE name = @a AND n > @b", {"a": "text", "b": "int4"}, [("id", "int8", False)]),
         ("SELECT nick FROM app.t WHERE id = ANY(@ids)", {"ids": "int8[]"}, [("nick", "text", True)]),
-        ("SELECT id FROM app.t WHERE at > now() - @age", {"age": "interval"}, [("id", "int8", False)]),
+        ("SELECT id FROM app.t WHERE at + @age > now()", {"age": "interval"}, [("id", "int8", False)]),
         ("SELECT id FROM app.t WHERE at > now() - make_interval(secs => @s)", {"s": "float8"}, [("id", "int8", False)]),
         ("SELECT id FROM app.t WHERE mood = @m LIMIT @lim", {"m": "app.mood", "lim": "int8"}, [("id", "int8", False)]),
         ("SELECT data ->> @k AS v FROM app.t", {"k": "text"}, [("v", "text", True)]),

@@ -5,18 +5,16 @@ handed to bind must describe exactly like the statement they rewrite."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import psycopg
 import pytest
 from corpus.run import pg_type_names as type_names
 from corpus.run import positional
-from pg import Cluster, scratch_database
 from pydb.plugin.sql.analysis import Analysis
 from pydb.plugin.sql.analyze import analyze
-from pydb.plugin.sql.catalog import Catalog, build_catalog
+from pydb.plugin.sql.catalog import Catalog
 from pydb.plugin.sql.colnames import OutputNames
 from pydb.plugin.sql.grammar import check_statement
+from sql_oracle import schema_fixtures
 
 SCHEMA = """
 CREATE TYPE public.mood AS ENUM ('calm', 'busy');
@@ -57,19 +55,7 @@ INSERT INTO payments (customer_id, amount) VALUES (1, 3), (3, 4);
 """
 
 
-@pytest.fixture(scope="module")
-def catalog() -> Catalog:
-    built, problems = build_catalog(SCHEMA)
-    assert not problems
-    return built
-
-
-@pytest.fixture(scope="module")
-def conn(pg_server: tuple[str, Cluster | None]) -> Iterator[psycopg.Connection]:
-    with scratch_database(pg_server[0], schema=None) as url, psycopg.connect(url, autocommit=True) as connection:
-        connection.execute(SCHEMA)
-        connection.execute(SAMPLE_ROWS)
-        yield connection
+catalog, conn = schema_fixtures(SCHEMA, SAMPLE_ROWS)
 
 
 def analysed(sql: str, catalog: Catalog) -> Analysis:

@@ -9,13 +9,10 @@ PostgreSQL refuses the statement the analyzer must refuse it with PostgreSQL's m
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import psycopg
 import pytest
-from pg import Cluster, scratch_database
-from pydb.plugin.sql.catalog import Catalog, build_catalog
-from sql_oracle import analyzer, postgres
+from pydb.plugin.sql.catalog import Catalog
+from sql_oracle import assert_refused_like_postgres, assert_typed_like_postgres, schema_fixtures
 
 SCHEMA = """
 CREATE DOMAIN positive_money AS numeric(12, 2) CHECK (VALUE > 0);
@@ -125,31 +122,16 @@ REFUSED = [
 ]
 
 
-@pytest.fixture(scope="module")
-def catalog() -> Catalog:
-    built, problems = build_catalog(SCHEMA)
-    assert not problems
-    return built
-
-
-@pytest.fixture(scope="module")
-def conn(pg_server: tuple[str, Cluster | None]) -> Iterator[psycopg.Connection]:
-    with scratch_database(pg_server[0], schema=None) as url, psycopg.connect(url, autocommit=True) as connection:
-        connection.execute(SCHEMA)
-        yield connection
+catalog, conn = schema_fixtures(SCHEMA)
 
 
 @pytest.mark.parametrize("sql", TYPED)
 def test_a_parameter_types_in_postgres_order(sql: str, catalog: Catalog, conn: psycopg.Connection) -> None:
-    expected = postgres(conn, sql)
-    assert not isinstance(expected, str), f"PostgreSQL refuses {sql}: {expected}"
-    assert analyzer(sql, catalog) == expected, sql
+    assert_typed_like_postgres(sql, catalog, conn)
 
 
 @pytest.mark.parametrize("sql", REFUSED)
 def test_a_construct_resolved_to_text_is_refused_like_postgres(
     sql: str, catalog: Catalog, conn: psycopg.Connection
 ) -> None:
-    expected = postgres(conn, sql)
-    assert isinstance(expected, str), f"PostgreSQL takes {sql}: {expected}"
-    assert analyzer(sql, catalog) == expected, sql
+    assert_refused_like_postgres(sql, catalog, conn)

@@ -5,13 +5,11 @@ NULL."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import psycopg
 import pytest
-from pg import Cluster, scratch_database
 from pydb.plugin.sql.analyze import analyze
-from pydb.plugin.sql.catalog import Catalog, build_catalog
+from pydb.plugin.sql.catalog import Catalog
+from sql_oracle import schema_fixtures
 from test_sql_constructs import analysed, describe, expanded, ours
 
 SCHEMA = """
@@ -35,18 +33,7 @@ CREATE FUNCTION no_op(x int, OUT int) LANGUAGE sql AS $$ SELECT x $$;
 """
 
 
-@pytest.fixture(scope="module")
-def catalog() -> Catalog:
-    built, problems = build_catalog(SCHEMA)
-    assert not problems
-    return built
-
-
-@pytest.fixture(scope="module")
-def conn(pg_server: tuple[str, Cluster | None]) -> Iterator[psycopg.Connection]:
-    with scratch_database(pg_server[0], schema=None) as url, psycopg.connect(url, autocommit=True) as connection:
-        connection.execute(SCHEMA)
-        yield connection
+catalog, conn = schema_fixtures(SCHEMA)
 
 
 # -- system catalogs and views ------------------------------------------------------------------

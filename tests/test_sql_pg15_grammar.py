@@ -7,18 +7,16 @@ and what 15 only refuses later (a function or column 15 does not have) passes th
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import psycopg
 import pytest
 from corpus.run import pg_type_names, positional
-from pg import Cluster, scratch_database
 from pglast import keywords
 from pydb.plugin.sql.analyze import analyze
 from pydb.plugin.sql.catalog import Catalog, build_catalog
 from pydb.plugin.sql.grammar import check_statement
 from pydb.plugin.sql.pg15 import NEWER_KEYWORDS
 from pydb.plugin.sql.pgparse import PgSyntaxError, parse
+from sql_oracle import schema_fixtures
 
 SCHEMA = """
 CREATE TABLE t (id int PRIMARY KEY, a text, j jsonb, source text, path text);
@@ -128,18 +126,7 @@ STATEMENTS = [
 ]
 
 
-@pytest.fixture(scope="module")
-def catalog() -> Catalog:
-    built, problems = build_catalog(SCHEMA)
-    assert not problems
-    return built
-
-
-@pytest.fixture(scope="module")
-def conn(pg_server: tuple[str, Cluster | None]) -> Iterator[psycopg.Connection]:
-    with scratch_database(pg_server[0], schema=None) as url, psycopg.connect(url, autocommit=True) as connection:
-        connection.execute(SCHEMA)
-        yield connection
+catalog, conn = schema_fixtures(SCHEMA)
 
 
 def server_verdict(conn: psycopg.Connection, sql: str) -> tuple[str, str, int] | None:

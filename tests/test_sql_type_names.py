@@ -7,13 +7,11 @@ know must be refused by both with PostgreSQL's message."""
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 
 import psycopg
 import pytest
-from pg import Cluster, scratch_database
-from pydb.plugin.sql.catalog import Catalog, build_catalog
-from sql_oracle import analyzer, postgres
+from pydb.plugin.sql.catalog import Catalog
+from sql_oracle import analyzer, assert_typed_like_postgres, postgres, schema_fixtures
 
 SCHEMA = """
 CREATE SCHEMA app;
@@ -90,27 +88,14 @@ UNKNOWN += ['"double precision"', '"character varying"', '"Mood"', "_nosuch", "a
 FORMS = ["SELECT CAST(@p AS {t}) AS v", "SELECT @p::{t} AS v", "SELECT NULL::{t} AS v", "SELECT (@p::{t}) IS NULL AS v"]
 
 
-@pytest.fixture(scope="module")
-def catalog() -> Catalog:
-    built, problems = build_catalog(SCHEMA)
-    assert not problems
-    return built
-
-
-@pytest.fixture(scope="module")
-def conn(pg_server: tuple[str, Cluster | None]) -> Iterator[psycopg.Connection]:
-    with scratch_database(pg_server[0], schema=None) as url, psycopg.connect(url, autocommit=True) as connection:
-        connection.execute(SCHEMA)
-        yield connection
+catalog, conn = schema_fixtures(SCHEMA)
 
 
 @pytest.mark.parametrize("spelling", SPELLINGS + ARRAYS)
 @pytest.mark.parametrize("form", FORMS)
 def test_a_cast_types_like_postgres(form: str, spelling: str, catalog: Catalog, conn: psycopg.Connection) -> None:
     sql = form.format(t=spelling)
-    expected = postgres(conn, sql)
-    assert not isinstance(expected, str), f"PostgreSQL refuses {sql}: {expected}"
-    assert analyzer(sql, catalog) == expected, sql
+    assert_typed_like_postgres(sql, catalog, conn)
 
 
 #: Where PostgreSQL types a parameter as a domain (stored into a domain column, passed to a domain
@@ -154,9 +139,7 @@ DOMAIN_STATEMENTS = [
 
 @pytest.mark.parametrize("sql", DOMAIN_STATEMENTS)
 def test_a_domain_parameter_types_like_postgres(sql: str, catalog: Catalog, conn: psycopg.Connection) -> None:
-    expected = postgres(conn, sql)
-    assert not isinstance(expected, str), f"PostgreSQL refuses {sql}: {expected}"
-    assert analyzer(sql, catalog) == expected, sql
+    assert_typed_like_postgres(sql, catalog, conn)
 
 
 @pytest.mark.parametrize("spelling", UNKNOWN)
@@ -206,6 +189,4 @@ LITERALS = [
 
 @pytest.mark.parametrize("sql", LITERALS)
 def test_a_typed_literal_types_like_postgres(sql: str, catalog: Catalog, conn: psycopg.Connection) -> None:
-    expected = postgres(conn, sql)
-    assert not isinstance(expected, str), f"PostgreSQL refuses {sql}: {expected}"
-    assert analyzer(sql, catalog) == expected, sql
+    assert_typed_like_postgres(sql, catalog, conn)

@@ -20,8 +20,9 @@ import pytest
 from pg import Cluster, scratch_database
 from plugin_harness import compile_protos, protoc, run_plugin
 from pydb.plugin.sql.analyze import analyze
-from pydb.plugin.sql.catalog import Catalog, build_catalog
+from pydb.plugin.sql.catalog import Catalog
 from pydb.plugin.sql.grammar import check_statement
+from sql_oracle import schema_fixtures
 
 SCHEMA = """
 CREATE TABLE items (id int PRIMARY KEY, name text NOT NULL);
@@ -137,18 +138,7 @@ CASES = [
 ]
 
 
-@pytest.fixture(scope="module")
-def catalog() -> Catalog:
-    built, problems = build_catalog(SCHEMA)
-    assert problems == []
-    return built
-
-
-@pytest.fixture(scope="module")
-def oracle(pg_server: tuple[str, Cluster | None]) -> Iterator[psycopg.Connection]:
-    with scratch_database(pg_server[0], schema=None) as url, psycopg.connect(url, autocommit=True) as conn:
-        conn.execute(SCHEMA)
-        yield conn
+catalog, oracle = schema_fixtures(SCHEMA, conn_name="oracle")
 
 
 def postgres(conn: psycopg.Connection, sql: str) -> tuple[str, list[str], list[tuple[str, str]]]:

@@ -60,6 +60,7 @@ class Analyzer(Statements, Grouping, FromItems, ExpressionInference, Operators, 
         stmt = statements[0]
         assert stmt is not None
         _fold_identifiers(stmt)
+        _unwrap_parameters(stmt)
         self.top_level = {id(node) for node in _result_lists(stmt)}
         scope = Scope()
         key_param: str | None = None
@@ -203,3 +204,12 @@ def _fold_identifiers(stmt: exp.Expr) -> None:
     for ident in stmt.find_all(exp.Identifier):
         if not ident.quoted:
             ident.set("this", fold(str(ident.this)))
+
+
+def _unwrap_parameters(stmt: exp.Expr) -> None:
+    """`(@p)` as PostgreSQL's tree has it: the parameter itself, untyped wherever it stands
+    (`(@tag) = ANY(tags)`, `timeout + (@extra)`). A parameter's span comes from the tokens."""
+    for paren in list(stmt.find_all(exp.Paren)):
+        inner = paren.unnest()
+        if isinstance(inner, exp.Parameter) and paren.parent is not None:
+            paren.replace(inner)

@@ -9,7 +9,7 @@ and operator resolution on these; its docstring lists the public API.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal, Protocol
 
 from .builtins import TypeInfo, load_builtins
@@ -70,6 +70,8 @@ def display(t: PgType, env: TypeEnv | None = None) -> str:
 
 def base_type(t: PgType, env: TypeEnv) -> PgType:
     """getBaseType: a domain's base type (recursively), else the type itself."""
+    if t.domain is not None and not t.is_array:  # a domain column's type: its base, marked
+        t = replace(t, domain=None)
     for _ in range(32):
         info = env.type_info(t)
         if info is None or info.base is None:
@@ -313,7 +315,7 @@ def substitute(decl: PgType, b: Bindings, env: TypeEnv) -> PgType:
 
 
 def select_common(types: Sequence[PgType], construct: str | None, env: TypeEnv) -> PgType | None:
-    if types and all(t == types[0] for t in types) and not is_unknown(types[0]):
+    if types and all(t == types[0] and t.domain == types[0].domain for t in types) and not is_unknown(types[0]):
         return types[0]
     ptype = base_type(types[0], env) if not is_unknown(types[0]) else UNKNOWN
     pinfo = info_of(ptype, env)
@@ -368,6 +370,8 @@ def _sort_support(t: PgType, env: TypeEnv, attribute: str) -> bool:
         found = getattr(info, attribute)
         if found is not None:
             return bool(found)
+        if info.typtype == "p" and info.type.name != "record":  # void: no operators at all
+            return False
         if info.base is not None:
             t = info.base
             continue

@@ -17,7 +17,7 @@ from . import types as t
 from .analysis import Expansion
 from .builtins import load_builtins
 from .catalog import Catalog
-from .coercion import same_family
+from .coercion import is_untyped, same_family
 from .colnames import OutputNames
 from .funcnames import function_calls
 from .grammar import GrammarCheck
@@ -59,6 +59,9 @@ class AnalyzerCore(ABC):
         #: The nodes whose select list or RETURNING list is the statement's result (the
         #: statement itself, or each branch of a set operation): their `*`s are expanded.
         self.top_level: set[int] = set()
+        #: The SELECTs whose untyped outputs the enclosing statement types (a set operation's
+        #: branches, INSERT's source); any other SELECT makes an untyped parameter output text.
+        self.unresolved_outputs: set[int] = set()
         self.expansions: list[Expansion] = []
         self.output_names = OutputNames(grammar.tree, grammar.original_offset)
         self.calls = function_calls(grammar.tree, grammar.original_offset)
@@ -175,6 +178,13 @@ class AnalyzerCore(ABC):
         if name not in self.param_types:
             self.param_types[name] = None
             self._param_order.append(name)
+
+    def untyped(self, node: exp.Expr) -> bool:
+        """Whether `node` takes its type from the context: a string literal, NULL, or a
+        parameter no earlier use has typed (PostgreSQL gives the later uses that type)."""
+        if isinstance(node, exp.Parameter) and self.param_types.get(node.name) is not None:
+            return False
+        return is_untyped(node)
 
     def bind(self, param: exp.Parameter, pgtype: PgType | None) -> None:
         name = param.name

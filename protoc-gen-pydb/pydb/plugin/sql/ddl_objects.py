@@ -3,7 +3,7 @@ extensions and triggers, applied as PostgreSQL applies them (DROP and RENAME: dd
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 
 from pglast import ast
@@ -268,7 +268,7 @@ def create_view(state: State, node: PgNode) -> None:
     columns = _query_columns(state, node.query, f"view {key}", aliases)
     state.tables[key] = Table(schema, rv.relname, columns, kind="view")
     state.types[key] = PgType(key)
-    state.view_deps[key] = _reads(state, node.query)
+    _record_view_reads(state, key, node.query)
 
 
 def create_table_as(state: State, node: PgNode) -> None:
@@ -291,7 +291,35 @@ def create_table_as(state: State, node: PgNode) -> None:
     state.types[key] = PgType(key)
     state.constraints[key] = {}
     if matview:
-        state.view_deps[key] = _reads(state, node.query)
+        _record_view_reads(state, key, node.query)
+
+
+def _record_view_reads(state: State, key: str, query: PgNode) -> None:
+    """What a view's query depends on, as DROP needs it: the relations it reads, the types it
+    names, the column names it refers to."""
+    state.view_deps[key] = _reads(state, query)
+    types: set[str] = set()
+    columns: set[str] = set()
+    for node in _nodes(query):
+        if isinstance(node, ast.TypeName) and not node.pct_type:
+            type_key = state.type_key(*split_name([n.sval for n in node.names or ()]))
+            if type_key is not None:
+                types.add(type_key)
+        elif isinstance(node, ast.ColumnRef) and node.fields:
+            last = node.fields[-1]
+            columns.add("*" if isinstance(last, ast.A_Star) else str(last.sval))
+    state.view_types[key] = types
+    state.view_columns[key] = columns
+
+
+def _nodes(value: object) -> Iterator[ast.Node]:
+    if isinstance(value, ast.Node):
+        yield value
+        for attr in value:
+            yield from _nodes(getattr(value, attr))
+    elif isinstance(value, tuple):
+        for item in value:
+            yield from _nodes(item)
 
 
 def _reads(state: State, query: PgNode) -> set[str]:

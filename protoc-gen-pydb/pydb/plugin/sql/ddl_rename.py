@@ -91,7 +91,8 @@ def _drop_relation(state: State, parts: list[str], kinds: tuple[str, ...], missi
     for view in views:
         if view in state.tables:
             _drop_relation(state, view.split(".", 1), ("view", "materialized_view"), True, True)
-    state.view_deps.pop(key, None)
+    for deps in (state.view_deps, state.view_types, state.view_columns):
+        deps.pop(key, None)
     del state.tables[key]
     state.types.pop(key, None)
     state.constraints.pop(key, None)
@@ -125,7 +126,20 @@ def _drop_type(state: State, parts: list[str], missing_ok: bool, cascade: bool, 
     def uses(t: PgType) -> bool:
         return t.name in dropped or t.domain in dropped
 
-    tables = [tkey for tkey, t in state.tables.items() if any(uses(c.type) for c in t.columns)]
+    relations = [tkey for tkey, t in state.tables.items() if any(uses(c.type) for c in t.columns)]
+    tables = [tkey for tkey in relations if tkey not in state.view_deps]
+    # A view goes with the type when a column of it has the type, its query names the type (a
+    # cast), or it refers to a table column of the type.
+    gone_columns = {(tkey, c.name) for tkey in tables for c in state.tables[tkey].columns if uses(c.type)}
+    views = sorted(
+        view
+        for view, reads in state.view_deps.items()
+        if view in relations
+        or state.view_types.get(view, set()) & dropped
+        or any(
+            table in reads and ({column, "*"} & state.view_columns.get(view, set())) for table, column in gone_columns
+        )
+    )
     composites = [
         ckey for ckey, c in state.composites.items() if ckey not in dropped and any(uses(a) for _, a in c.attributes)
     ]
@@ -141,13 +155,17 @@ def _drop_type(state: State, parts: list[str], missing_ok: bool, cascade: bool, 
     dependents = [
         *(f"type {d}" for d in sorted(dropped - {key})),
         *(f"columns of {state.tables[t].qualified}" for t in tables),
+        *(f"view {v}" for v in views),
         *(f"attributes of composite type {c}" for c in composites),
         *(f"function {r}" for r in sorted(routines)),
     ]
     if dependents and not cascade:
         state.error(f"cannot drop type {key} because other objects depend on it ({', '.join(dependents)}); use CASCADE")
         return
-    # CASCADE: PostgreSQL drops those columns and attributes, and the dependent domains.
+    # CASCADE: PostgreSQL drops those views, columns and attributes, and the dependent domains.
+    for view in views:
+        if view in state.tables:  # not gone already with a view it read
+            _drop_relation(state, view.split(".", 1), ("view", "materialized_view"), True, True)
     for tkey in tables:
         table = state.tables[tkey]
         state.tables[tkey] = replace(table, columns=tuple(c for c in table.columns if not uses(c.type)))
@@ -278,8 +296,9 @@ def _move_relation(state: State, rv: PgNode, schema: str | None, new_name: str, 
     for info in (i for constraints in state.constraints.values() for i in constraints.values()):
         if info.references == key:
             info.references = new_key
-    if key in state.view_deps:
-        state.view_deps[new_key] = state.view_deps.pop(key)
+    for deps_by_view in (state.view_deps, state.view_types, state.view_columns):
+        if key in deps_by_view:
+            deps_by_view[new_key] = deps_by_view.pop(key)
     for deps in state.view_deps.values():
         if key in deps:
             deps.discard(key)

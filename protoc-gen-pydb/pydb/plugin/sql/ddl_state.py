@@ -77,6 +77,11 @@ class State:
     constraints: dict[str, dict[str, ConstraintInfo]] = field(default_factory=dict)
     #: Views and materialized views -> the relations their query reads (DROP needs CASCADE).
     view_deps: dict[str, set[str]] = field(default_factory=dict)
+    #: Views and materialized views -> the types their query names (casts) and the column names
+    #: it refers to (`*` for a star): DROP TYPE finds the views that depend on a type or on a
+    #: column it takes with it.
+    view_types: dict[str, set[str]] = field(default_factory=dict)
+    view_columns: dict[str, set[str]] = field(default_factory=dict)
     #: Inheritance: child table -> [(parent, is_partition)] (INHERITS, PARTITION OF, ATTACH).
     parents: dict[str, list[tuple[str, bool]]] = field(default_factory=dict)
     #: Extensions created that the catalog has no data for: their objects are unknown.

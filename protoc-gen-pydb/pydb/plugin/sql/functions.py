@@ -75,9 +75,11 @@ class FunctionCalls(AnalyzerCore):
                 value = value.this
             typed = self.expect(value, t.TEXT, scope) if is_untyped(value) else self.infer(value, scope)
             separator = node.args.get("separator")
+            # string_agg(text, text) or (bytea, bytea): a varchar value is coerced to text
+            bytea = typed.type == PgType("bytea")
             if isinstance(separator, exp.Expr):
-                self.expect(separator, typed.type or t.TEXT, scope)
-            return Typed(typed.type if typed.type == PgType("bytea") else t.TEXT, True)
+                self.expect(separator, PgType("bytea") if bytea else t.TEXT, scope)
+            return Typed(PgType("bytea") if bytea else t.TEXT, True)
         if isinstance(node, exp.Trim):  # trim([BOTH|LEADING|TRAILING] [chars] FROM s): btrim/ltrim/rtrim
             position = str(node.args.get("position") or "BOTH").upper()
             name = {"LEADING": "ltrim", "TRAILING": "rtrim"}.get(position, "btrim")

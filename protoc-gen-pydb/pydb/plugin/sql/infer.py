@@ -73,7 +73,14 @@ class ExpressionInference(AnalyzerCore):
     def operator_written(self, node: exp.Binary) -> str:
         """The operator as the statement spells it (sqlglot may have read a stand-in)."""
         left, right = self.span(node.this), self.span(node.expression)
-        written = written_operator(self.sql, left.end, right.start) if left is not None and right is not None else None
+        # A parameter used more than once has no span of its own: the operator is then the
+        # first word after the left operand, or the last before the right one.
+        written = None
+        if left is not None:
+            written = written_operator(self.sql, left.end, right.start if right is not None else len(self.sql))
+        elif right is not None:
+            before = self.sql[: right.start].replace("(", " ").split()
+            written = before[-1] if before else None
         return written or _GENERIC_SYMBOLS[type(node)]
 
     def written_as_modeled(self, node: exp.Expr) -> bool:
@@ -159,7 +166,8 @@ class ExpressionInference(AnalyzerCore):
             branches.append(if_.args["true"])
         if node.args.get("default") is not None:
             branches.append(node.args["default"])
-        inferred = {id(b): self.infer(b, scope) for b in branches if not is_untyped(b)}
+        # A parameter an earlier use typed is of that type here too (as in COALESCE).
+        inferred = {id(b): self.infer(b, scope) for b in branches if not self.untyped(b)}
         types = [typed.type for typed in inferred.values()]
         if inferred and all(ty is not None for ty in types):
             # PostgreSQL's select_common_type over the branches (the context never types them).
@@ -377,6 +385,8 @@ class ExpressionInference(AnalyzerCore):
         if isinstance(to, exp.DataType):
             target = self.cast_target(to)
         inner = node.this
+        while isinstance(inner, exp.Paren):  # `(@p)::uuid[]`: PostgreSQL's tree has no parentheses
+            inner = inner.this
         if isinstance(inner, exp.Parameter):
             self.bind(inner, target)
             return Typed(target, inner.name in self.nullable_params)

@@ -8,7 +8,7 @@ from dataclasses import replace
 from sqlglot import exp
 
 from . import types as t
-from .coercion import assignable, describe, is_untyped, wider
+from .coercion import assignable, describe, is_untyped, same_family, wider
 from .context import AnalyzerCore
 from .resolve import ResolveError, resolve_operator
 from .scope import Scope, Typed
@@ -205,15 +205,22 @@ class Operators(AnalyzerCore):
             pairs = zip(left.expressions, right.expressions, strict=False)
             results = [self.compare(a, b, node, scope) for a, b in pairs]
             return Typed(t.BOOL, any(r.nullable for r in results))
-        lt = self.infer(left, scope) if not is_untyped(left) else Typed(None, False)
-        rt = self.infer(right, scope) if not is_untyped(right) else Typed(None, False)
-        if is_untyped(left) and rt.type is not None:
+        untyped_left, untyped_right = self.untyped(left), self.untyped(right)
+        lt = self.infer(left, scope) if not untyped_left else Typed(None, False)
+        rt = self.infer(right, scope) if not untyped_right else Typed(None, False)
+        # A parameter an earlier use typed, next to a type it cannot meet: reported as the
+        # parameter's two types (PostgreSQL: operator does not exist: uuid = bigint).
+        if isinstance(left, exp.Parameter) and _conflict(lt.type, rt.type):
+            untyped_left, lt = True, Typed(None, False)
+        elif isinstance(right, exp.Parameter) and _conflict(rt.type, lt.type):
+            untyped_right, rt = True, Typed(None, False)
+        if untyped_left and rt.type is not None:
             lt = self.expect(left, self.operand_type(node, rt.type, known_left=False), scope)
-        elif is_untyped(right) and lt.type is not None:
+        elif untyped_right and lt.type is not None:
             rt = self.expect(right, self.operand_type(node, lt.type, known_left=True), scope)
         elif lt.type is not None and rt.type is not None:
             self.check_comparable(lt.type, rt.type, node)
-        elif is_untyped(left) and is_untyped(right):
+        elif untyped_left and untyped_right:
             # unknown = unknown: Postgres compares as text (`@a = 'x'`, `@a = @b`).
             for side in (left, right):
                 if isinstance(side, exp.Parameter):
@@ -253,8 +260,20 @@ class Operators(AnalyzerCore):
         query = node.args.get("query")
         if query is not None:
             rows = self.query(query.this if isinstance(query, exp.Subquery) else query, Scope(parent=scope))
+            if isinstance(node.this, exp.Tuple):  # (a, b) IN (SELECT x, y ...): column by column
+                subjects = node.this.expressions
+                if len(rows) != len(subjects):
+                    self.error(f"subquery has too {'many' if len(rows) > len(subjects) else 'few'} columns", query)
+                for value, (_, row, _) in zip(subjects, rows, strict=False):
+                    if is_untyped(value) and row.type is not None:
+                        self.expect(value, row.type, scope)
+                        continue
+                    typed = self.infer(value, scope)
+                    if typed.type is not None and row.type is not None:
+                        self.check_comparable(typed.type, row.type, node)
+                return Typed(t.BOOL, True)
             if len(rows) != 1:
-                self.error(f"subquery in IN must return one column, not {len(rows)}", query)
+                self.error(f"subquery has too {'many' if len(rows) > 1 else 'few'} columns", query)
             elif subject.type is not None and rows[0][1].type is not None:
                 self.check_comparable(subject.type, rows[0][1].type, node)
             return Typed(t.BOOL, True)
@@ -274,8 +293,19 @@ class Operators(AnalyzerCore):
         rt = self.infer(right, scope)
         nullable = lt.nullable or rt.nullable
         a, b = lt.type, rt.type
-        # A parameter takes the other operand's type, except next to an interval, where it
-        # is a number (n * INTERVAL '1 second') or an interval (ts + @delay).
+        # An untyped parameter next to a date, time or interval: PostgreSQL's operator
+        # resolution decides (`ts - @t` is timestamp - timestamp, `ts + @d` takes an interval,
+        # `current_date + @n` is ambiguous).
+        for side, other in ((left, b), (right, a)):
+            if (
+                isinstance(side, exp.Parameter)
+                and self.param_types.get(side.name) is None
+                and other is not None
+                and not other.is_array
+                and (other.name in t.TEMPORAL or other == t.INTERVAL)
+            ):
+                return self.operator(_op(node), left, right, node, scope)
+        # A parameter takes the other operand's type.
         for side, other in ((left, b), (right, a)):
             if isinstance(side, exp.Parameter) and self.param_types.get(side.name) is not None:
                 continue  # typed by an earlier use: `created_at > @t AND ... @t + INTERVAL '1 day'`
@@ -362,3 +392,9 @@ class Operators(AnalyzerCore):
             pass
         self.error(f"operator does not exist: {describe(a)} {_op(node)} {describe(b)}", node)
         return Typed(None, nullable)
+
+
+def _conflict(param: PgType | None, other: PgType | None) -> bool:
+    return (
+        param is not None and other is not None and other not in (t.UNKNOWN, t.NULL) and not same_family(param, other)
+    )

@@ -12,7 +12,7 @@ from ..diagnostics import SqlSpan
 from . import types as t
 from .analysis import Expansion
 from .catalog import Column, Table
-from .coerce import ResolveError, common_type
+from .coerce import ResolveError, common_type, require_equality
 from .coercion import assignable, describe, is_untyped
 from .context import AnalyzerCore, suggest
 from .grouping import grouping_items, sometimes_grouped
@@ -40,6 +40,11 @@ class Statements(AnalyzerCore):
             return self.query(node.this, scope)
         if isinstance(node, (exp.Union, exp.Intersect, exp.Except)):
             scope = self.with_ctes(node, scope)
+            # A branch that is a plain SELECT leaves its untyped outputs (`SELECT @u`, 'x', NULL)
+            # unresolved: the set operation's common type is theirs (PostgreSQL's
+            # transformSetOperationTree); a nested set operation or VALUES resolved its own.
+            branches = [_unwrap_subquery(node.this), _unwrap_subquery(node.expression)]
+            self.unresolved_outputs.update(id(b) for b in branches if isinstance(b, exp.Select))
             left = self.query(node.this, scope)
             right = self.query(node.expression, scope)
             if len(left) != len(right):
@@ -47,13 +52,28 @@ class Statements(AnalyzerCore):
                     f"each side of {type(node).__name__.upper()} must have the same number of columns ({len(left)} vs {len(right)})",
                     node,
                 )
+            cells = [_untyped_outputs(b) for b in branches]
+            equality_missing = False
             merged = []
             for i, (name, typed, span) in enumerate(left):
                 other = right[i][1] if i < len(right) else typed
-                a, b = typed.type, other.type
-                known = (
-                    a if b is None else b if a is None else self.common_type([a, b], type(node).__name__.upper(), span)
-                )
+                untyped = [cell for side in cells if (cell := side.get(i)) is not None]
+                types = [
+                    t.UNKNOWN if i in side and x.type in (None, t.UNKNOWN, t.NULL) else x.type
+                    for side, x in zip(cells, (typed, other), strict=True)
+                ]
+                known = types[1] if types[0] is None else types[0] if types[1] is None else None
+                if None not in types:
+                    known = self.common_type([x for x in types if x is not None], type(node).__name__.upper(), span)
+                for cell in untyped:
+                    if known is not None:
+                        self.expect(cell, known, scope)
+                if node.args.get("distinct") and known is not None and not equality_missing:
+                    try:  # without ALL the rows are compared: json, void cannot be
+                        require_equality(known, env=self.builtins)
+                    except ResolveError as err:
+                        self.error(err.message, span=span)
+                        equality_missing = True
                 merged.append((name, Typed(known, typed.nullable or other.nullable), span))
             self.limit_offset(node, scope)  # (SELECT ...) UNION (SELECT ...) LIMIT @n OFFSET @m
             return merged
@@ -79,7 +99,7 @@ class Statements(AnalyzerCore):
                     and g.name not in local_column_names(local)
                 ):
                     continue  # GROUP BY an output name: checked as that output
-                self.infer(g, local)
+                self.grouping_key(g, local)
             # ROLLUP, CUBE, GROUPING SETS: in the rows of a set that leaves a column out, it is NULL.
             nulled = sometimes_grouped(group)
             for rel in local.relations:
@@ -97,7 +117,7 @@ class Statements(AnalyzerCore):
         if isinstance(distinct, exp.Distinct) and distinct.args.get("on") is not None:
             on = distinct.args["on"]
             for e in on.expressions if isinstance(on, exp.Tuple) else [on]:
-                self.infer(e, local)
+                self.grouping_key(e, local)
         outputs = self.projections(node, node.expressions, local)
         local.output = {n: typed for n, typed, _ in outputs}
         order = node.args.get("order")
@@ -112,12 +132,39 @@ class Statements(AnalyzerCore):
                 elif isinstance(key, exp.Column) and not key.table and key.name in local.output:
                     pass  # a bare name is an output column first (SQL92), even one FROM has twice
                 else:
-                    self.infer(key, local, allow_output=True)
+                    self.grouping_key(key, local, allow_output=True)
             if isinstance(distinct, exp.Distinct) and distinct.args.get("on") is not None:
                 self.check_distinct_on(distinct.args["on"], order)
         self.limit_offset(node, local)
         self.check_grouping(node, local)
+        if id(node) not in self.unresolved_outputs:
+            outputs = self.untyped_outputs_as_text(node.expressions, outputs, local)
         return outputs
+
+    def untyped_outputs_as_text(
+        self, items: list[exp.Expr], outputs: list[tuple[str, Typed, SqlSpan | None]], scope: Scope
+    ) -> list[tuple[str, Typed, SqlSpan | None]]:
+        """A parameter no context typed, as a SELECT's output, is text (PostgreSQL's
+        resolveTargetListUnknowns): `SELECT @a`, `(SELECT @a)`, a CTE's or subquery's column,
+        `RETURNING @a`; so is a string literal."""
+        resolved = list(outputs)
+        for position, cell in _untyped_items(items).items():
+            if isinstance(cell, exp.Paren):
+                cell = cell.unnest()
+            name, typed, span = outputs[position]
+            if isinstance(cell, exp.Parameter) and self.param_types.get(cell.name) is None:
+                resolved[position] = (name, self.expect(cell, t.TEXT, scope), span)
+            elif typed.type == t.UNKNOWN:  # 'x': text (NULL stays untyped: the result check asks for a cast)
+                resolved[position] = (name, Typed(t.TEXT, typed.nullable), span)
+        return resolved
+
+    def grouping_key(self, node: exp.Expr, scope: Scope, allow_output: bool = False) -> Typed:
+        """A GROUP BY, ORDER BY or DISTINCT ON expression: a parameter no context typed is text
+        (PostgreSQL resolves an unknown sort or group key so)."""
+        bare = node.unnest() if isinstance(node, exp.Paren) else node
+        if isinstance(bare, exp.Parameter) and self.param_types.get(bare.name) is None:
+            return self.expect(bare, t.TEXT, scope)
+        return self.infer(node, scope, allow_output=allow_output)
 
     def common_type(self, types: list[PgType], construct: str, span: SqlSpan | None) -> PgType | None:
         """The type PostgreSQL resolves a UNION column, VALUES column, CASE or COALESCE to
@@ -285,6 +332,7 @@ class Statements(AnalyzerCore):
                             )
                         del typed
         elif isinstance(source, exp.Expr):
+            self.unresolved_outputs.add(id(source))  # INSERT ... SELECT @p: the column's type
             rows = self.query(source, Scope(parent=scope))
             if len(rows) != len(columns):
                 self.error(f"INSERT has {len(rows)} expressions but {len(columns)} target columns", source)
@@ -506,7 +554,8 @@ class Statements(AnalyzerCore):
             return None
         if not scope.relations:
             return []
-        return self.projections(node, ret.expressions, scope)
+        outputs = self.projections(node, ret.expressions, scope)
+        return self.untyped_outputs_as_text(ret.expressions, outputs, scope)
 
 
 def _grouped_sql(rel: Relation, column: str) -> set[str]:
@@ -558,4 +607,29 @@ def conflict_conjuncts(tree: ast.Node | None) -> set[str]:
             stack.extend(getattr(item, name) for name in item)
         elif isinstance(item, tuple):
             stack.extend(item)
+    return found
+
+
+def _unwrap_subquery(node: exp.Expr) -> exp.Expr:
+    while isinstance(node, exp.Subquery) and not node.alias:
+        node = node.this
+    return node
+
+
+def _untyped_outputs(branch: exp.Expr) -> dict[int, exp.Expr]:
+    """A set operation's plain SELECT branch: its untyped outputs (parameters, string literals,
+    NULL) by column position. None past a `*`, whose width is the relation's."""
+    if not isinstance(branch, exp.Select):
+        return {}
+    return _untyped_items(branch.expressions)
+
+
+def _untyped_items(items: list[exp.Expr]) -> dict[int, exp.Expr]:
+    found: dict[int, exp.Expr] = {}
+    for position, item in enumerate(items):
+        if isinstance(item, exp.Star) or (isinstance(item, exp.Column) and isinstance(item.this, exp.Star)):
+            break
+        value = item.this if isinstance(item, exp.Alias) else item
+        if is_untyped(value):
+            found[position] = value
     return found
