@@ -231,7 +231,10 @@ class GenerationDataServiceServicer:
 
     def PruneTasks(self, request, context):
         """Retention: deletes up to `limit` terminal rows finished more than `older_than_seconds` ago,
-        oldest first (idx_gen_tasks_terminal), skipping rows another transaction holds.
+        oldest first (idx_gen_tasks_terminal), skipping rows another transaction holds. The batch's
+        ids are gathered into an array first, so the DELETE is primary-key lookups and costs the
+        batch, not the table: `WHERE id IN (subquery)` was planned as a hash join over a sequential
+        scan of the whole table (docs/performance.md, "Retention").
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

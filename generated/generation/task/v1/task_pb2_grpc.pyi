@@ -81,7 +81,10 @@ class GenerationDataServiceStub:
     """
     PruneTasks: _grpc.UnaryUnaryMultiCallable[_task_pb2.PruneTasksRequest, _task_pb2.PruneTasksResponse]
     """Retention: deletes up to `limit` terminal rows finished more than `older_than_seconds` ago,
-    oldest first (idx_gen_tasks_terminal), skipping rows another transaction holds.
+    oldest first (idx_gen_tasks_terminal), skipping rows another transaction holds. The batch's
+    ids are gathered into an array first, so the DELETE is primary-key lookups and costs the
+    batch, not the table: `WHERE id IN (subquery)` was planned as a hash join over a sequential
+    scan of the whole table (docs/performance.md, "Retention").
     """
     GetTask: _grpc.UnaryUnaryMultiCallable[_task_pb2.GetTaskRequest, _task_pb2.GetTaskResponse]
     WatchTaskWakes: _grpc.UnaryStreamMultiCallable[_task_pb2.WatchTaskWakesRequest, _task_pb2.WatchTaskWakesResponse]
@@ -153,7 +156,10 @@ class GenerationDataServiceAsyncStub(GenerationDataServiceStub):
     """
     PruneTasks: _aio.UnaryUnaryMultiCallable[_task_pb2.PruneTasksRequest, _task_pb2.PruneTasksResponse]  # type: ignore[assignment]
     """Retention: deletes up to `limit` terminal rows finished more than `older_than_seconds` ago,
-    oldest first (idx_gen_tasks_terminal), skipping rows another transaction holds.
+    oldest first (idx_gen_tasks_terminal), skipping rows another transaction holds. The batch's
+    ids are gathered into an array first, so the DELETE is primary-key lookups and costs the
+    batch, not the table: `WHERE id IN (subquery)` was planned as a hash join over a sequential
+    scan of the whole table (docs/performance.md, "Retention").
     """
     GetTask: _aio.UnaryUnaryMultiCallable[_task_pb2.GetTaskRequest, _task_pb2.GetTaskResponse]  # type: ignore[assignment]
     WatchTaskWakes: _aio.UnaryStreamMultiCallable[_task_pb2.WatchTaskWakesRequest, _task_pb2.WatchTaskWakesResponse]  # type: ignore[assignment]
@@ -300,7 +306,10 @@ class GenerationDataServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_task_pb2.PruneTasksResponse, _abc.Awaitable[_task_pb2.PruneTasksResponse]]:
         """Retention: deletes up to `limit` terminal rows finished more than `older_than_seconds` ago,
-        oldest first (idx_gen_tasks_terminal), skipping rows another transaction holds.
+        oldest first (idx_gen_tasks_terminal), skipping rows another transaction holds. The batch's
+        ids are gathered into an array first, so the DELETE is primary-key lookups and costs the
+        batch, not the table: `WHERE id IN (subquery)` was planned as a hash join over a sequential
+        scan of the whole table (docs/performance.md, "Retention").
         """
 
     @_abc_1.abstractmethod

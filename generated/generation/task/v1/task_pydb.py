@@ -585,14 +585,14 @@ async def list_stale_tasks(
 PRUNE_TASKS_SQL = """\
 WITH gone AS (
   DELETE FROM generation.tasks
-  WHERE id IN (
+  WHERE id = ANY (ARRAY(
     SELECT id FROM generation.tasks
     WHERE status IN ('completed', 'failed')
       AND completed_at < now() - COALESCE(NULLIF(GREATEST(%(older_than_seconds)s, 0), 0), 604800) * INTERVAL '1 second'
     ORDER BY completed_at
     LIMIT COALESCE(NULLIF(%(limit)s::int4, 0), 1000)
     FOR UPDATE SKIP LOCKED
-  )
+  ))
   RETURNING 1
 )
 SELECT count(*) AS deleted FROM gone
@@ -602,7 +602,7 @@ SELECT count(*) AS deleted FROM gone
 async def prune_tasks(
     conn: AsyncConnection[Any], request: task_pb2.PruneTasksRequest
 ) -> task_pb2.PruneTasksResponse:
-    """PruneTasks: Retention: deletes up to `limit` terminal rows finished more than `older_than_seconds` ago, oldest first (idx_gen_tasks_terminal), skipping rows another transaction holds.
+    """PruneTasks: Retention: deletes up to `limit` terminal rows finished more than `older_than_seconds` ago, oldest first (idx_gen_tasks_terminal), skipping rows another transaction holds. The batch's ids are gathered into an array first, so the DELETE is primary-key lookups and costs the batch, not the table: `WHERE id IN (subquery)` was planned as a hash join over a sequential scan of the whole table (docs/performance.md, "Retention").
 
     Exactly one row. No row: NOT_FOUND.
     """
