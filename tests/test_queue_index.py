@@ -194,3 +194,49 @@ def test_prune_costs_the_batch_not_the_table(pg_server: tuple[str, Cluster | Non
                 what = f"{rows} rows, {'generic' if generic else 'custom'} plan"
                 assert_prune_is_index_driven(plan, what)
                 assert rows_read(plan) <= 3_100, f"{what}: read {rows_read(plan)} rows"
+
+
+def test_stale_listing_reads_the_stale_rows_not_the_backlog(pg_server: tuple[str, Cluster | None]) -> None:
+    """ListStaleTasks under a young backlog of 100,000 claimable rows, with 3 unclaimable queued
+    rows (retry_count = max_retries), 2 dead zombies (last retry, lease lapsed past the grace),
+    1 zombie within the grace and 4 queued rows older than the cutoff: it returns the 9 stale
+    rows oldest first, and both plans read about that many rows (one WHERE of ORs, as before,
+    read every live row: a sequential or bitmap scan of the backlog)."""
+    params = {"processing_grace_seconds": 0, "queued_max_age_seconds": 0, "limit": 0}
+    with scratch_database(pg_server[0]) as url, psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("INSERT INTO generation.tools (name) VALUES ('reaped')")
+        tool = "(SELECT id FROM generation.tools WHERE name = 'reaped')"
+        conn.execute(f"INSERT INTO generation.tasks (tool_id) SELECT {tool} FROM generate_series(1, 100000)")
+        conn.execute(
+            f"INSERT INTO generation.tasks (tool_id, retry_count, max_retries, created_at) "
+            f"SELECT {tool}, 3, 3, now() - i * interval '1 minute' FROM generate_series(1, 3) i"
+        )
+        conn.execute(
+            f"INSERT INTO generation.tasks (tool_id, status, retry_count, max_retries, claim_expires_at, created_at) "
+            f"SELECT {tool}, 'processing', 3, 3, now() - lapsed, now() - lapsed - interval '5 minutes' "
+            f"FROM unnest(ARRAY[interval '1 hour', interval '10 minutes', interval '1 minute']) AS lapsed"
+        )
+        conn.execute(
+            f"INSERT INTO generation.tasks (tool_id, created_at) "
+            f"SELECT {tool}, now() - interval '1 hour' - i * interval '1 second' FROM generate_series(1, 4) i"
+        )
+        conn.execute("VACUUM ANALYZE generation.tasks")
+        # The definition, written independently of the statement under test (default windows).
+        expected = [
+            r[0]
+            for r in conn.execute(
+                "SELECT id FROM generation.tasks WHERE (status = 'queued' AND (retry_count >= max_retries "
+                "OR created_at < now() - interval '15 minutes')) OR (status = 'processing' AND "
+                "retry_count >= max_retries AND claim_expires_at < now() - interval '2 minutes') ORDER BY created_at"
+            )
+        ]
+        assert len(expected) == 9
+        got = conn.execute(task_pydb.LIST_STALE_TASKS_SQL, params).fetchall()
+        assert [r[0] for r in got] == expected
+        for generic in (False, True):
+            plan = explain(url, task_pydb.LIST_STALE_TASKS_SQL, params, generic=generic, analyze=True)
+            what = f"ListStaleTasks ({'generic' if generic else 'custom'} plan)"
+            kinds = [n["Node Type"] for n in nodes(plan)]
+            assert "Seq Scan" not in kinds and "Bitmap Heap Scan" not in kinds, f"{what}: {kinds}"
+            assert plan["Actual Rows"] == 9, what
+            assert rows_read(plan) <= 20, f"{what}: read {rows_read(plan)} rows"
