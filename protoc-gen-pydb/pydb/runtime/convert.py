@@ -11,11 +11,13 @@ from collections.abc import Iterable, Mapping
 from typing import Any, TypeVar
 
 import grpc
+import psycopg
 from google.protobuf import duration_pb2, timestamp_pb2
-from psycopg import AsyncCursor, DataError, abc, adapters, postgres
+from psycopg import AsyncConnection, AsyncCursor, DataError, abc, postgres
 from psycopg.abc import AdaptContext, Buffer
-from psycopg.adapt import Loader
+from psycopg.adapt import AdaptersMap, Loader
 from psycopg.pq import Format
+from psycopg.rows import tuple_row
 from psycopg.types.string import TextLoader
 
 from .errors import InvalidArgument, RpcError
@@ -90,13 +92,17 @@ def timestamp_param(ts: timestamp_pb2.Timestamp, field: str) -> datetime.datetim
     return ts.ToDatetime(tzinfo=datetime.UTC)
 
 
-def timestamp_value(dt: datetime.datetime) -> timestamp_pb2.Timestamp:
-    """A loaded timestamp(tz) as a Timestamp; naive values are taken as UTC.
+# Typed Any: the constructors take a dict for a message field, which their stubs do not list.
+def timestamp_value(dt: datetime.datetime) -> Any:
+    """A loaded timestamp(tz) as the value of a Timestamp field in a message's constructor (its
+    `seconds` and `nanos`); naive values are taken as UTC.
 
     Twice as fast as letting protobuf convert the datetime (Timestamp.FromDatetime), which
-    matters for every row with a few timestamp columns (see benchmarks/RESULTS.md)."""
+    matters for every row with a few timestamp columns (see benchmarks/RESULTS.md). A dict, not
+    a Timestamp: the constructor fills its field from a dict in place, while a Timestamp would be
+    built first and then copied into the field (a third of the cost again)."""
     d = dt - (_NAIVE_EPOCH if dt.tzinfo is None else _EPOCH)
-    return timestamp_pb2.Timestamp(seconds=d.days * 86400 + d.seconds, nanos=d.microseconds * 1000)
+    return {"seconds": d.days * 86400 + d.seconds, "nanos": d.microseconds * 1000}
 
 
 #: google.protobuf.Duration's range: +-10000 years.
@@ -164,21 +170,12 @@ def array_text(values: Iterable[str], delimiter: str) -> str:
     return "{" + delimiter.join(quoted) + "}"
 
 
-def load_as_text(cur: AsyncCursor[Any], *types: str) -> None:
-    """Make `cur` load values of `types` (uuid, json, date, inet, int4range, ...) as the text
-    PostgreSQL sends: what the proto `string` field gets, for every value the type can hold.
-    A type psycopg does not know (citext, hstore, a composite type, ...) loads as text anyway."""
-    for name in types:
-        if cur.adapters.types.get(name) is not None:
-            cur.adapters.register_loader(name, TextLoader)
-
-
 def _clamping(name: str, high: datetime.datetime, low: datetime.datetime) -> type[Loader]:
     """psycopg's own text loader for timestamp type `name`, reading what Python's datetime (and
     Timestamp) cannot hold as its ends: `infinity` and years after 9999 as `high`, `-infinity`
     and BC years as `low` (psycopg refuses them all)."""
     oid = postgres.types[name].oid
-    found = adapters.get_loader(oid, Format.TEXT)
+    found = psycopg.adapters.get_loader(oid, Format.TEXT)
     assert found is not None
     base: type[abc.Loader] = found
 
@@ -210,8 +207,42 @@ _TIMESTAMP_LOADERS = {
 }
 
 
-def load_timestamps(cur: AsyncCursor[Any], *types: str) -> None:
-    """Make `cur` load every value of `types` (timestamp, timestamptz): `infinity` (and years
-    after 9999) as Timestamp's max, `-infinity` (and BC years) as its min."""
-    for name in types:
-        cur.adapters.register_loader(name, _TIMESTAMP_LOADERS[name])
+def loaders(text: tuple[str, ...] = (), timestamps: tuple[str, ...] = ()) -> AdaptersMap:
+    """psycopg's default adapters, with values of `text` types (uuid, json, date, inet,
+    int4range, ...) loaded as the text PostgreSQL sends (what a proto `string` field gets, for
+    every value the type can hold) and the `timestamps` types (timestamp, timestamptz) read with
+    `infinity` (and years after 9999) as Timestamp's max, `-infinity` (and BC years) as its min.
+    A type psycopg does not know (citext, hstore, a composite type, ...) loads as text anyway.
+
+    Made once per handler (at import) and shared by its cursors (`cursor`): registering loaders
+    on every call's cursor cost more than the rest of the handler's own work (each registration
+    copies the loader table and rebuilds the cursor's transformer; benchmarks/RESULTS.md §2).
+    Derived from psycopg's defaults, not the connection's adapters, so what a handler reads does
+    not depend on loaders the connection's owner registered for their own queries."""
+    adapters = AdaptersMap(psycopg.adapters)
+    for name in text:
+        if adapters.types.get(name) is not None:
+            adapters.register_loader(name, TextLoader)
+    for name in timestamps:
+        adapters.register_loader(name, _TIMESTAMP_LOADERS[name])
+    return adapters
+
+
+class _LoadingCursor(AsyncCursor[tuple[Any, ...]]):
+    """A tuple-row cursor that adapts with a given AdaptersMap instead of a copy of its
+    connection's: psycopg's Transformer takes the adapters from its context's `adapters`."""
+
+    __slots__ = ("_loading",)
+
+    def __init__(self, conn: AsyncConnection[Any], adapters: AdaptersMap) -> None:
+        self._loading = adapters  # before the base class builds its Transformer from it
+        super().__init__(conn, row_factory=tuple_row)
+
+    @property
+    def adapters(self) -> AdaptersMap:
+        return self._loading
+
+
+def cursor(conn: AsyncConnection[Any], adapters: AdaptersMap) -> AsyncCursor[tuple[Any, ...]]:
+    """A cursor on `conn` returning tuples, its values loaded by `adapters` (from `loaders`)."""
+    return _LoadingCursor(conn, adapters)

@@ -102,6 +102,7 @@ INSERT INTO generation.tools (name) VALUES (%(name)s)
 ON CONFLICT (name) DO UPDATE SET name = EXCLUDED.name
 RETURNING id, name, created_at, lease_seconds
 """
+REGISTER_TOOL_LOADERS = rt.loaders(text=("uuid",), timestamps=("timestamptz",))
 
 
 async def register_tool(
@@ -114,9 +115,7 @@ async def register_tool(
     params = {
         "name": request.name,
     }
-    async with conn.cursor(row_factory=tuple_row) as cur:
-        rt.load_as_text(cur, "uuid")
-        rt.load_timestamps(cur, "timestamptz")
+    async with rt.cursor(conn, REGISTER_TOOL_LOADERS) as cur:
         await cur.execute(REGISTER_TOOL_SQL, params, prepare=True)
         row = await cur.fetchone()
         if row is None:
@@ -130,6 +129,7 @@ WHERE id = %(tool_id)s
 RETURNING id, name, created_at, lease_seconds
 """
 SET_TOOL_LEASE_EXISTS_SQL = "SELECT 1 FROM generation.tools WHERE id = %(tool_id)s"
+SET_TOOL_LEASE_LOADERS = rt.loaders(text=("uuid",), timestamps=("timestamptz",))
 
 
 async def set_tool_lease(
@@ -143,9 +143,7 @@ async def set_tool_lease(
         "lease_seconds": request.lease_seconds,
         "tool_id": rt.parse_uuid(request.tool_id, "tool_id"),
     }
-    async with conn.cursor(row_factory=tuple_row) as cur:
-        rt.load_as_text(cur, "uuid")
-        rt.load_timestamps(cur, "timestamptz")
+    async with rt.cursor(conn, SET_TOOL_LEASE_LOADERS) as cur:
         await cur.execute(SET_TOOL_LEASE_SQL, params, prepare=True)
         row = await cur.fetchone()
         if row is None:
@@ -171,6 +169,7 @@ ON CONFLICT (billing_idempotency_key)
   DO UPDATE SET billing_idempotency_key = EXCLUDED.billing_idempotency_key
 RETURNING tasks.id, tasks.tool_id, tasks.status, tasks.priority, tasks.retry_count, tasks.max_retries, tasks.input, tasks.output, tasks.error, tasks.reported_usage, tasks.reserved_token_amount, tasks.billing_idempotency_key, tasks.w3c_traceparent, tasks.lease_token, tasks.claim_expires_at, tasks.created_at, tasks.started_at, tasks.completed_at, tasks.lease_seconds
 """
+QUEUE_TASK_LOADERS = rt.loaders(text=("jsonb", "uuid"), timestamps=("timestamptz",))
 
 
 async def queue_task(
@@ -190,9 +189,7 @@ async def queue_task(
         "w3c_traceparent": request.w3c_traceparent if request.HasField("w3c_traceparent") else None,
         "lease_seconds": request.lease_seconds if request.HasField("lease_seconds") else None,
     }
-    async with conn.cursor(row_factory=tuple_row) as cur:
-        rt.load_as_text(cur, "jsonb", "uuid")
-        rt.load_timestamps(cur, "timestamptz")
+    async with rt.cursor(conn, QUEUE_TASK_LOADERS) as cur:
         await cur.execute(QUEUE_TASK_SQL, params, prepare=True)
         row = await cur.fetchone()
         if row is None:
@@ -219,6 +216,7 @@ ON CONFLICT (billing_idempotency_key)
   DO UPDATE SET billing_idempotency_key = EXCLUDED.billing_idempotency_key
 RETURNING tasks.id, tasks.tool_id, tasks.status, tasks.priority, tasks.retry_count, tasks.max_retries, tasks.input, tasks.output, tasks.error, tasks.reported_usage, tasks.reserved_token_amount, tasks.billing_idempotency_key, tasks.w3c_traceparent, tasks.lease_token, tasks.claim_expires_at, tasks.created_at, tasks.started_at, tasks.completed_at, tasks.lease_seconds
 """
+QUEUE_TASKS_LOADERS = rt.loaders(text=("jsonb", "uuid"), timestamps=("timestamptz",))
 
 
 async def queue_tasks(
@@ -238,9 +236,7 @@ async def queue_tasks(
         "w3c_traceparents": list(request.w3c_traceparents),
         "lease_seconds": list(request.lease_seconds),
     }
-    async with conn.cursor(row_factory=tuple_row) as cur:
-        rt.load_as_text(cur, "jsonb", "uuid")
-        rt.load_timestamps(cur, "timestamptz")
+    async with rt.cursor(conn, QUEUE_TASKS_LOADERS) as cur:
         await cur.execute(QUEUE_TASKS_SQL, params, prepare=True)
         rows = await cur.fetchall()
         return task_pb2.QueueTasksResponse(tasks=[_task_from_row(row) for row in rows])
@@ -272,6 +268,7 @@ RETURNING t.id, t.tool_id, t.status, t.priority, t.retry_count, t.max_retries, t
   t.claim_expires_at, t.created_at, t.started_at, t.completed_at,
   COALESCE(t.lease_seconds, tl.lease_seconds) AS lease_seconds
 """
+CLAIM_NEXT_TASK_LOADERS = rt.loaders(text=("jsonb", "uuid"), timestamps=("timestamptz",))
 
 
 async def claim_next_task(
@@ -285,9 +282,7 @@ async def claim_next_task(
         "tool_id": rt.parse_uuid(request.tool_id, "tool_id"),
         "max_bytes": request.max_bytes,
     }
-    async with conn.cursor(row_factory=tuple_row) as cur:
-        rt.load_as_text(cur, "jsonb", "uuid")
-        rt.load_timestamps(cur, "timestamptz")
+    async with rt.cursor(conn, CLAIM_NEXT_TASK_LOADERS) as cur:
         await cur.execute(CLAIM_NEXT_TASK_SQL, params, prepare=True)
         row = await cur.fetchone()
         if row is None:
@@ -328,6 +323,7 @@ RETURNING t.id, t.tool_id, t.status, t.priority, t.retry_count, t.max_retries, t
   t.claim_expires_at, t.created_at, t.started_at, t.completed_at,
   COALESCE(t.lease_seconds, tl.lease_seconds) AS lease_seconds
 """
+CLAIM_TASKS_LOADERS = rt.loaders(text=("jsonb", "uuid"), timestamps=("timestamptz",))
 
 
 async def claim_tasks(
@@ -342,9 +338,7 @@ async def claim_tasks(
         "limit": request.limit,
         "max_bytes": request.max_bytes,
     }
-    async with conn.cursor(row_factory=tuple_row) as cur:
-        rt.load_as_text(cur, "jsonb", "uuid")
-        rt.load_timestamps(cur, "timestamptz")
+    async with rt.cursor(conn, CLAIM_TASKS_LOADERS) as cur:
         await cur.execute(CLAIM_TASKS_SQL, params, prepare=True)
         rows = await cur.fetchall()
         return task_pb2.ClaimTasksResponse(tasks=[_task_from_row(row) for row in rows])
@@ -358,6 +352,7 @@ WHERE id = %(task_id)s AND lease_token = %(lease_token)s AND status = 'processin
 RETURNING tasks.id, tasks.tool_id, tasks.status, tasks.priority, tasks.retry_count, tasks.max_retries, tasks.input, tasks.output, tasks.error, tasks.reported_usage, tasks.reserved_token_amount, tasks.billing_idempotency_key, tasks.w3c_traceparent, tasks.lease_token, tasks.claim_expires_at, tasks.created_at, tasks.started_at, tasks.completed_at, tasks.lease_seconds
 """
 HEARTBEAT_TASK_EXISTS_SQL = "SELECT 1 FROM generation.tasks WHERE id = %(task_id)s"
+HEARTBEAT_TASK_LOADERS = rt.loaders(text=("jsonb", "uuid"), timestamps=("timestamptz",))
 
 
 async def heartbeat_task(
@@ -371,9 +366,7 @@ async def heartbeat_task(
         "task_id": rt.parse_uuid(request.task_id, "task_id"),
         "lease_token": rt.parse_uuid(request.lease_token, "lease_token"),
     }
-    async with conn.cursor(row_factory=tuple_row) as cur:
-        rt.load_as_text(cur, "jsonb", "uuid")
-        rt.load_timestamps(cur, "timestamptz")
+    async with rt.cursor(conn, HEARTBEAT_TASK_LOADERS) as cur:
         await cur.execute(HEARTBEAT_TASK_SQL, params, prepare=True)
         row = await cur.fetchone()
         if row is None:
@@ -398,6 +391,7 @@ WHERE id = %(task_id)s AND lease_token = %(lease_token)s AND status = 'processin
 RETURNING tasks.id, tasks.tool_id, tasks.status, tasks.priority, tasks.retry_count, tasks.max_retries, tasks.input, tasks.output, tasks.error, tasks.reported_usage, tasks.reserved_token_amount, tasks.billing_idempotency_key, tasks.w3c_traceparent, tasks.lease_token, tasks.claim_expires_at, tasks.created_at, tasks.started_at, tasks.completed_at, tasks.lease_seconds
 """
 COMPLETE_TASK_EXISTS_SQL = "SELECT 1 FROM generation.tasks WHERE id = %(task_id)s"
+COMPLETE_TASK_LOADERS = rt.loaders(text=("jsonb", "uuid"), timestamps=("timestamptz",))
 
 
 async def complete_task(
@@ -413,9 +407,7 @@ async def complete_task(
         "task_id": rt.parse_uuid(request.task_id, "task_id"),
         "lease_token": rt.parse_uuid(request.lease_token, "lease_token"),
     }
-    async with conn.cursor(row_factory=tuple_row) as cur:
-        rt.load_as_text(cur, "jsonb", "uuid")
-        rt.load_timestamps(cur, "timestamptz")
+    async with rt.cursor(conn, COMPLETE_TASK_LOADERS) as cur:
         await cur.execute(COMPLETE_TASK_SQL, params, prepare=True)
         row = await cur.fetchone()
         if row is None:
@@ -441,6 +433,7 @@ FROM unnest(%(task_ids)s::uuid[], %(lease_tokens)s::uuid[], %(outputs)s::text[],
 WHERE t.id = done.id AND t.lease_token = done.lease_token AND t.status = 'processing'
 RETURNING t.id, t.tool_id, t.status, t.priority, t.retry_count, t.max_retries, t.input, t.output, t.error, t.reported_usage, t.reserved_token_amount, t.billing_idempotency_key, t.w3c_traceparent, t.lease_token, t.claim_expires_at, t.created_at, t.started_at, t.completed_at, t.lease_seconds
 """
+COMPLETE_TASKS_LOADERS = rt.loaders(text=("jsonb", "uuid"), timestamps=("timestamptz",))
 
 
 async def complete_tasks(
@@ -456,9 +449,7 @@ async def complete_tasks(
         "outputs": list(request.outputs),
         "reported_usages": list(request.reported_usages),
     }
-    async with conn.cursor(row_factory=tuple_row) as cur:
-        rt.load_as_text(cur, "jsonb", "uuid")
-        rt.load_timestamps(cur, "timestamptz")
+    async with rt.cursor(conn, COMPLETE_TASKS_LOADERS) as cur:
         await cur.execute(COMPLETE_TASKS_SQL, params, prepare=True)
         rows = await cur.fetchall()
         return task_pb2.CompleteTasksResponse(tasks=[_task_from_row(row) for row in rows])
@@ -484,6 +475,7 @@ WHERE id = %(task_id)s
 RETURNING tasks.id, tasks.tool_id, tasks.status, tasks.priority, tasks.retry_count, tasks.max_retries, tasks.input, tasks.output, tasks.error, tasks.reported_usage, tasks.reserved_token_amount, tasks.billing_idempotency_key, tasks.w3c_traceparent, tasks.lease_token, tasks.claim_expires_at, tasks.created_at, tasks.started_at, tasks.completed_at, tasks.lease_seconds
 """
 FAIL_TASK_EXISTS_SQL = "SELECT 1 FROM generation.tasks WHERE id = %(task_id)s"
+FAIL_TASK_LOADERS = rt.loaders(text=("jsonb", "uuid"), timestamps=("timestamptz",))
 
 
 async def fail_task(
@@ -499,9 +491,7 @@ async def fail_task(
         "task_id": rt.parse_uuid(request.task_id, "task_id"),
         "lease_token": rt.parse_uuid(request.lease_token, "lease_token") if request.HasField("lease_token") else None,
     }
-    async with conn.cursor(row_factory=tuple_row) as cur:
-        rt.load_as_text(cur, "jsonb", "uuid")
-        rt.load_timestamps(cur, "timestamptz")
+    async with rt.cursor(conn, FAIL_TASK_LOADERS) as cur:
         await cur.execute(FAIL_TASK_SQL, params, prepare=True)
         row = await cur.fetchone()
         if row is None:
@@ -528,6 +518,7 @@ FROM unnest(%(task_ids)s::uuid[], %(lease_tokens)s::uuid[], %(errors)s::text[]) 
 WHERE t.id = f.id AND t.lease_token = f.lease_token AND t.status = 'processing'
 RETURNING t.id, t.tool_id, t.status, t.priority, t.retry_count, t.max_retries, t.input, t.output, t.error, t.reported_usage, t.reserved_token_amount, t.billing_idempotency_key, t.w3c_traceparent, t.lease_token, t.claim_expires_at, t.created_at, t.started_at, t.completed_at, t.lease_seconds
 """
+FAIL_TASKS_LOADERS = rt.loaders(text=("jsonb", "uuid"), timestamps=("timestamptz",))
 
 
 async def fail_tasks(
@@ -542,9 +533,7 @@ async def fail_tasks(
         "lease_tokens": rt.parse_uuids(request.lease_tokens, "lease_tokens"),
         "errors": list(request.errors),
     }
-    async with conn.cursor(row_factory=tuple_row) as cur:
-        rt.load_as_text(cur, "jsonb", "uuid")
-        rt.load_timestamps(cur, "timestamptz")
+    async with rt.cursor(conn, FAIL_TASKS_LOADERS) as cur:
         await cur.execute(FAIL_TASKS_SQL, params, prepare=True)
         rows = await cur.fetchall()
         return task_pb2.FailTasksResponse(tasks=[_task_from_row(row) for row in rows])
@@ -568,6 +557,7 @@ SELECT id, tool_id, status, retry_count, max_retries, created_at FROM (
 ORDER BY created_at
 LIMIT COALESCE(NULLIF(%(limit)s, 0), 100)
 """
+LIST_STALE_TASKS_LOADERS = rt.loaders(text=("uuid",), timestamps=("timestamptz",))
 
 
 async def list_stale_tasks(
@@ -582,9 +572,7 @@ async def list_stale_tasks(
         "limit": request.limit,
         "queued_max_age_seconds": request.queued_max_age_seconds,
     }
-    async with conn.cursor(row_factory=tuple_row) as cur:
-        rt.load_as_text(cur, "uuid")
-        rt.load_timestamps(cur, "timestamptz")
+    async with rt.cursor(conn, LIST_STALE_TASKS_LOADERS) as cur:
         await cur.execute(LIST_STALE_TASKS_SQL, params, prepare=True)
         rows = await cur.fetchall()
         return task_pb2.ListStaleTasksResponse(tasks=[_stale_task_from_row(row) for row in rows])
@@ -629,6 +617,7 @@ async def prune_tasks(
 GET_TASK_SQL = """\
 SELECT tasks.id, tasks.tool_id, tasks.status, tasks.priority, tasks.retry_count, tasks.max_retries, tasks.input, tasks.output, tasks.error, tasks.reported_usage, tasks.reserved_token_amount, tasks.billing_idempotency_key, tasks.w3c_traceparent, tasks.lease_token, tasks.claim_expires_at, tasks.created_at, tasks.started_at, tasks.completed_at, tasks.lease_seconds FROM generation.tasks WHERE id = %(task_id)s
 """
+GET_TASK_LOADERS = rt.loaders(text=("jsonb", "uuid"), timestamps=("timestamptz",))
 
 
 async def get_task(
@@ -641,9 +630,7 @@ async def get_task(
     params = {
         "task_id": rt.parse_uuid(request.task_id, "task_id"),
     }
-    async with conn.cursor(row_factory=tuple_row) as cur:
-        rt.load_as_text(cur, "jsonb", "uuid")
-        rt.load_timestamps(cur, "timestamptz")
+    async with rt.cursor(conn, GET_TASK_LOADERS) as cur:
         await cur.execute(GET_TASK_SQL, params, prepare=True)
         row = await cur.fetchone()
         if row is None:
@@ -691,6 +678,7 @@ WHERE task_id = %(task_id)s AND seq > %(after_seq)s
 ORDER BY seq
 LIMIT %(limit)s
 """
+LIST_TASK_EVENTS_LOADERS = rt.loaders(text=("jsonb", "uuid"), timestamps=("timestamptz",))
 
 
 async def list_task_events(
@@ -705,9 +693,7 @@ async def list_task_events(
         "after_seq": request.after_seq,
         "limit": request.limit,
     }
-    async with conn.cursor(row_factory=tuple_row) as cur:
-        rt.load_as_text(cur, "jsonb", "uuid")
-        rt.load_timestamps(cur, "timestamptz")
+    async with rt.cursor(conn, LIST_TASK_EVENTS_LOADERS) as cur:
         await cur.execute(LIST_TASK_EVENTS_SQL, params, prepare=True)
         rows = await cur.fetchall()
         return task_pb2.ListTaskEventsResponse(events=[_task_event_from_row(row) for row in rows])

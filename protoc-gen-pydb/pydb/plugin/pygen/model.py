@@ -78,6 +78,8 @@ class Rpc:
     text_types: tuple[str, ...]
     #: Timestamp types loaded with ±infinity (and years past Timestamp's) as its max/min.
     timestamp_types: tuple[str, ...]
+    #: The module constant holding the adapters that load them (rt.loaders), made once at import.
+    loaders_const: str | None
     probe: Probe | None
     conflict_do_nothing: bool
     #: Run in a transaction: the rows are converted before the statement's writes commit.
