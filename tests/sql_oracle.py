@@ -16,8 +16,11 @@ from dataclasses import dataclass
 
 import pglast
 import psycopg
+from corpus.run import pg_type_names, positional
 from pg import scratch_database
+from pydb.plugin.sql.analyze import analyze
 from pydb.plugin.sql.builtins import SchemaTypes, TypeInfo, load_builtins
+from pydb.plugin.sql.catalog import Catalog
 from pydb.plugin.sql.resolve import ResolveError, resolve_function, resolve_operator
 from pydb.plugin.sql.types import PgType
 
@@ -186,3 +189,27 @@ def oracle_database(server_url: str) -> Iterator[psycopg.Connection]:
         conn.execute("CREATE SEQUENCE s")
         conn.execute(SCHEMA_DDL)
         yield conn
+
+
+def postgres(conn: psycopg.Connection, sql: str) -> tuple[dict[str, str], list[str]] | str:
+    """A statement with `@name` parameters as PostgreSQL's PREPARE types it: parameter types by
+    name and column types, or its error message."""
+    text, order = positional(sql)
+    prepared = conn.pgconn.prepare(b"", text.encode())
+    if prepared.status != psycopg.pq.ExecStatus.COMMAND_OK:
+        return (prepared.error_message or b"").decode().split("\n")[0].removeprefix("ERROR:").strip()
+    described = conn.pgconn.describe_prepared(b"")
+    names = pg_type_names(conn)
+    params = {name: names[described.param_type(i)] for i, name in enumerate(order)}
+    return params, [names[described.ftype(i)] for i in range(described.nfields)]
+
+
+def analyzer(sql: str, catalog: Catalog) -> tuple[dict[str, str], list[str]] | str:
+    """The same as the analyzer types it, or its first problem's message."""
+    analysis, problems = analyze(sql, catalog)
+    if problems:
+        return problems[0].message
+    assert analysis is not None
+    return {p.name: p.type.pg_name for p in analysis.params if p.type}, [
+        c.type.described_name if c.type else str(c.type) for c in analysis.columns or ()
+    ]

@@ -126,3 +126,29 @@ def test_an_optional_field_stored_as_is_in_a_not_null_column_is_an_error(tmp_pat
     update = "UPDATE app.people SET name = @name, age = 1 WHERE id = @id"
     error = run(tmp_path, PERSON + ADD.replace("optional int32 age = 3; optional Mood mood = 4; ", "") % update)
     assert "column name of app.people, which is NOT NULL: an unset field" in error
+
+
+LIMITED = """
+message LimitedRequest { int64 id = 1; %s limit = 2; }
+service People {
+  rpc Limited(LimitedRequest) returns (GetResponse) {
+    option (pydb.v1.sql) = { query: "%s" cardinality: CARDINALITY_ONE result_field: "person" };
+  }
+}
+"""
+
+
+def test_a_64_bit_field_into_a_parameter_postgresql_types_int4_is_refused_with_the_fix(tmp_path: Path) -> None:
+    # PostgreSQL types @limit from NULLIF's 0 (int4), not from LIMIT's bigint: an int64 value
+    # could overflow at run time, so the compiler says so and names the two fixes.
+    select = "SELECT id, name, nick, mood, age FROM app.people WHERE id = @id LIMIT COALESCE(NULLIF(%s, 0), 1)"
+    error = run(tmp_path, PERSON + LIMITED % ("int64", select % "@limit"))
+    assert (
+        "Limited: parameter @limit: PostgreSQL types @limit as int4, so a 64-bit int64 value may not fit it; "
+        "make the field int32, or cast the parameter (@limit::bigint) so PostgreSQL types it bigint"
+    ) in error, error
+    assert run(tmp_path, PERSON + LIMITED % ("int32", select % "@limit")) == ""
+    assert run(tmp_path, PERSON + LIMITED % ("int64", select % "@limit::bigint")) == ""
+    # A bare parameter takes LIMIT's bigint: the int64 field binds as is.
+    bare = "SELECT id, name, nick, mood, age FROM app.people WHERE id = @id LIMIT @limit"
+    assert run(tmp_path, PERSON + LIMITED % ("int64", bare)) == ""

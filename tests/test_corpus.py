@@ -213,11 +213,9 @@ SCHEMA_STRICTER: dict[str, str] = {}
 
 #: Where the analyzer knowingly infers another (compatible) parameter type than PostgreSQL, by
 #: (case or queue, rpc, param): the analyzer's type, PostgreSQL's. Each is asserted to still differ.
-KNOWN_DIFFERENCES: dict[tuple[str, str, str], tuple[str, str]] = {
-    # `LIMIT COALESCE(NULLIF(@limit, 0), n)`: LIMIT wants int8, PostgreSQL types @limit from NULLIF's 0.
-    ("queue", "ListStaleTasks", "limit"): ("int8", "int4"),
-    ("optional_params_and_wrappers", "Search", "limit"): ("int8", "int4"),
-}
+#: Empty: every parameter of the corpus and the queue types as PostgreSQL's PREPARE says (context
+#: types reach only a bare parameter, tests/test_sql_context_types.py).
+KNOWN_DIFFERENCES: dict[tuple[str, str, str], tuple[str, str]] = {}
 
 
 SchemaDatabase = Callable[[Path], tuple[psycopg.Connection | None, str | None]]

@@ -11,10 +11,9 @@ from collections.abc import Iterator
 
 import psycopg
 import pytest
-from corpus.run import pg_type_names, positional
 from pg import Cluster, scratch_database
-from pydb.plugin.sql.analyze import analyze
 from pydb.plugin.sql.catalog import Catalog, build_catalog
+from sql_oracle import analyzer, postgres
 
 SCHEMA = """
 CREATE SCHEMA app;
@@ -79,6 +78,8 @@ ARRAYS = [
     *("interval year to month[]", "interval[]", "uuid[]", "jsonb[]", "pg_catalog.int4[]", "_int4", "_text"),
     *('"_char"', "_bpchar", "pg_catalog._int8", "mood[]", "public.mood[]", "app.status[]", '"Mixed"[]'),
     *("pair[]", "items[]", "app.events[]", "int4range[]", "_mood"),
+    # arrays over domains stay the domain's array type (parameters and result columns alike)
+    *("positive_money[]", "public.positive_money[]", "app.code[]", "app.short_code ARRAY", "_positive_money"),
 ]
 
 #: Names PostgreSQL has no type for: both must refuse them with its message.
@@ -101,26 +102,6 @@ def conn(pg_server: tuple[str, Cluster | None]) -> Iterator[psycopg.Connection]:
     with scratch_database(pg_server[0], schema=None) as url, psycopg.connect(url, autocommit=True) as connection:
         connection.execute(SCHEMA)
         yield connection
-
-
-def postgres(conn: psycopg.Connection, sql: str) -> tuple[dict[str, str], list[str]] | str:
-    """PostgreSQL's parameter types by name and column types, or its error message."""
-    text, order = positional(sql)
-    prepared = conn.pgconn.prepare(b"", text.encode())
-    if prepared.status != psycopg.pq.ExecStatus.COMMAND_OK:
-        return (prepared.error_message or b"").decode().split("\n")[0].removeprefix("ERROR:").strip()
-    described = conn.pgconn.describe_prepared(b"")
-    names = pg_type_names(conn)
-    params = {name: names[described.param_type(i)] for i, name in enumerate(order)}
-    return params, [names[described.ftype(i)] for i in range(described.nfields)]
-
-
-def analyzer(sql: str, catalog: Catalog) -> tuple[dict[str, str], list[str]] | str:
-    analysis, problems = analyze(sql, catalog)
-    if problems:
-        return problems[0].message
-    assert analysis is not None
-    return {p.name: p.type.pg_name for p in analysis.params if p.type}, [str(c.type) for c in analysis.columns or ()]
 
 
 @pytest.mark.parametrize("spelling", SPELLINGS + ARRAYS)
@@ -150,6 +131,24 @@ DOMAIN_STATEMENTS = [
     "SELECT COALESCE(total, @fallback) AS v FROM orders",
     "SELECT @p::positive_money + 1 AS v",
     "SELECT total, code FROM orders WHERE id = @id",
+    # an array over a domain: PostgreSQL keeps the array type (its describe too); its element is
+    # the domain where stored, the base type under a scalar operator
+    "INSERT INTO orders (id, totals) VALUES (@id, @totals)",
+    "INSERT INTO orders (id, totals) SELECT @id, @totals",
+    "INSERT INTO orders (id, totals) VALUES (@id, ARRAY[@a, @b]::positive_money[])",
+    "UPDATE orders SET totals = @totals WHERE id = @id",
+    "UPDATE orders SET totals[1] = @one WHERE id = @id",
+    "SELECT id FROM orders WHERE totals = @totals",
+    "SELECT id FROM orders WHERE @x = ANY(totals)",
+    "SELECT id FROM orders WHERE total = ANY(@xs)",
+    "SELECT totals, totals[1] AS first FROM orders",
+    "SELECT COALESCE(totals, @d) AS v FROM orders",
+    "SELECT array_append(totals, @x) AS v FROM orders",
+    "SELECT @p::positive_money[] || totals AS v FROM orders",
+    "SELECT totals || total AS v FROM orders",
+    "SELECT unnest(@xs::positive_money[]) AS v",
+    "SELECT cardinality(totals) AS v FROM orders",
+    "SELECT id FROM orders WHERE totals && @xs",
 ]
 
 

@@ -254,9 +254,10 @@ def postgres_signature(conn: psycopg.Connection, sql: str) -> tuple[dict[str, st
 
 def analyzer_signature(analysis: Analysis) -> tuple[dict[str, str], list[tuple[str, str]]]:
     """The same, as the analyzer infers it offline."""
-    # A parameter PostgreSQL types as a domain is described as the domain; a column as its base type.
+    # A parameter PostgreSQL types as a domain is described as the domain; a column as its base
+    # type, but an array over a domain as that array type.
     params = {p.name: p.type.pg_name if p.type is not None else str(p.type) for p in analysis.params}
-    columns = [(c.name, str(c.type)) for c in analysis.columns or []]
+    columns = [(c.name, c.type.described_name if c.type is not None else str(c.type)) for c in analysis.columns or []]
     return params, columns
 
 

@@ -86,6 +86,14 @@ def _bind(rep: Reporter, pg: PgType, f: Field) -> ir.Param | str:
         )
     m = t.mapping(pg.element, f.type)
     if m is None or not m.binds:
+        wide = t.mapping(PgType("int8"), f.type)
+        if pg.element.name in ("int2", "int4") and wide is not None and wide.binds:
+            # PostgreSQL fixed the parameter's type at int2/int4 (from the expression around it,
+            # `COALESCE(@n, 10)`), so a 64-bit value could only fail at run time: refused here.
+            return (
+                f"PostgreSQL types @{f.name} as {pg}, so a 64-bit {f.describe()} value may not fit it; "
+                f"make the field int32, or cast the parameter (@{f.name}::bigint) so PostgreSQL types it bigint"
+            )
         return f"a {f.describe()} field cannot be bound where Postgres expects {pg} (see the type table in docs/diagnostics.md)"
     mapping = None
     if m.conversion is ir.Conversion.ENUM:

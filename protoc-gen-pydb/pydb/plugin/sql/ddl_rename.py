@@ -50,7 +50,8 @@ def drop(state: State, node: PgNode) -> None:
                 continue
             del state.sequences[key]
         elif kind in (ObjectType.OBJECT_TYPE, ObjectType.OBJECT_DOMAIN):
-            _drop_type(state, [s.sval for s in obj.names], bool(node.missing_ok), cascade)
+            domain_only = kind == ObjectType.OBJECT_DOMAIN
+            _drop_type(state, [s.sval for s in obj.names], bool(node.missing_ok), cascade, domain_only)
         elif kind in (ObjectType.OBJECT_FUNCTION, ObjectType.OBJECT_PROCEDURE, ObjectType.OBJECT_ROUTINE):
             _drop_function(state, obj, bool(node.missing_ok))
         elif kind == ObjectType.OBJECT_SCHEMA:
@@ -100,21 +101,64 @@ def _drop_relation(state: State, parts: list[str], kinds: tuple[str, ...], missi
         del state.sequences[skey]
 
 
-def _drop_type(state: State, parts: list[str], missing_ok: bool, cascade: bool) -> None:
+def _drop_type(state: State, parts: list[str], missing_ok: bool, cascade: bool, domain_only: bool) -> None:
     key = state.type_key(*split_name(parts))
     if key is None or key in state.tables:
         if not missing_ok:
             state.error(f"type {'.'.join(parts)} does not exist")
         return
-    users = [t.qualified for t in state.tables.values() if any(c.type.name == key for c in t.columns)]
-    if users and not cascade:
-        state.error(f"cannot drop type {key} because other objects depend on it (columns of {', '.join(users)})")
+    if domain_only and key not in state.domains:
+        state.error(f"{'.'.join(parts)} is not a domain")
         return
-    for tkey in users:
+    # What PostgreSQL's dependencies hold on the type: the domains over it (transitively), and
+    # the columns and composite attributes of any of those types or arrays over them (a domain
+    # column's type is its base type naming the domain, so both names are looked at).
+    dropped = {key}
+    grew = True
+    while grew:
+        grew = False
+        for dkey, domain in state.domains.items():
+            if dkey not in dropped and (domain.base.name in dropped or domain.base.domain in dropped):
+                dropped.add(dkey)
+                grew = True
+
+    def uses(t: PgType) -> bool:
+        return t.name in dropped or t.domain in dropped
+
+    tables = [tkey for tkey, t in state.tables.items() if any(uses(c.type) for c in t.columns)]
+    composites = [
+        ckey for ckey, c in state.composites.items() if ckey not in dropped and any(uses(a) for _, a in c.attributes)
+    ]
+    routines = {
+        rkey: [
+            sig
+            for sig in sigs
+            if any(uses(a) for a in (*sig.arg_types, sig.return_type, *(t for _, t in sig.out_columns)))
+        ]
+        for rkey, sigs in state.routines.items()
+    }
+    routines = {rkey: sigs for rkey, sigs in routines.items() if sigs}
+    dependents = [
+        *(f"type {d}" for d in sorted(dropped - {key})),
+        *(f"columns of {state.tables[t].qualified}" for t in tables),
+        *(f"attributes of composite type {c}" for c in composites),
+        *(f"function {r}" for r in sorted(routines)),
+    ]
+    if dependents and not cascade:
+        state.error(f"cannot drop type {key} because other objects depend on it ({', '.join(dependents)}); use CASCADE")
+        return
+    # CASCADE: PostgreSQL drops those columns and attributes, and the dependent domains.
+    for tkey in tables:
         table = state.tables[tkey]
-        state.tables[tkey] = replace(table, columns=tuple(c for c in table.columns if c.type.name != key))
-    for objects in (state.types, state.enums, state.domains, state.composites, state.ranges):
-        objects.pop(key, None)
+        state.tables[tkey] = replace(table, columns=tuple(c for c in table.columns if not uses(c.type)))
+    for ckey in composites:
+        comp = state.composites[ckey]
+        state.composites[ckey] = replace(comp, attributes=tuple((n, a) for n, a in comp.attributes if not uses(a)))
+    for rkey, sigs in routines.items():
+        state.routines[rkey] = [sig for sig in state.routines[rkey] if sig not in sigs]
+    for gone in dropped:
+        for objects in (state.types, state.enums, state.domains, state.composites, state.ranges):
+            objects.pop(gone, None)
 
 
 def _drop_function(state: State, obj: PgNode, missing_ok: bool) -> None:

@@ -44,8 +44,9 @@ class FunctionCalls(AnalyzerCore):
         if isinstance(node, (exp.Coalesce, exp.Greatest, exp.Least)):
             return self.common_type_call(node, args, scope)
         if isinstance(node, exp.Nullif):
-            typed = self.common_type_call(node, [node.this, node.expression], scope)
-            return Typed(typed.type, True)
+            # PostgreSQL makes NULLIF(a, b) the operator `a = b` (resolved as any `=`, untyped
+            # sides take its operand types) whose value is `a` coerced to the left operand type.
+            return Typed(self.operator("=", node.this, node.expression, node, scope, value_of_left=True).type, True)
         if isinstance(node, exp.MakeInterval):
             return self.make_interval(node, scope)
         if isinstance(node, (exp.TimestampTrunc, exp.DateTrunc)) and isinstance(node.args.get("unit"), exp.Expr):
@@ -236,9 +237,12 @@ class FunctionCalls(AnalyzerCore):
         hypothetical = any(sig.hypothetical for sig in self.builtins.functions(name))
         return Typed(typed.type, typed.type is None or not hypothetical)
 
-    def common_type_call(self, node: exp.Func, args: list[exp.Expr], scope: Scope) -> Typed:
-        """COALESCE, GREATEST, LEAST, NULLIF: the arguments' common type, as PostgreSQL resolves
-        it; parameters and string literals take it. COALESCE is NULL only if every argument is."""
+    def common_type_call(
+        self, node: exp.Expr, args: list[exp.Expr], scope: Scope, construct: str | None = None
+    ) -> Typed:
+        """COALESCE, GREATEST, LEAST, ARRAY[]: the arguments' common type, as PostgreSQL resolves
+        it (before any context sees it); parameters and string literals take it. COALESCE is
+        NULL only if every argument is."""
         typed_args = [None if is_untyped(a) else self.infer(a, scope) for a in args]
         common: PgType | None = None
         if all(a is None or a.type is not None for a in typed_args):
@@ -251,9 +255,8 @@ class FunctionCalls(AnalyzerCore):
                 else t.UNKNOWN
                 for arg, a in zip(args, typed_args, strict=True)
             ]
-            construct = type(node).__name__.upper()
             try:
-                common = common_type(types, construct, env=self.builtins)
+                common = common_type(types, construct or type(node).__name__.upper(), env=self.builtins)
             except ResolveError as err:
                 self.error(err.message, node)
         nullable_args: list[bool] = []

@@ -37,18 +37,9 @@ class ExpressionInference(AnalyzerCore):
             return Typed(want, False)
         if isinstance(node, exp.Null):
             return Typed(want, True)
-        if isinstance(node, exp.Case):
-            return self.case(node, scope, want)
-        if isinstance(node, exp.Array) and want.is_array:
-            for element in node.expressions:
-                self.expect(element, want.element, scope)
-            return Typed(want, False)
-        if isinstance(node, (exp.Coalesce, exp.Nullif)) and self.written_as_modeled(node):
-            args = [node.this, *node.expressions] if isinstance(node, exp.Coalesce) else [node.this, node.expression]
-            typed_args = [self.expect(a, want, scope) for a in args if isinstance(a, exp.Expr)]
-            if isinstance(node, exp.Coalesce):
-                return Typed(want, all(a.nullable for a in typed_args))
-            return Typed(want, True)
+        # Anything else resolves its own type first, as PostgreSQL's parse analysis does bottom
+        # up: CASE, COALESCE, NULLIF, GREATEST, LEAST and ARRAY[] take their arguments' common
+        # type (all untyped: text), never the context's; only then is the result coerced.
         typed = self.infer(node, scope)
         if typed.type is not None and not assignable(typed.type, want, env=self.builtins):
             self.error(f"expected {describe(want)}, got {describe(typed.type)}", node)
@@ -91,16 +82,24 @@ class ExpressionInference(AnalyzerCore):
         call = self.calls.get(node.meta["start"]) if "start" in node.meta else None
         return call is None or self.call_exists(call)
 
-    def assign(self, value: exp.Expr, want: PgType, scope: Scope) -> Typed:
+    def assign(self, value: exp.Expr, want: PgType, scope: Scope, column: str | None = None) -> Typed:
         """Type `value` stored into a column of type `want` (INSERT, SET): like `expect`, but
-        with Postgres' assignment casts, under which any type may be stored in a text column."""
+        with Postgres' assignment casts, under which any type may be stored in a text column.
+        Only a bare parameter or literal takes the column's type (PostgreSQL's order)."""
+        while isinstance(value, exp.Paren):
+            value = value.this
         if not is_untyped(value) and want.name in t.TEXTUAL and not want.is_array:
             return self.infer(value, scope)
         if not is_untyped(value) and not isinstance(value, _CONTEXT_TYPED):
             # an extension's assignment cast (text to citext), as PostgreSQL applies it
             typed = self.infer(value, scope)
             if typed.type is not None and not assignable(typed.type, want, assignment=True, env=self.builtins):
-                self.error(f"expected {describe(want)}, got {describe(typed.type)}", value)
+                self.error(
+                    f'column "{column}" is of type {describe(want)} but expression is of type {describe(typed.type)}'
+                    if column is not None
+                    else f"expected {describe(want)}, got {describe(typed.type)}",
+                    value,
+                )
             return typed
         return self.expect(value, want, scope)
 
@@ -145,10 +144,10 @@ class ExpressionInference(AnalyzerCore):
             return  # Postgres compares 1.5 with an integer, and rounds it when assigned
         self.error(f"a number ({value}) cannot be used as {describe(want)}", lit)
 
-    def case(self, node: exp.Case, scope: Scope, want: PgType | None) -> Typed:
+    def case(self, node: exp.Case, scope: Scope) -> Typed:
         subject = node.this
         subject_type = self.infer(subject, scope).type if isinstance(subject, exp.Expr) else None
-        result: PgType | None = want
+        result: PgType | None = None
         nullable = node.args.get("default") is None
         branches: list[exp.Expr] = []
         for if_ in node.args.get("ifs") or []:
@@ -163,8 +162,7 @@ class ExpressionInference(AnalyzerCore):
         inferred = {id(b): self.infer(b, scope) for b in branches if not is_untyped(b)}
         types = [typed.type for typed in inferred.values()]
         if inferred and all(ty is not None for ty in types):
-            # PostgreSQL's select_common_type over the branches; the context only types a CASE
-            # whose branches are all untyped.
+            # PostgreSQL's select_common_type over the branches (the context never types them).
             try:
                 result = common_type([ty for ty in types if ty is not None], "CASE", env=self.builtins)
             except ResolveError as err:
@@ -172,6 +170,8 @@ class ExpressionInference(AnalyzerCore):
                 result = None
         elif inferred:
             result = None  # a branch's error is reported already
+        else:
+            result = t.TEXT  # every branch untyped: select_common_type resolves unknown as text
         for b in branches:
             if id(b) in inferred:
                 typed = inferred[id(b)]
@@ -180,8 +180,6 @@ class ExpressionInference(AnalyzerCore):
             else:
                 typed = self.infer(b, scope)
             nullable = nullable or typed.nullable
-        if result is None and not inferred and any(isinstance(b, exp.Literal) and b.is_string for b in branches):
-            result = t.TEXT  # Postgres resolves a CASE of untyped literals to text
         return Typed(result, nullable)
 
     def window_spec(self, window: exp.Window, scope: Scope) -> None:
@@ -201,7 +199,7 @@ class ExpressionInference(AnalyzerCore):
         domain (`expect`/`assign` with a domain column's or argument's type, a cast) does a
         parameter take the domain."""
         typed = self.infer_node(node, scope, allow_output)
-        if typed.type is not None and typed.type.domain is not None:
+        if typed.type is not None and typed.type.domain is not None and not typed.type.is_array:
             return replace(typed, type=replace(typed.type, domain=None))
         return typed
 
@@ -261,7 +259,7 @@ class ExpressionInference(AnalyzerCore):
                 self.infer(value, scope)
             return Typed(t.INTERVAL, False)
         if isinstance(node, exp.Case):
-            return self.case(node, scope, None)
+            return self.case(node, scope)
         if isinstance(node, COMPARISONS):
             return self.comparison(node, scope)
         if isinstance(node, (exp.And, exp.Or)):
@@ -357,11 +355,14 @@ class ExpressionInference(AnalyzerCore):
                 self.expect(e, t.INT4, scope)
             return Typed(base.type.element if base.type is not None and base.type.is_array else None, True)
         if isinstance(node, exp.Array):
-            elems = [self.infer(e, scope) for e in node.expressions]
-            first = next((e.type for e in elems if e.type not in (None, t.UNKNOWN, t.NULL)), None)
-            if first is None and any(isinstance(e, exp.Literal) and e.is_string for e in node.expressions):
-                first = t.TEXT  # ARRAY['a', 'b']: PostgreSQL resolves untyped literals to text
-            return Typed(first.array() if first is not None else None, False)
+            if not node.expressions:
+                return Typed(None, False)  # ARRAY[] has a type only from a cast
+            # PostgreSQL's transformArrayExpr: the elements' common type (all untyped: text);
+            # ARRAY[ARRAY[..], ..] is a multidimensional array of the inner arrays' type.
+            element = self.common_type_call(node, list(node.expressions), scope, construct="ARRAY").type
+            if element is None or all(isinstance(e, exp.Array) for e in node.expressions):
+                return Typed(element, False)
+            return Typed(element.array(), False)
         if isinstance(node, (exp.JSONExtract, exp.JSONBExtract, exp.JSONExtractScalar, exp.JSONBExtractScalar)):
             return self.json_extract(node, scope)
         if isinstance(node, exp.Func):
@@ -457,7 +458,7 @@ _GENERIC_SYMBOLS: dict[type[exp.Expr], str] = {
 
 
 #: What `expect` types from the type its context needs rather than from what it is.
-_CONTEXT_TYPED = (exp.Literal, exp.Paren, exp.Case, exp.Array, exp.Coalesce, exp.Nullif)
+_CONTEXT_TYPED = (exp.Literal,)
 
 
 #: Calls sqlglot models with a meaning of their own that the analyzer types directly: COUNT(*),

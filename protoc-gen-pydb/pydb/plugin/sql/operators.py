@@ -3,6 +3,8 @@ intervals), `||`, json/jsonb operators and containment."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from sqlglot import exp
 
 from . import types as t
@@ -50,9 +52,12 @@ def _op(node: exp.Expr) -> str:
 class Operators(AnalyzerCore):
     """Operator expressions."""
 
-    def operator(self, symbol: str, left: exp.Expr, right: exp.Expr, node: exp.Expr, scope: Scope) -> Typed:
+    def operator(
+        self, symbol: str, left: exp.Expr, right: exp.Expr, node: exp.Expr, scope: Scope, *, value_of_left: bool = False
+    ) -> Typed:
         """`left symbol right` typed by PostgreSQL's operator resolution over the built-in
-        catalog; an untyped side (`@param`, 'literal') takes the operand type it is coerced to."""
+        catalog; an untyped side (`@param`, 'literal') takes the operand type it is coerced to.
+        `value_of_left`: the type is the left operand's as the operator takes it (NULLIF)."""
         sides = []
         for side in (left, right):
             if isinstance(side, exp.Parameter) and self.param_types.get(side.name) is not None:
@@ -75,7 +80,7 @@ class Operators(AnalyzerCore):
             if is_untyped(side) and coerced is not None:
                 typed = self.expect(side, coerced, scope)
             nullable = nullable or typed.nullable
-        return Typed(resolution.result, nullable)
+        return Typed(resolution.left if value_of_left else resolution.result, nullable)
 
     def expect_json(self, node: exp.Expr, scope: Scope, op: str) -> Typed:
         """The left side of a json operator: a json or jsonb value (a parameter becomes jsonb)."""
@@ -125,11 +130,14 @@ class Operators(AnalyzerCore):
             if not known.is_array and (known.name not in t.JSON or op == "&&"):
                 self.error(f"operator does not exist: {describe(known)} {op} ...; it takes arrays or jsonb", node)
                 return Typed(t.BOOL, True)
-            for side, typed in ((left, lt), (right, rt)):
+            for side in (left, right):
                 if is_untyped(side):
                     self.expect(side, known, scope)
-                elif typed.type is not None and typed.type != known:
-                    self.check_comparable(typed.type, known, node)
+            if lt.type is not None and rt.type is not None and lt.type.is_array and rt.type.is_array:
+                if lt.type != rt.type:  # anyarray on both sides: one array type, no coercion
+                    self.error(f"operator does not exist: {describe(lt.type)} {op} {describe(rt.type)}", node)
+            elif lt.type is not None and rt.type is not None and lt.type != rt.type:
+                self.check_comparable(lt.type, rt.type, node)
         return Typed(t.BOOL, lt.nullable or rt.nullable)
 
     def concat(self, node: exp.DPipe, scope: Scope) -> Typed:
@@ -164,12 +172,21 @@ class Operators(AnalyzerCore):
                 rows = self.query(inner.this if isinstance(inner, exp.Subquery) else inner, Scope(parent=scope))
                 if lt.type is not None and rows and rows[0][1].type is not None:
                     self.check_comparable(lt.type, rows[0][1].type, node)
-            elif lt.type is not None and lt.type not in (t.UNKNOWN, t.NULL):
+            elif lt.type is not None and lt.type not in (t.UNKNOWN, t.NULL) and is_untyped(inner):
                 self.expect(inner, lt.type.array(), scope)
+            elif lt.type is not None and lt.type not in (t.UNKNOWN, t.NULL):
+                # ARRAY[...] and other typed arrays resolve their own type first (ARRAY[@a] is
+                # text[]); then the element must compare with the left side.
+                at = self.infer(inner, scope)
+                if at.type is not None and at.type.is_array:
+                    self.check_comparable(lt.type, at.type.element, node)
+                elif at.type is not None:
+                    self.expect(inner, lt.type.array(), scope)
             else:
                 at = self.infer(inner, scope)
                 if at.type is not None and at.type.is_array and isinstance(left, exp.Parameter):
-                    self.bind(left, at.type.element)
+                    # the scalar operator reduces an element domain to its base type
+                    self.bind(left, replace(at.type.element, domain=None))
                 elif at.type is not None and at.type.is_array and isinstance(left, exp.Literal) and left.is_string:
                     self.check_literal(left, at.type.element)
             return Typed(t.BOOL, True)

@@ -129,15 +129,26 @@ class Statements(AnalyzerCore):
             return None
 
     def limit_offset(self, node: exp.Expr, scope: Scope) -> None:
-        """LIMIT and OFFSET take a bigint."""
+        """LIMIT (FETCH FIRST) and OFFSET take a bigint: a bare parameter is one, anything else
+        is typed first and then coerced (PostgreSQL's order: `LIMIT COALESCE(@n, 10)` is int4)."""
         for key in ("limit", "offset"):
             clause = node.args.get(key)
-            if clause is not None:
-                value = (
-                    clause.args.get("expression") if key == "limit" else clause.args.get("expression") or clause.this
-                )
-                if isinstance(value, exp.Expr):
-                    self.expect(value, t.INT8, scope)
+            if clause is None:
+                continue
+            if isinstance(clause, exp.Fetch):
+                value = clause.args.get("count")
+            elif key == "limit":
+                value = clause.args.get("expression")
+            else:
+                value = clause.args.get("expression") or clause.this
+            if not isinstance(value, exp.Expr):
+                continue
+            if is_untyped(value):
+                self.expect(value, t.INT8, scope)
+                continue
+            typed = self.infer(value, scope)
+            if typed.type is not None and not assignable(typed.type, t.INT8, env=self.builtins):
+                self.error(f"argument of {key.upper()} must be type bigint, not type {describe(typed.type)}", value)
 
     def values_rows(self, node: exp.Values, scope: Scope) -> list[tuple[str, Typed, SqlSpan | None]]:
         rows = [row.expressions if isinstance(row, exp.Tuple) else [row] for row in node.expressions]
@@ -264,7 +275,7 @@ class Statements(AnalyzerCore):
                     if col is None:
                         self.infer(value, scope)
                     elif not isinstance(value, exp.Var) or value.name.upper() != "DEFAULT":
-                        typed = self.assign(value, col.type, scope)
+                        typed = self.assign(value, col.type, scope, column=cname)
                         if col.not_null and isinstance(value, exp.Null):
                             self.error(
                                 f"column {cname} is NOT NULL, but NULL is inserted",
@@ -431,7 +442,7 @@ class Statements(AnalyzerCore):
                 f"column {cname} is NOT NULL, but is set to NULL",
                 span=self.keyword_after(self.span(target), "NULL"),
             )
-        self.assign(value, want, scope)
+        self.assign(value, want, scope, column=cname)
         return col
 
     def target_scope(self, node: exp.Update | exp.Delete, scope: Scope) -> tuple[Scope, Relation | None, Table | None]:

@@ -27,7 +27,9 @@ class PgType:
     domain's base type, which every rule of the analyzer and bind/ applies (PostgreSQL reduces a
     domain to its base type for operators, functions and the wire), while a parameter that
     PostgreSQL types as the domain (a value stored into a domain column, a cast to it) reports
-    it (`pg_name`). It takes no part in equality: a domain's values are its base type's."""
+    it (`pg_name`). It takes no part in equality: a domain's values are its base type's. On an
+    array, `domain` names the element's domain: PostgreSQL keeps an array over a domain as that
+    array type (`positive_money[]`) in expressions, parameters and result columns alike."""
 
     name: str
     is_array: bool = False
@@ -36,8 +38,16 @@ class PgType:
 
     @property
     def pg_name(self) -> str:
-        """PostgreSQL's name for the type: the domain, else as `str`."""
-        return self.domain if self.domain is not None else str(self)
+        """PostgreSQL's name for the type: the domain (or the array over it), else as `str`."""
+        if self.domain is None:
+            return str(self)
+        return self.domain + ("[]" if self.is_array else "")
+
+    @property
+    def described_name(self) -> str:
+        """The type PostgreSQL's describe gives a result column of this type: a domain as its
+        base type (the wire carries the base type's values), an array over a domain as itself."""
+        return self.pg_name if self.is_array else str(self)
 
     @property
     def is_enum(self) -> bool:
@@ -45,10 +55,10 @@ class PgType:
 
     @property
     def element(self) -> PgType:
-        return PgType(self.name, False, self.labels)
+        return PgType(self.name, False, self.labels, self.domain)
 
     def array(self) -> PgType:
-        return PgType(self.name, True, self.labels)
+        return PgType(self.name, True, self.labels, self.domain)
 
     def __str__(self) -> str:
         return self.name + ("[]" if self.is_array else "")

@@ -1,0 +1,2 @@
+CREATE TYPE mood AS ENUM ('calm', 'busy');
+DROP DOMAIN mood;
