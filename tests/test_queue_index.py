@@ -126,3 +126,117 @@ def test_claim_reads_a_handful_of_rows_not_the_backlog(backlog: tuple[str, str])
     assert plan.get("Actual Rows", 1) == 1, "the claim updated exactly one row"
     touched = sum(n.get("Shared Hit Blocks", 0) + n.get("Shared Read Blocks", 0) for n in nodes(plan))
     assert touched < 200, f"{touched} buffers for one claim out of {BACKLOG:,}"
+
+
+def rows_read(plan: dict[str, Any]) -> int:
+    """Rows the executed statement's scans returned, over all their loops."""
+    return sum(
+        int(n["Actual Rows"] * n["Actual Loops"])
+        for n in nodes(plan)
+        if n["Node Type"].endswith("Scan") and n["Node Type"] != "CTE Scan"
+    )
+
+
+def add_history(url: str, terminal: int, queued: int, days_ago: int) -> None:
+    """`terminal` rows (every tenth failed) finished `days_ago` days ago and earlier, one second
+    apart, plus `queued` live rows; analyzed."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("INSERT INTO generation.tools (name) VALUES ('history') ON CONFLICT (name) DO NOTHING")
+        conn.execute(
+            """
+            INSERT INTO generation.tasks (tool_id, status, output, created_at, completed_at)
+            SELECT t.id, CASE WHEN i %% 10 = 0 THEN 'failed' ELSE 'completed' END::generation.task_status, '{}',
+                   now() - %s * interval '1 day' - i * interval '1 second' - interval '1 minute',
+                   now() - %s * interval '1 day' - i * interval '1 second'
+            FROM generation.tools t, generate_series(1, %s) i WHERE t.name = 'history'
+            """,
+            (days_ago, days_ago, terminal),
+        )
+        conn.execute(
+            "INSERT INTO generation.tasks (tool_id) SELECT t.id FROM generation.tools t, generate_series(1, %s) i "
+            "WHERE t.name = 'history'",
+            (queued,),
+        )
+        conn.execute("VACUUM ANALYZE generation.tasks")
+
+
+def explain_prune(url: str, generic: bool) -> dict[str, Any]:
+    """PruneTasks as served (defaults: 1,000 rows older than 7 days), executed and rolled back."""
+    return explain(url, task_pydb.PRUNE_TASKS_SQL, {"older_than_seconds": 0, "limit": 0}, generic=generic, analyze=True)
+
+
+def assert_prune_is_index_driven(plan: dict[str, Any], what: str) -> None:
+    all_nodes = list(nodes(plan))
+    kinds = [n["Node Type"] for n in all_nodes]
+    # The batch is found in idx_gen_tasks_terminal and deleted by primary-key lookups; a sequential
+    # scan (or a hash join, which needs one side scanned whole) costs the table, not the batch.
+    assert "Seq Scan" not in kinds and "Hash Join" not in kinds and "Hash Semi Join" not in kinds, f"{what}: {kinds}"
+    indexes = {n.get("Index Name") for n in all_nodes}
+    assert {"idx_gen_tasks_terminal", "tasks_pkey"} <= indexes, f"{what}: {indexes}"
+    assert plan["Plans"][0]["Actual Rows"] == 1000, f"{what}: deleted {plan['Plans'][0]['Actual Rows']}"
+
+
+def test_prune_costs_the_batch_not_the_table(pg_server: tuple[str, Cluster | None]) -> None:
+    """PruneTasks on 20,000 and then 200,000 rows (mostly terminal, then mostly live): both plans
+    (custom, and the generic one a prepared statement may switch to) find the 1,000 oldest
+    terminal rows through idx_gen_tasks_terminal and delete them by primary key, reading about
+    3,000 rows whatever the table holds (each deleted row once in each index and once in the
+    heap). `WHERE id IN (subquery)` got a generic plan that hashed the batch and scanned the
+    whole table against it (300,000 rows: 100 ms where this takes 4-10 ms)."""
+    with scratch_database(pg_server[0]) as url:
+        add_history(url, terminal=15_000, queued=5_000, days_ago=8)
+        # Then 10x the table: younger terminal rows (not yet due) and a live backlog.
+        for rows, more in (("20,000", None), ("200,000", (30_000, 150_000))):
+            if more:
+                add_history(url, terminal=more[0], queued=more[1], days_ago=1)
+            for generic in (False, True):
+                plan = explain_prune(url, generic)
+                what = f"{rows} rows, {'generic' if generic else 'custom'} plan"
+                assert_prune_is_index_driven(plan, what)
+                assert rows_read(plan) <= 3_100, f"{what}: read {rows_read(plan)} rows"
+
+
+def test_stale_listing_reads_the_stale_rows_not_the_backlog(pg_server: tuple[str, Cluster | None]) -> None:
+    """ListStaleTasks under a young backlog of 100,000 claimable rows, with 3 unclaimable queued
+    rows (retry_count = max_retries), 2 dead zombies (last retry, lease lapsed past the grace),
+    1 zombie within the grace and 4 queued rows older than the cutoff: it returns the 9 stale
+    rows oldest first, and both plans read about that many rows (one WHERE of ORs, as before,
+    read every live row: a sequential or bitmap scan of the backlog)."""
+    params = {"processing_grace_seconds": 0, "queued_max_age_seconds": 0, "limit": 0}
+    with scratch_database(pg_server[0]) as url, psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("INSERT INTO generation.tools (name) VALUES ('reaped')")
+        tool = "(SELECT id FROM generation.tools WHERE name = 'reaped')"
+        conn.execute(f"INSERT INTO generation.tasks (tool_id) SELECT {tool} FROM generate_series(1, 100000)")
+        conn.execute(
+            f"INSERT INTO generation.tasks (tool_id, retry_count, max_retries, created_at) "
+            f"SELECT {tool}, 3, 3, now() - i * interval '1 minute' FROM generate_series(1, 3) i"
+        )
+        conn.execute(
+            f"INSERT INTO generation.tasks (tool_id, status, retry_count, max_retries, claim_expires_at, created_at) "
+            f"SELECT {tool}, 'processing', 3, 3, now() - lapsed, now() - lapsed - interval '5 minutes' "
+            f"FROM unnest(ARRAY[interval '1 hour', interval '10 minutes', interval '1 minute']) AS lapsed"
+        )
+        conn.execute(
+            f"INSERT INTO generation.tasks (tool_id, created_at) "
+            f"SELECT {tool}, now() - interval '1 hour' - i * interval '1 second' FROM generate_series(1, 4) i"
+        )
+        conn.execute("VACUUM ANALYZE generation.tasks")
+        # The definition, written independently of the statement under test (default windows).
+        expected = [
+            r[0]
+            for r in conn.execute(
+                "SELECT id FROM generation.tasks WHERE (status = 'queued' AND (retry_count >= max_retries "
+                "OR created_at < now() - interval '15 minutes')) OR (status = 'processing' AND "
+                "retry_count >= max_retries AND claim_expires_at < now() - interval '2 minutes') ORDER BY created_at"
+            )
+        ]
+        assert len(expected) == 9
+        got = conn.execute(task_pydb.LIST_STALE_TASKS_SQL, params).fetchall()
+        assert [r[0] for r in got] == expected
+        for generic in (False, True):
+            plan = explain(url, task_pydb.LIST_STALE_TASKS_SQL, params, generic=generic, analyze=True)
+            what = f"ListStaleTasks ({'generic' if generic else 'custom'} plan)"
+            kinds = [n["Node Type"] for n in nodes(plan)]
+            assert "Seq Scan" not in kinds and "Bitmap Heap Scan" not in kinds, f"{what}: {kinds}"
+            assert plan["Actual Rows"] == 9, what
+            assert rows_read(plan) <= 20, f"{what}: read {rows_read(plan)} rows"

@@ -59,9 +59,14 @@ CREATE TABLE generation.tasks (
 CREATE INDEX idx_gen_tasks_queue ON generation.tasks (tool_id, status DESC, priority DESC, created_at ASC)
     WHERE status IN ('queued', 'processing');
 
--- The reaper's scan for stale rows of every tool.
+-- The reaper's scan for stale rows of every tool (ListStaleTasks): live rows older than its cutoff...
 CREATE INDEX idx_gen_tasks_stale ON generation.tasks (created_at)
     WHERE status IN ('queued', 'dispatched', 'processing');
+
+-- ... and live rows no claim will take (retry_count >= max_retries), whatever their age: few
+-- (the reaper fails them), so the reaper finds them without reading the backlog.
+CREATE INDEX idx_gen_tasks_unclaimable ON generation.tasks (created_at)
+    WHERE status IN ('queued', 'dispatched', 'processing') AND retry_count >= max_retries;
 
 -- Retention (PruneTasks): terminal rows oldest first, without scanning live work.
 CREATE INDEX idx_gen_tasks_terminal ON generation.tasks (completed_at)

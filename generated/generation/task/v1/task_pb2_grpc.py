@@ -223,7 +223,9 @@ class GenerationDataServiceServicer:
     def ListStaleTasks(self, request, context):
         """The rows no claim will recover: dead zombies past the grace window, unclaimable rows
         (retry_count >= max_retries) and abandoned queued rows. The reaper fails each. Only the columns
-        the reaper needs, so a page is small whatever the rows hold.
+        the reaper needs, so a page is small whatever the rows hold. Two disjoint branches, each an
+        ordered index scan that stops at `limit` (idx_gen_tasks_unclaimable, idx_gen_tasks_stale's
+        range older than the cutoff), merged: one WHERE of ORs read every live row (the backlog).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -231,7 +233,10 @@ class GenerationDataServiceServicer:
 
     def PruneTasks(self, request, context):
         """Retention: deletes up to `limit` terminal rows finished more than `older_than_seconds` ago,
-        oldest first (idx_gen_tasks_terminal), skipping rows another transaction holds.
+        oldest first (idx_gen_tasks_terminal), skipping rows another transaction holds. The batch's
+        ids are gathered into an array first, so the DELETE is primary-key lookups and costs the
+        batch, not the table: `WHERE id IN (subquery)` was planned as a hash join over a sequential
+        scan of the whole table (docs/performance.md, "Reaper and retention").
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

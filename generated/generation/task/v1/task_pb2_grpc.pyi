@@ -77,11 +77,16 @@ class GenerationDataServiceStub:
     ListStaleTasks: _grpc.UnaryUnaryMultiCallable[_task_pb2.ListStaleTasksRequest, _task_pb2.ListStaleTasksResponse]
     """The rows no claim will recover: dead zombies past the grace window, unclaimable rows
     (retry_count >= max_retries) and abandoned queued rows. The reaper fails each. Only the columns
-    the reaper needs, so a page is small whatever the rows hold.
+    the reaper needs, so a page is small whatever the rows hold. Two disjoint branches, each an
+    ordered index scan that stops at `limit` (idx_gen_tasks_unclaimable, idx_gen_tasks_stale's
+    range older than the cutoff), merged: one WHERE of ORs read every live row (the backlog).
     """
     PruneTasks: _grpc.UnaryUnaryMultiCallable[_task_pb2.PruneTasksRequest, _task_pb2.PruneTasksResponse]
     """Retention: deletes up to `limit` terminal rows finished more than `older_than_seconds` ago,
-    oldest first (idx_gen_tasks_terminal), skipping rows another transaction holds.
+    oldest first (idx_gen_tasks_terminal), skipping rows another transaction holds. The batch's
+    ids are gathered into an array first, so the DELETE is primary-key lookups and costs the
+    batch, not the table: `WHERE id IN (subquery)` was planned as a hash join over a sequential
+    scan of the whole table (docs/performance.md, "Reaper and retention").
     """
     GetTask: _grpc.UnaryUnaryMultiCallable[_task_pb2.GetTaskRequest, _task_pb2.GetTaskResponse]
     WatchTaskWakes: _grpc.UnaryStreamMultiCallable[_task_pb2.WatchTaskWakesRequest, _task_pb2.WatchTaskWakesResponse]
@@ -149,11 +154,16 @@ class GenerationDataServiceAsyncStub(GenerationDataServiceStub):
     ListStaleTasks: _aio.UnaryUnaryMultiCallable[_task_pb2.ListStaleTasksRequest, _task_pb2.ListStaleTasksResponse]  # type: ignore[assignment]
     """The rows no claim will recover: dead zombies past the grace window, unclaimable rows
     (retry_count >= max_retries) and abandoned queued rows. The reaper fails each. Only the columns
-    the reaper needs, so a page is small whatever the rows hold.
+    the reaper needs, so a page is small whatever the rows hold. Two disjoint branches, each an
+    ordered index scan that stops at `limit` (idx_gen_tasks_unclaimable, idx_gen_tasks_stale's
+    range older than the cutoff), merged: one WHERE of ORs read every live row (the backlog).
     """
     PruneTasks: _aio.UnaryUnaryMultiCallable[_task_pb2.PruneTasksRequest, _task_pb2.PruneTasksResponse]  # type: ignore[assignment]
     """Retention: deletes up to `limit` terminal rows finished more than `older_than_seconds` ago,
-    oldest first (idx_gen_tasks_terminal), skipping rows another transaction holds.
+    oldest first (idx_gen_tasks_terminal), skipping rows another transaction holds. The batch's
+    ids are gathered into an array first, so the DELETE is primary-key lookups and costs the
+    batch, not the table: `WHERE id IN (subquery)` was planned as a hash join over a sequential
+    scan of the whole table (docs/performance.md, "Reaper and retention").
     """
     GetTask: _aio.UnaryUnaryMultiCallable[_task_pb2.GetTaskRequest, _task_pb2.GetTaskResponse]  # type: ignore[assignment]
     WatchTaskWakes: _aio.UnaryStreamMultiCallable[_task_pb2.WatchTaskWakesRequest, _task_pb2.WatchTaskWakesResponse]  # type: ignore[assignment]
@@ -290,7 +300,9 @@ class GenerationDataServiceServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_task_pb2.ListStaleTasksResponse, _abc.Awaitable[_task_pb2.ListStaleTasksResponse]]:
         """The rows no claim will recover: dead zombies past the grace window, unclaimable rows
         (retry_count >= max_retries) and abandoned queued rows. The reaper fails each. Only the columns
-        the reaper needs, so a page is small whatever the rows hold.
+        the reaper needs, so a page is small whatever the rows hold. Two disjoint branches, each an
+        ordered index scan that stops at `limit` (idx_gen_tasks_unclaimable, idx_gen_tasks_stale's
+        range older than the cutoff), merged: one WHERE of ORs read every live row (the backlog).
         """
 
     @_abc_1.abstractmethod
@@ -300,7 +312,10 @@ class GenerationDataServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_task_pb2.PruneTasksResponse, _abc.Awaitable[_task_pb2.PruneTasksResponse]]:
         """Retention: deletes up to `limit` terminal rows finished more than `older_than_seconds` ago,
-        oldest first (idx_gen_tasks_terminal), skipping rows another transaction holds.
+        oldest first (idx_gen_tasks_terminal), skipping rows another transaction holds. The batch's
+        ids are gathered into an array first, so the DELETE is primary-key lookups and costs the
+        batch, not the table: `WHERE id IN (subquery)` was planned as a hash join over a sequential
+        scan of the whole table (docs/performance.md, "Reaper and retention").
         """
 
     @_abc_1.abstractmethod

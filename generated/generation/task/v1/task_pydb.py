@@ -540,12 +540,20 @@ async def fail_tasks(
 
 
 LIST_STALE_TASKS_SQL = """\
-SELECT id, tool_id, status, retry_count, max_retries, created_at FROM generation.tasks
-WHERE (status = 'processing' AND retry_count >= max_retries
-       AND claim_expires_at < now() - COALESCE(NULLIF(GREATEST(%(processing_grace_seconds)s, 0), 0), 120) * INTERVAL '1 second')
-   OR (status IN ('queued', 'dispatched') AND retry_count >= max_retries)
-   OR (status IN ('queued', 'dispatched')
-       AND created_at < now() - COALESCE(NULLIF(GREATEST(%(queued_max_age_seconds)s, 0), 0), 900) * INTERVAL '1 second')
+SELECT id, tool_id, status, retry_count, max_retries, created_at FROM (
+  (SELECT id, tool_id, status, retry_count, max_retries, created_at FROM generation.tasks
+   WHERE status IN ('queued', 'dispatched', 'processing') AND retry_count >= max_retries
+     AND (status <> 'processing'
+          OR claim_expires_at < now() - COALESCE(NULLIF(GREATEST(%(processing_grace_seconds)s, 0), 0), 120) * INTERVAL '1 second')
+   ORDER BY created_at
+   LIMIT COALESCE(NULLIF(%(limit)s, 0), 100))
+  UNION ALL
+  (SELECT id, tool_id, status, retry_count, max_retries, created_at FROM generation.tasks
+   WHERE status IN ('queued', 'dispatched') AND retry_count < max_retries
+     AND created_at < now() - COALESCE(NULLIF(GREATEST(%(queued_max_age_seconds)s, 0), 0), 900) * INTERVAL '1 second'
+   ORDER BY created_at
+   LIMIT COALESCE(NULLIF(%(limit)s, 0), 100))
+) AS stale
 ORDER BY created_at
 LIMIT COALESCE(NULLIF(%(limit)s, 0), 100)
 """
@@ -555,14 +563,14 @@ LIST_STALE_TASKS_LOADERS = rt.loaders(text=("uuid",), timestamps=("timestamptz",
 async def list_stale_tasks(
     conn: AsyncConnection[Any], request: task_pb2.ListStaleTasksRequest
 ) -> task_pb2.ListStaleTasksResponse:
-    """ListStaleTasks: The rows no claim will recover: dead zombies past the grace window, unclaimable rows (retry_count >= max_retries) and abandoned queued rows. The reaper fails each. Only the columns the reaper needs, so a page is small whatever the rows hold.
+    """ListStaleTasks: The rows no claim will recover: dead zombies past the grace window, unclaimable rows (retry_count >= max_retries) and abandoned queued rows. The reaper fails each. Only the columns the reaper needs, so a page is small whatever the rows hold. Two disjoint branches, each an ordered index scan that stops at `limit` (idx_gen_tasks_unclaimable, idx_gen_tasks_stale's range older than the cutoff), merged: one WHERE of ORs read every live row (the backlog).
 
     Any number of rows, into `tasks`.
     """
     params = {
         "processing_grace_seconds": request.processing_grace_seconds,
-        "queued_max_age_seconds": request.queued_max_age_seconds,
         "limit": request.limit,
+        "queued_max_age_seconds": request.queued_max_age_seconds,
     }
     async with rt.cursor(conn, LIST_STALE_TASKS_LOADERS) as cur:
         await cur.execute(LIST_STALE_TASKS_SQL, params, prepare=True)
@@ -573,14 +581,14 @@ async def list_stale_tasks(
 PRUNE_TASKS_SQL = """\
 WITH gone AS (
   DELETE FROM generation.tasks
-  WHERE id IN (
+  WHERE id = ANY (ARRAY(
     SELECT id FROM generation.tasks
     WHERE status IN ('completed', 'failed')
       AND completed_at < now() - COALESCE(NULLIF(GREATEST(%(older_than_seconds)s, 0), 0), 604800) * INTERVAL '1 second'
     ORDER BY completed_at
     LIMIT COALESCE(NULLIF(%(limit)s::int4, 0), 1000)
     FOR UPDATE SKIP LOCKED
-  )
+  ))
   RETURNING 1
 )
 SELECT count(*) AS deleted FROM gone
@@ -590,7 +598,7 @@ SELECT count(*) AS deleted FROM gone
 async def prune_tasks(
     conn: AsyncConnection[Any], request: task_pb2.PruneTasksRequest
 ) -> task_pb2.PruneTasksResponse:
-    """PruneTasks: Retention: deletes up to `limit` terminal rows finished more than `older_than_seconds` ago, oldest first (idx_gen_tasks_terminal), skipping rows another transaction holds.
+    """PruneTasks: Retention: deletes up to `limit` terminal rows finished more than `older_than_seconds` ago, oldest first (idx_gen_tasks_terminal), skipping rows another transaction holds. The batch's ids are gathered into an array first, so the DELETE is primary-key lookups and costs the batch, not the table: `WHERE id IN (subquery)` was planned as a hash join over a sequential scan of the whole table (docs/performance.md, "Reaper and retention").
 
     Exactly one row. No row: NOT_FOUND.
     """

@@ -411,41 +411,46 @@ class Statements(AnalyzerCore):
         return table, self.returning(node, ret_scope), do_nothing
 
     def assignments(self, items: list[exp.Expr], table: Table, scope: Scope) -> None:
-        """SET col = v, SET (a, b) = (v, w) or = (SELECT ...), SET arr[i] = v."""
+        """SET col = v, SET (a, b) = (v, w), = ROW(v, w) or = (SELECT ...), SET arr[i] = v."""
         assigned: set[str] = set()
         for item in items:
             if not isinstance(item, exp.EQ):
                 self.error("expected column = value", item)
                 continue
             if isinstance(item.this, exp.Tuple):
-                targets = list(item.this.expressions)
-                source = item.expression
-                if isinstance(source, exp.Tuple):
-                    values: list[exp.Expr | None] = list(source.expressions)
-                    if len(values) != len(targets):
-                        self.error(
-                            f"number of columns does not match number of values ({len(targets)} vs {len(values)})",
-                            item,
-                        )
-                    for target, value in zip(targets, values, strict=False):
-                        self.assign_target(target, value, table, scope, assigned)
-                else:  # = (SELECT ...): the row's columns in order
-                    inner = source.this if isinstance(source, exp.Subquery) else source
-                    rows = self.query(inner, Scope(parent=scope))
-                    if len(rows) != len(targets):
-                        self.error(
-                            f"number of columns does not match number of values ({len(targets)} vs {len(rows)})",
-                            item,
-                        )
-                    for target, (_, typed, span) in zip(targets, rows, strict=False):
-                        col = self.assign_target(target, None, table, scope, assigned)
-                        if col is not None and typed.type is not None and not assignable(typed.type, col.type, True):
-                            self.error(
-                                f"column {col.name} is {describe(col.type)} but the SELECT gives {describe(typed.type)}",
-                                span=span,
-                            )
-                continue
-            self.assign_target(item.this, item.expression, table, scope, assigned)
+                self.assign_row(list(item.this.expressions), item, table, scope, assigned)
+            elif isinstance(item.this, exp.Paren):  # SET (a) = ROW(v) or = (SELECT v)
+                self.assign_row([item.this.this], item, table, scope, assigned)
+            else:
+                self.assign_target(item.this, item.expression, table, scope, assigned)
+
+    def assign_row(self, targets: list[exp.Expr], item: exp.EQ, table: Table, scope: Scope, assigned: set[str]) -> None:
+        """SET (a, b) = ...: PostgreSQL takes a ROW(...) or a parenthesized list of two or more
+        values, each typed as its column (parameters included), or a sub-SELECT whose columns are
+        typed on their own and then assigned to the columns in order."""
+        source = item.expression
+        if isinstance(source, exp.Tuple) or (isinstance(source, exp.Anonymous) and source.name.upper() == "ROW"):
+            values = list(source.expressions)
+            if len(values) != len(targets):
+                self.error(f"number of columns does not match number of values ({len(targets)} vs {len(values)})", item)
+            for target, value in zip(targets, values, strict=False):
+                self.assign_target(target, value, table, scope, assigned)
+            return
+        inner = source.this if isinstance(source, exp.Subquery) else None
+        if not isinstance(inner, exp.Query):  # (a) = (v), (a, b) = col: not a row
+            self.error("source for a multiple-column UPDATE item must be a sub-SELECT or ROW() expression", source)
+            self.infer(source, scope)
+            return
+        rows = self.query(inner, Scope(parent=scope))
+        if len(rows) != len(targets):
+            self.error(f"number of columns does not match number of values ({len(targets)} vs {len(rows)})", item)
+        for target, (_, typed, span) in zip(targets, rows, strict=False):
+            col = self.assign_target(target, None, table, scope, assigned)
+            if col is not None and typed.type is not None and not assignable(typed.type, col.type, True):
+                self.error(
+                    f"column {col.name} is {describe(col.type)} but the SELECT gives {describe(typed.type)}",
+                    span=span,
+                )
 
     def assign_target(
         self, target: exp.Expr, value: exp.Expr | None, table: Table, scope: Scope, assigned: set[str]
