@@ -629,3 +629,8 @@ def test_ddl_inside_a_do_block_is_a_warning_naming_it() -> None:
     _, problems = build_catalog("DO $$ BEGIN EXECUTE 'x'; CREATE TABLE hidden (id int); END $$;")
     assert [(p.severity, p.message.split(":")[0]) for p in problems] == [("warning", "DO block")]
     assert "CREATE TABLE" in problems[0].message
+
+
+def test_owned_by_a_single_name_is_refused_not_a_crash() -> None:
+    _, problems = build_catalog("CREATE TABLE t (id int);\nCREATE SEQUENCE s OWNED BY id;")
+    assert [p.message for p in problems] == ["invalid OWNED BY option; specify OWNED BY table.column or OWNED BY NONE"]

@@ -428,3 +428,24 @@ def test_an_unterminated_string_in_a_schema_keeps_the_statements_before_it() -> 
     assert [text[s.start : s.end + 1] for s in spans] == ["CREATE TABLE a (x int)"]
     assert problem is not None and problem.message.startswith("unterminated quoted string")
     assert problem.span is not None and line_col(text, problem.span.start) == (2, 32)
+
+
+@pytest.mark.parametrize(
+    ("sql", "advice"),
+    [
+        ("SELECT now() - INTERVAL @age AS v", "@age::INTERVAL"),
+        ("SELECT date @d AS v", "@d::date"),
+        ("SELECT created - interval @d minute AS v FROM t", "@d::interval"),
+    ],
+)
+def test_a_type_name_before_a_parameter_is_postgres_syntax_error(
+    server: psycopg.Connection[tuple[object, ...]], sql: str, advice: str
+) -> None:
+    # The parser pglast wraps takes `INTERVAL $1`; PostgreSQL's grammar wants a string literal.
+    (problem,) = check_statement(sql).problems
+    message, position = _postgres_error(server, check_statement(sql).positional)
+    param = check_statement(sql).parameters[0]
+    assert message == f'syntax error at or near "${param.number}"'
+    assert problem.message == f'syntax error at or near "@{param.name}"; write {advice}'
+    assert problem.span == param.span
+    assert check_statement(sql).original_offset(position - 1) == param.span.start

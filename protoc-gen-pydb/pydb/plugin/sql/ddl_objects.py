@@ -194,6 +194,9 @@ def _owned_by(state: State, opts: PgNode) -> tuple[str, str] | bool | None:
             parts = [s.sval for s in opt.arg]
             if parts == ["none"]:
                 return None
+            if len(parts) < 2:  # PostgreSQL's words for `OWNED BY word`
+                state.error("invalid OWNED BY option; specify OWNED BY table.column or OWNED BY NONE")
+                return False
             schema, table = split_name(parts[:-1])
             key = state.find_key(schema, table, state.tables)
             if key is None or state.tables[key].column(parts[-1]) is None:
@@ -301,8 +304,8 @@ def _record_view_reads(state: State, key: str, query: PgNode) -> None:
     types: set[str] = set()
     columns: set[str] = set()
     for node in _nodes(query):
-        if isinstance(node, ast.TypeName) and not node.pct_type:
-            type_key = state.type_key(*split_name([n.sval for n in node.names or ()]))
+        if isinstance(node, ast.TypeName) and not node.pct_type and node.names:  # no names: a type by oid
+            type_key = state.type_key(*split_name([n.sval for n in node.names]))
             if type_key is not None:
                 types.add(type_key)
         elif isinstance(node, ast.ColumnRef) and node.fields:

@@ -310,7 +310,11 @@ def _accepted(
 ) -> GrammarCheck:
     tree = raws[0].node if len(raws) == 1 else None
     if tree is not None:
-        problems = [*problems, *_prefix_question_marks(sql, tree, rewrite)]
+        problems = [
+            *problems,
+            *_prefix_question_marks(sql, tree, rewrite),
+            *_typed_parameters(sql, tree, rewrite, parameters),
+        ]
     if len(raws) != 1:
         span = None
         if len(raws) > 1:
@@ -492,6 +496,19 @@ def _prefix_question_marks(sql: str, tree: ast.Node, rewrite: _Rewrite) -> Itera
         ):
             at = rewrite.to_original(node.location)
             yield Problem(f'"?" is not a pydb parameter; {_USE_AT_NAME}', SqlSpan(at, at))
+
+
+def _typed_parameters(sql: str, tree: ast.Node, rewrite: _Rewrite, parameters: list[Parameter]) -> Iterator[Problem]:
+    """`INTERVAL @d`, `date @d`: PostgreSQL's grammar takes only a string literal after a type
+    name (the parser pglast wraps also takes `$1` there: a TypeCast without a `::` location)."""
+    for node in _walk(tree):
+        if isinstance(node, ast.TypeCast) and node.location is None and isinstance(node.arg, ast.ParamRef):
+            at = rewrite.to_original(node.arg.location or 0)
+            span = next((p.span for p in parameters if p.span.start <= at <= p.span.end), SqlSpan(at, at))
+            written = sql[span.start : span.end + 1]
+            type_at = node.typeName.location if node.typeName is not None else None
+            type_name = sql[rewrite.to_original(type_at or 0) : span.start].strip() if type_at is not None else "type"
+            yield Problem(f'syntax error at or near "{written}"; write {written}::{type_name}', span)
 
 
 def _error_offset(rewrite: _Rewrite, err: PgSyntaxError) -> int:
