@@ -8,7 +8,7 @@ import asyncio
 import json
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 import grpc
@@ -18,7 +18,8 @@ from generation.task.v1 import task_pb2 as pb
 from generation.task.v1 import task_pb2_grpc
 from taskworker import TaskContext, WorkerFleet, open_channel
 from taskworker.connect import ChannelSettings
-from taskworker.reports import Outcome, ReportBatcher
+from taskworker.events import TERMINAL, EventEmitter, PendingEvent
+from taskworker.reports import LEASE_LOST, Outcome, ReportBatcher
 from worker_support import free_port, sql, wait_until
 
 if TYPE_CHECKING:
@@ -101,21 +102,34 @@ async def test_each_task_is_told_whether_its_result_landed(stub: Stub, tool: pb.
 
 
 class LosesFirstAnswer:
-    """The real stub, except that the first CompleteTasks lands and then its answer is lost."""
+    """The real stub, except that the first CompleteTasks lands (committed by the real server)
+    and then its answer is lost, after `on_lost` has run (the outage a kill would cause). The
+    heartbeats the server refuses are recorded."""
 
-    def __init__(self, stub: Stub, on_lost: Callable[[], None]) -> None:
+    def __init__(self, stub: Stub, on_lost: Callable[[], Awaitable[None] | None]) -> None:
         self.stub = stub
         self.lost = 0
         self.on_lost = on_lost
+        self.refused_heartbeats: set[str] = set()
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.stub, name)
+
+    async def HeartbeatTask(self, request: pb.HeartbeatTaskRequest, **kw: Any) -> pb.HeartbeatTaskResponse:
+        try:
+            return await self.stub.HeartbeatTask(request, **kw)
+        except grpc.aio.AioRpcError as err:
+            if err.code() in LEASE_LOST:
+                self.refused_heartbeats.add(request.task_id)
+            raise
 
     async def CompleteTasks(self, request: pb.CompleteTasksRequest, **kw: Any) -> pb.CompleteTasksResponse:
         resp = await self.stub.CompleteTasks(request, **kw)
         if self.lost == 0:
             self.lost += 1
-            self.on_lost()
+            lost = self.on_lost()
+            if lost is not None:
+                await lost
             raise grpc.aio.AioRpcError(
                 grpc.StatusCode.UNAVAILABLE, grpc.aio.Metadata(), grpc.aio.Metadata(), "lost", None
             )
@@ -137,6 +151,77 @@ async def test_a_lost_answer_is_not_a_lost_lease(stub: Stub, tool: pb.Tool, data
     flusher.cancel()
     assert flaky.lost == 1 and batcher.stats.retried_batches == 1
     assert landed == [True, True, False]
+
+
+class KeptEvents:
+    """An event transport that keeps what the fleet writes, in order."""
+
+    def __init__(self) -> None:
+        self.events: list[PendingEvent] = []
+
+    async def append(self, batch: list[PendingEvent]) -> None:
+        self.events.extend(batch)
+
+    async def aclose(self) -> None:
+        pass
+
+
+async def test_a_result_that_landed_unseen_is_not_counted_as_a_lost_lease(
+    stub: Stub, tool: pb.Tool, database_url: str
+) -> None:
+    """The failover's finding, without killing a server: a CompleteTasks batch commits, its answer
+    is lost, and before the resend the server refuses the tasks' heartbeats (their rows are
+    completed). The resend's answer leaves them out and GetTask shows them completed under their
+    own tokens: they count as completed and as landed after a lost answer, their terminal events
+    say completed, and only the task whose lease was really taken counts as lease_lost."""
+    n = 8
+    await stub.SetToolLease(pb.SetToolLeaseRequest(tool_id=tool.id, lease_seconds=2))  # beats every second
+    tasks = await queue_many(stub, tool, n + 1)
+    taken = tasks[n]  # its lease is taken by someone else while it runs
+    taken_running = asyncio.Event()
+
+    async def process(task: pb.Task, ctx: TaskContext) -> Any:
+        if task.id == taken.id:
+            taken_running.set()
+            await asyncio.Event().wait()  # until the refused heartbeat cancels it
+        return {"ok": True}
+
+    async def refused_meanwhile() -> None:
+        # The answer is held back until the server has refused every one of the batch's
+        # heartbeats, as it did after the promotion (bounded polling of the recorded refusals).
+        await wait_until(lambda: {t.id for t in tasks[:n]} <= flaky.refused_heartbeats, what="heartbeats refused")
+
+    flaky = LosesFirstAnswer(stub, on_lost=refused_meanwhile)
+    kept = KeptEvents()
+    emitter = EventEmitter(kept)
+    # One batch of n results: it goes out once all n wait (the window is only a fallback).
+    fleet = WorkerFleet(flaky, poll_interval=0.2, report_window=5.0, report_batch=n, events=emitter)  # type: ignore[arg-type]
+    fleet.add_tool(tool.id, process, concurrency=n + 1)
+    run = asyncio.create_task(fleet.run())
+    await asyncio.wait_for(taken_running.wait(), 10)
+    await sql(database_url, "UPDATE generation.tasks SET lease_token = gen_random_uuid() WHERE id = %s", taken.id)
+    await wait_until(lambda: fleet.running == 0, timeout=20, what="every task settled")
+    fleet.drain()
+    await asyncio.wait_for(run, 30)
+    await emitter.aclose()
+
+    assert flaky.lost == 1 and fleet.reports.stats.retried_batches == 1
+    assert fleet.stats.completed == n and fleet.stats.landed_after_lost_answer == n
+    assert fleet.reports.stats.landed_unseen == n
+    assert fleet.stats.heartbeats_refused >= n + 1
+    assert fleet.stats.lease_lost == 1  # only the task whose lease was taken
+    assert fleet.stats.claimed == n + 1 == fleet.stats.completed + fleet.stats.lease_lost  # one outcome each
+    terminals = {e.task_id: json.loads(e.data) for e in kept.events if e.kind == TERMINAL}
+    assert terminals == {
+        **{t.id: {"outcome": "completed", "retrying": False} for t in tasks[:n]},
+        taken.id: {"outcome": "lease_lost", "retrying": True},
+    }
+    rows = await sql(
+        database_url,
+        "SELECT status::text, count(*) FROM generation.tasks WHERE id = ANY(%s::uuid[]) GROUP BY 1",
+        [t.id for t in tasks[:n]],
+    )
+    assert rows == [("completed", n)]
 
 
 @pytest.mark.parametrize(

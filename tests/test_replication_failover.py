@@ -203,5 +203,13 @@ async def test_a_failover_loses_no_acknowledged_enqueue_or_completion(
                 f"heartbeats refused: {len(ledger.refused_heartbeats)}, of completions that landed unseen: {landed_unseen}"
             )
             record_property("heartbeats_refused_of_completions_landed_unseen", landed_unseen)
+            # The fleet's own accounting: every claim ends in exactly one outcome, so a completion
+            # that landed with its answer lost (and its heartbeat refused) is counted completed
+            # (and landed_after_lost_answer), never lease_lost as well.
+            stats = fleet.stats
+            print(f"fleet: {stats}")
+            record_property("fleet_landed_after_lost_answer", stats.landed_after_lost_answer)
+            record_property("fleet_lease_lost", stats.lease_lost)
+            assert stats.claimed == stats.completed + stats.failed + stats.lease_lost + stats.abandoned, stats
         finally:
             await running.close()

@@ -186,12 +186,12 @@ async def test_lease_lost_work_that_ignores_cancel_is_not_reported(
     running = fleets(tool, process, heartbeat_interval=0.1)
     await started.wait()
     await sql(database_url, "UPDATE generation.tasks SET lease_token = gen_random_uuid() WHERE id = %s", t.id)
-    await wait_until(lambda: running.fleet.stats.lease_lost == 1, what="lease loss noticed")
+    await wait_until(lambda: running.fleet.stats.heartbeats_refused == 1, what="lease loss noticed")
     may_return.set()
     await wait_until(lambda: running.fleet.running == 0, what="task slot released")
     row = await get(stub, t.id)
     assert row.status == pb.TASK_STATUS_PROCESSING and not row.HasField("output")
-    assert running.fleet.stats.completed == 0
+    assert running.fleet.stats.completed == 0 and running.fleet.stats.lease_lost == 1
 
 
 async def test_poll_only_pickup_is_bounded_by_poll_interval(

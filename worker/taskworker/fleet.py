@@ -137,7 +137,13 @@ class FleetStats:
     claimed: int = 0
     completed: int = 0
     failed: int = 0
+    # Tasks whose terminal outcome is `lease_lost`: their result or failure did not land.
     lease_lost: int = 0
+    # Of `completed` + `failed`: landed by a report whose answer was lost (a kill, a cut
+    # connection), found by GetTask when the resent batch left them out. A heartbeat refused
+    # meanwhile (the row took the outcome, which ends the lease) does not make them lost.
+    landed_after_lost_answer: int = 0
+    heartbeats_refused: int = 0  # the task is no longer `processing` under our token
     abandoned: int = 0  # cancelled by a drain timeout: left for the lease to lapse
     sweeps: int = 0
     heartbeat_errors: int = 0  # transient: the lease may still hold, so the work goes on
@@ -350,6 +356,8 @@ class WorkerFleet:
             elif ctx.lease_lost.is_set():  # the report was refused: the lease is gone
                 outcome = {"outcome": "lease_lost", "retrying": True}
         finally:
+            if outcome["outcome"] == "lease_lost":
+                self.stats.lease_lost += 1
             if self.events is not None:
                 self.events.emit(task.id, task_events.TERMINAL, outcome)
             if not work.done():
@@ -408,7 +416,9 @@ class WorkerFleet:
         except grpc.aio.AioRpcError as err:
             if err.code() in LEASE_LOST:
                 log.warning("task %s: heartbeat rejected (%s): lease lost", task.id, err.details())
-                self.stats.lease_lost += 1
+                # Counted as lost only by the task's terminal outcome (_work): a report in
+                # flight may yet show the row took it.
+                self.stats.heartbeats_refused += 1
                 ctx.lease_lost.set()
                 # While its outcome is on the wire, the report's own answer decides (the row may
                 # have just taken it, which ends a lease too); before that, the work is moot.
@@ -441,10 +451,9 @@ class WorkerFleet:
 
     async def _report(self, ctx: TaskContext, outcome: Outcome) -> bool:
         """Through the batcher; False (the lease is gone) also sets ctx.lease_lost."""
-        flagged = ctx.lease_lost.is_set()
         if await self.reports.report(outcome):
+            if outcome.landed_unseen:
+                self.stats.landed_after_lost_answer += 1
             return True
-        if not flagged:  # else the heartbeat counted it already
-            self.stats.lease_lost += 1
         ctx.lease_lost.set()
         return False

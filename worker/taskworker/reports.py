@@ -61,6 +61,8 @@ class Outcome:
     landed: asyncio.Future[bool] = field(default_factory=lambda: asyncio.get_running_loop().create_future())
     # Sent at least once without an answer: it may already have landed.
     uncertain: bool = False
+    # It had landed, by an attempt whose answer was lost: GetTask found the row took it.
+    landed_unseen: bool = False
     attempts: int = 0
 
     def settle(self, landed: bool) -> None:
@@ -75,6 +77,7 @@ class ReportStats:
     retried_batches: int = 0  # transient failures, kept and sent again
     lease_lost: int = 0
     split_batches: int = 0  # refused as a whole, resent one by one
+    landed_unseen: int = 0  # of `reported`, those that landed by an attempt whose answer was lost
 
 
 class ReportBatcher:
@@ -265,6 +268,8 @@ class ReportBatcher:
             return
         if landed_earlier(outcome, row):
             self.stats.reported += 1
+            self.stats.landed_unseen += 1
+            outcome.landed_unseen = True
             outcome.settle(True)
         else:
             self._lost(outcome)
