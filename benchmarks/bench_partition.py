@@ -19,7 +19,8 @@ scenario, the layouts alternating (order reversed every round) so they share the
   GetTask cycles over the tools; p50/p99 of each statement;
 - throughput: `clients` connections per layout run claim+complete cycles for `seconds`, then the
   batched path (ClaimTasks 100 + CompleteTasks); tasks/s, median over the rounds;
-- PruneTasks (1,000 terminal rows per call) latency, `terminal` scenario;
+- PruneTasks (1,000 terminal rows per call) latency, `terminal` scenario; each call rolled back
+  (untimed), so every call sees the same table;
 - planning: the claim's planning time (EXPLAIN ANALYZE, custom plan) and which plans the
   prepared claim got (pg_prepared_statements' generic_plans / custom_plans);
 - sizes: heap and each index summed over the partitions, and the deepest B-tree level
@@ -326,9 +327,12 @@ async def scenario(server: str, terminal: int, queued: int, quick: bool) -> Json
                         used[lay][tool_id] += await claim_complete(conns[lay], tool_id, timings[lay])
                     if terminal:
                         for _ in range(prune_calls):
-                            t0 = time.perf_counter()
-                            await conns[lay].execute(PRUNE, {"older_than_seconds": 60, "limit": 1000}, prepare=True)
-                            timings[lay]["prune"].append(time.perf_counter() - t0)
+                            # Rolled back (untimed), so every call deletes from the same table: the
+                            # statement's cost at this depth, not at a depth that shrinks per call.
+                            async with conns[lay].transaction(force_rollback=True):
+                                t0 = time.perf_counter()
+                                await conns[lay].execute(PRUNE, {"older_than_seconds": 60, "limit": 1000}, prepare=True)
+                                timings[lay]["prune"].append(time.perf_counter() - t0)
                 await top_up()
             planning = {lay: await plans(conns[lay], tools[lay][0], 5 if quick else 30) for lay in layouts}
             for r in range(tp_rounds):

@@ -86,8 +86,15 @@ def latency_summary(seconds: Sequence[float]) -> Json:
 
 
 def spread(s: Json) -> str:
-    """`median (min-max)` in the unit of the values."""
-    return f"{s['median']:.3g} ({s['min']:.3g}-{s['max']:.3g})"
+    """`median (min-max)` in the unit of the values: three significant digits, never in
+    scientific notation (a rate of 15,200 reads as such, not 1.52e+04)."""
+    return f"{_sig3(s['median'])} ({_sig3(s['min'])}-{_sig3(s['max'])})"
+
+
+def _sig3(value: float) -> str:
+    if abs(value) >= 1000:
+        return f"{float(f'{value:.3g}'):,.0f}"
+    return f"{value:.3g}"
 
 
 # -- database --------------------------------------------------------------------------------

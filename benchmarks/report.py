@@ -431,7 +431,8 @@ def _partition(r: Json) -> list[str]:
         "complete + GetTask cycles over the tools, the layouts alternating; throughput: N connections per layout "
         "looping claim + complete (single) or ClaimTasks 100 + CompleteTasks (batched), medians of alternated runs; "
         "a claim PostgreSQL aborts with 40001 is counted and retried. Claimed rows are replaced after each round. "
-        "`plain_tuned` is the plain table with autovacuum by row count (docs/performance.md). Dead tuples and "
+        "PruneTasks (1,000 rows per call) is rolled back after each call, so every call deletes "
+        "from the same table. `plain_tuned` is the plain table with autovacuum by row count (docs/performance.md). Dead tuples and "
         f"autovacuum runs are read at the end of the run; autovacuum_naptime {pt.get('autovacuum_naptime', '?')}.",
         "",
     ]

@@ -240,3 +240,88 @@ def test_stale_listing_reads_the_stale_rows_not_the_backlog(pg_server: tuple[str
             assert "Seq Scan" not in kinds and "Bitmap Heap Scan" not in kinds, f"{what}: {kinds}"
             assert plan["Actual Rows"] == 9, what
             assert rows_read(plan) <= 20, f"{what}: read {rows_read(plan)} rows"
+
+
+#: The rule PurgeTaskEvents implements, written as the definition (group every task's events),
+#: independently of the statement under test; default windows (3,600 s retention, 86,400 s idle).
+EXPIRED_BY_DEFINITION = """
+    SELECT task_id FROM generation.task_events GROUP BY task_id
+    HAVING max(emitted_at) < now() - CASE WHEN max(seq) = max(seq) FILTER (WHERE kind = 'terminal')
+                                          THEN interval '1 hour' ELSE interval '1 day' END
+"""
+
+
+def add_events(url: str, tasks: int, finished_share: float, last_event: str, *, terminal_then: str = "") -> None:
+    """`tasks` tasks of 10 events each (seq 1-10, one second apart), the newest `last_event` ago
+    plus up to a minute; the first `finished_share` of them end with a terminal event. With
+    `terminal_then`, a further progress event follows the terminal one that long after it."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(
+            """
+            CREATE TEMP TABLE spec AS
+            SELECT gen_random_uuid() AS task_id, i <= %(tasks)s * %(share)s AS finished,
+                   now() - %(last)s::interval - (i %% 60) * interval '1 second' AS last_at
+            FROM generate_series(1, %(tasks)s) i
+            """,
+            {"tasks": tasks, "share": finished_share, "last": last_event},
+        )
+        # seq-major, as a fleet appends them: a task's events interleave with other tasks'.
+        conn.execute(
+            """
+            INSERT INTO generation.task_events (task_id, seq, kind, data, emitted_at)
+            SELECT s.task_id, n, CASE WHEN s.finished AND n = 10 THEN 'terminal' ELSE 'progress' END,
+                   '{"fraction": 0.5}', s.last_at - (10 - n) * interval '1 second'
+            FROM generate_series(1, 10) n, spec s ORDER BY n
+            """
+        )
+        if terminal_then:
+            conn.execute(
+                "INSERT INTO generation.task_events (task_id, seq, kind, data, emitted_at) "
+                "SELECT task_id, 11, 'progress', '{}', last_at + %s::interval FROM spec WHERE finished",
+                (terminal_then,),
+            )
+        conn.execute("VACUUM ANALYZE generation.task_events")
+
+
+def test_event_purge_costs_the_expired_tasks_not_the_table(pg_server: tuple[str, Cluster | None]) -> None:
+    """PurgeTaskEvents with 120 tasks due (100 finished over an hour ago, 20 silent for two days)
+    among 2,000 and then 20,000 retained tasks of 10 events (finished within the hour, silent
+    for 2 to 20 hours, running), plus tasks the candidate indexes find but the rule keeps (an
+    event after the terminal one; a terminal event old by the clock of a task whose other event
+    is recent): both plans delete exactly the tasks the rule names, through the two candidate
+    indexes and the primary key, reading about the same rows whatever the table holds. Grouping
+    the whole table read every event (200,000+ rows) on every run."""
+    with scratch_database(pg_server[0]) as url:
+        add_events(url, 100, 1.0, "2 hours")  # finished, past retention: purged
+        add_events(url, 20, 0.0, "2 days")  # abandoned, past idle: purged
+        add_events(url, 10, 1.0, "3 hours", terminal_then="1 minute")  # newest not terminal: kept
+        add_events(url, 10, 1.0, "3 hours", terminal_then="2 hours 50 minutes")  # a recent event: kept
+        for retained, rows in ((2_000, "20,000"), (18_000, "200,000")):
+            add_events(url, retained // 2, 1.0, "10 minutes")  # finished within retention
+            add_events(url, retained * 2 // 5, 0.0, "2 hours")  # silent, within idle
+            add_events(url, retained // 10, 0.0, "0 seconds")  # running
+            with psycopg.connect(url) as conn:
+                expected = {r[0] for r in conn.execute(EXPIRED_BY_DEFINITION)}
+                assert len(expected) == 120
+                before = {r[0] for r in conn.execute("SELECT DISTINCT task_id FROM generation.task_events")}
+                conn.execute(task_pydb.PURGE_TASK_EVENTS_SQL, {"retention_seconds": 0, "idle_seconds": 0})
+                after = {r[0] for r in conn.execute("SELECT DISTINCT task_id FROM generation.task_events")}
+                conn.rollback()
+            assert before - after == expected, f"{rows} rows: purged other tasks than the rule names"
+            for generic in (False, True):
+                plan = explain(
+                    url,
+                    task_pydb.PURGE_TASK_EVENTS_SQL,
+                    {"retention_seconds": 0, "idle_seconds": 0},
+                    generic=generic,
+                    analyze=True,
+                )
+                what = f"PurgeTaskEvents, {rows} rows ({'generic' if generic else 'custom'} plan)"
+                all_nodes = list(nodes(plan))
+                kinds = [n["Node Type"] for n in all_nodes]
+                assert "Seq Scan" not in kinds and "Hash Join" not in kinds, f"{what}: {kinds}"
+                indexes = {n.get("Index Name") for n in all_nodes}
+                wanted = {"idx_gen_task_events_terminal", "idx_gen_task_events_first", "task_events_pkey"}
+                assert wanted <= indexes, f"{what}: {indexes}"
+                assert plan["Plans"][-1]["Actual Rows"] == 1_200, f"{what}: deleted {plan['Plans'][-1]['Actual Rows']}"
+                assert rows_read(plan) <= 6_000, f"{what}: read {rows_read(plan)} rows"

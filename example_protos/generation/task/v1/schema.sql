@@ -103,6 +103,18 @@ CREATE TABLE generation.task_events (
     PRIMARY KEY (task_id, seq)
 );
 
+-- PurgeTaskEvents finds its candidates here rather than grouping the whole table: a finished
+-- task past retention has a terminal event older than the retention cutoff (one entry per
+-- finished task)...
+CREATE INDEX idx_gen_task_events_terminal ON generation.task_events (emitted_at)
+    WHERE kind = 'terminal';
+
+-- ... and an abandoned task past the idle cutoff has its first event (seq 1: AppendTaskEvents
+-- numbers every task's events from 1, and the purge deletes a task's events together) older
+-- than that cutoff (one entry per task).
+CREATE INDEX idx_gen_task_events_first ON generation.task_events (emitted_at)
+    WHERE seq = 1;
+
 CREATE FUNCTION generation.notify_task_events() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
     PERFORM pg_notify('task_events', NEW.task_id::text);

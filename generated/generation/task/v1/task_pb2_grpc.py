@@ -279,6 +279,12 @@ class GenerationDataServiceServicer:
 
     def PurgeTaskEvents(self, request, context):
         """Deletes the events of finished tasks past retention, and of abandoned ones past idle.
+        Costs the tasks it deletes, not the table: the candidates are the terminal events older
+        than the retention cutoff (idx_gen_task_events_terminal) and the first events older than
+        the idle cutoff (idx_gen_task_events_first); each candidate's events are then checked by
+        primary key against the rule itself (newest event terminal, every event older than the
+        cutoff), and the ids gathered into an array so the DELETE is primary-key lookups. Grouping
+        the whole table by task read every event on every run.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

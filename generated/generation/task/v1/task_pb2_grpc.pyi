@@ -106,7 +106,14 @@ class GenerationDataServiceStub:
     ListTaskEvents: _grpc.UnaryUnaryMultiCallable[_task_pb2.ListTaskEventsRequest, _task_pb2.ListTaskEventsResponse]
     """A task's events after after_seq, in seq order."""
     PurgeTaskEvents: _grpc.UnaryUnaryMultiCallable[_task_pb2.PurgeTaskEventsRequest, _task_pb2.PurgeTaskEventsResponse]
-    """Deletes the events of finished tasks past retention, and of abandoned ones past idle."""
+    """Deletes the events of finished tasks past retention, and of abandoned ones past idle.
+    Costs the tasks it deletes, not the table: the candidates are the terminal events older
+    than the retention cutoff (idx_gen_task_events_terminal) and the first events older than
+    the idle cutoff (idx_gen_task_events_first); each candidate's events are then checked by
+    primary key against the rule itself (newest event terminal, every event older than the
+    cutoff), and the ids gathered into an array so the DELETE is primary-key lookups. Grouping
+    the whole table by task read every event on every run.
+    """
     WatchTaskEvents: _grpc.UnaryStreamMultiCallable[_task_pb2.WatchTaskEventsRequest, _task_pb2.WatchTaskEventsResponse]
     """Rings when events of a task are committed (the schema's trigger NOTIFYs task_events with
     the task id); readers then ListTaskEvents from the last seq they saw.
@@ -183,7 +190,14 @@ class GenerationDataServiceAsyncStub(GenerationDataServiceStub):
     ListTaskEvents: _aio.UnaryUnaryMultiCallable[_task_pb2.ListTaskEventsRequest, _task_pb2.ListTaskEventsResponse]  # type: ignore[assignment]
     """A task's events after after_seq, in seq order."""
     PurgeTaskEvents: _aio.UnaryUnaryMultiCallable[_task_pb2.PurgeTaskEventsRequest, _task_pb2.PurgeTaskEventsResponse]  # type: ignore[assignment]
-    """Deletes the events of finished tasks past retention, and of abandoned ones past idle."""
+    """Deletes the events of finished tasks past retention, and of abandoned ones past idle.
+    Costs the tasks it deletes, not the table: the candidates are the terminal events older
+    than the retention cutoff (idx_gen_task_events_terminal) and the first events older than
+    the idle cutoff (idx_gen_task_events_first); each candidate's events are then checked by
+    primary key against the rule itself (newest event terminal, every event older than the
+    cutoff), and the ids gathered into an array so the DELETE is primary-key lookups. Grouping
+    the whole table by task read every event on every run.
+    """
     WatchTaskEvents: _aio.UnaryStreamMultiCallable[_task_pb2.WatchTaskEventsRequest, _task_pb2.WatchTaskEventsResponse]  # type: ignore[assignment]
     """Rings when events of a task are committed (the schema's trigger NOTIFYs task_events with
     the task id); readers then ListTaskEvents from the last seq they saw.
@@ -365,7 +379,14 @@ class GenerationDataServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _task_pb2.PurgeTaskEventsRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_task_pb2.PurgeTaskEventsResponse, _abc.Awaitable[_task_pb2.PurgeTaskEventsResponse]]:
-        """Deletes the events of finished tasks past retention, and of abandoned ones past idle."""
+        """Deletes the events of finished tasks past retention, and of abandoned ones past idle.
+        Costs the tasks it deletes, not the table: the candidates are the terminal events older
+        than the retention cutoff (idx_gen_task_events_terminal) and the first events older than
+        the idle cutoff (idx_gen_task_events_first); each candidate's events are then checked by
+        primary key against the rule itself (newest event terminal, every event older than the
+        cutoff), and the ids gathered into an array so the DELETE is primary-key lookups. Grouping
+        the whole table by task read every event on every run.
+        """
 
     @_abc_1.abstractmethod
     def WatchTaskEvents(

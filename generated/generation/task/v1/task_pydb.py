@@ -700,22 +700,32 @@ async def list_task_events(
 
 
 PURGE_TASK_EVENTS_SQL = """\
-DELETE FROM generation.task_events AS e
-USING (SELECT task_id FROM generation.task_events
-       GROUP BY task_id
-       HAVING max(emitted_at) < now() - CASE WHEN max(seq) = max(seq) FILTER (WHERE kind = 'terminal')
-                                             THEN COALESCE(NULLIF(GREATEST(%(retention_seconds)s::int4, 0), 0), 3600)
-                                             ELSE COALESCE(NULLIF(GREATEST(%(idle_seconds)s::int4, 0), 0), 86400)
-                                        END * INTERVAL '1 second'
-      ) AS expired
-WHERE e.task_id = expired.task_id
+DELETE FROM generation.task_events
+WHERE task_id = ANY (ARRAY(
+  SELECT c.task_id
+  FROM (SELECT task_id FROM generation.task_events
+        WHERE kind = 'terminal'
+          AND emitted_at < now() - COALESCE(NULLIF(GREATEST(%(retention_seconds)s::int4, 0), 0), 3600) * INTERVAL '1 second'
+        UNION
+        SELECT task_id FROM generation.task_events
+        WHERE seq = 1
+          AND emitted_at < now() - COALESCE(NULLIF(GREATEST(%(idle_seconds)s::int4, 0), 0), 86400) * INTERVAL '1 second'
+       ) AS c,
+       LATERAL (SELECT max(s.emitted_at) AS last_at, max(s.seq) AS last_seq,
+                       max(s.seq) FILTER (WHERE s.kind = 'terminal') AS terminal_seq
+                FROM generation.task_events AS s WHERE s.task_id = c.task_id) AS t
+  WHERE t.last_at < now() - CASE WHEN t.last_seq = t.terminal_seq
+                                 THEN COALESCE(NULLIF(GREATEST(%(retention_seconds)s::int4, 0), 0), 3600)
+                                 ELSE COALESCE(NULLIF(GREATEST(%(idle_seconds)s::int4, 0), 0), 86400)
+                            END * INTERVAL '1 second'
+))
 """
 
 
 async def purge_task_events(
     conn: AsyncConnection[Any], request: task_pb2.PurgeTaskEventsRequest
 ) -> task_pb2.PurgeTaskEventsResponse:
-    """PurgeTaskEvents: Deletes the events of finished tasks past retention, and of abandoned ones past idle.
+    """PurgeTaskEvents: Deletes the events of finished tasks past retention, and of abandoned ones past idle. Costs the tasks it deletes, not the table: the candidates are the terminal events older than the retention cutoff (idx_gen_task_events_terminal) and the first events older than the idle cutoff (idx_gen_task_events_first); each candidate's events are then checked by primary key against the rule itself (newest event terminal, every event older than the cutoff), and the ids gathered into an array so the DELETE is primary-key lookups. Grouping the whole table by task read every event on every run.
 
     Returns no rows.
     """
