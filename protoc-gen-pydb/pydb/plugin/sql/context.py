@@ -56,6 +56,9 @@ class AnalyzerCore(ABC):
         self.param_spans = grammar.parameter_spans  # found by PostgreSQL's lexer
         self.window_depth = 0
         self._param_order: list[str] = []
+        #: Parameters a use left untyped (`@p IS NULL`) before any use typed them: PostgreSQL
+        #: keeps that use's parameter unknown, so a later type for it is its error.
+        self.untyped_uses: dict[str, SqlSpan | None] = {}
         #: The nodes whose select list or RETURNING list is the statement's result (the
         #: statement itself, or each branch of a set operation): their `*`s are expanded.
         self.top_level: set[int] = set()
@@ -174,6 +177,10 @@ class AnalyzerCore(ABC):
         spans = self.param_spans.get(name)
         return spans[0] if spans else None
 
+    def param_number(self, name: str) -> int:
+        """`@name`'s number as PREPARE sees it (`$1`, ...): parameters numbered in text order."""
+        return list(self.param_spans).index(name) + 1 if name in self.param_spans else 0
+
     def see_param(self, name: str) -> None:
         if name not in self.param_types:
             self.param_types[name] = None
@@ -192,6 +199,11 @@ class AnalyzerCore(ABC):
         if pgtype is None or pgtype in (t.UNKNOWN, t.NULL):
             return
         current = self.param_types[name]
+        if current is None and name in self.untyped_uses:
+            self.error(
+                f"could not determine data type of parameter ${self.param_number(name)}", span=self.untyped_uses[name]
+            )
+            self.untyped_uses.pop(name)
         if current is None:
             self.param_types[name] = pgtype
         elif current != pgtype and not same_family(current, pgtype):

@@ -278,6 +278,9 @@ class ExpressionInference(AnalyzerCore):
             a = self.expect(node.this, t.BOOL, scope)
             return Typed(t.BOOL, a.nullable)
         if isinstance(node, exp.Is):
+            subject = node.this.unnest() if isinstance(node.this, exp.Paren) else node.this
+            if isinstance(subject, exp.Parameter) and self.param_types.get(subject.name) is None:
+                self.untyped_uses.setdefault(subject.name, self.span(subject))
             self.infer(node.this, scope)
             return Typed(t.BOOL, False)
         if isinstance(node, exp.In):

@@ -85,9 +85,9 @@ class Statements(AnalyzerCore):
         scope = self.with_ctes(node, scope)
         local = Scope(parent=scope)
         self.from_clause(node, local)
-        where = node.args.get("where")
-        if where is not None:
-            self.expect(where.this, t.BOOL, local)
+        # The parameters are listed WHERE's first, then GROUP BY's, then HAVING's, as before the
+        # select list; they are typed in PostgreSQL's order below.
+        self.list_params(node.args.get("where"))
         group = node.args.get("group")
         if group is not None:
             output_aliases = {e.alias for e in node.expressions if isinstance(e, exp.Alias)}
@@ -108,9 +108,7 @@ class Statements(AnalyzerCore):
                     for n, typed in rel.columns
                 ]
             local.merged = {n: Typed(ty.type, True) if n in nulled else ty for n, ty in local.merged.items()}
-        having = node.args.get("having")
-        if having is not None:
-            self.expect(having.this, t.BOOL, local)
+        self.list_params(node.args.get("having"))
         for window in node.args.get("windows") or []:  # WINDOW w AS (PARTITION BY ... ORDER BY ...)
             self.window_spec(window, local)
         distinct = node.args.get("distinct")
@@ -119,6 +117,12 @@ class Statements(AnalyzerCore):
             for e in on.expressions if isinstance(on, exp.Tuple) else [on]:
                 self.grouping_key(e, local)
         outputs = self.projections(node, node.expressions, local)
+        # PostgreSQL's transformSelectStmt types the select list before WHERE and HAVING: a
+        # parameter's first typing use in that order fixes its type.
+        for clause in ("where", "having"):
+            condition = node.args.get(clause)
+            if condition is not None:
+                self.expect(condition.this, t.BOOL, local)
         local.output = {n: typed for n, typed, _ in outputs}
         order = node.args.get("order")
         if order is not None:
@@ -154,9 +158,21 @@ class Statements(AnalyzerCore):
             name, typed, span = outputs[position]
             if isinstance(cell, exp.Parameter) and self.param_types.get(cell.name) is None:
                 resolved[position] = (name, self.expect(cell, t.TEXT, scope), span)
+            elif isinstance(cell, exp.Parameter) and typed.type is None:
+                # Untyped when the select list was read, typed by a later clause (WHERE id = @a):
+                # PostgreSQL still makes this use text, a second type for one parameter.
+                later = self.param_types.get(cell.name)
+                if later is not None and later != t.TEXT:
+                    self.error(f"inconsistent types deduced for parameter ${self.param_number(cell.name)}", cell)
+                resolved[position] = (name, Typed(later, typed.nullable), span)
             elif typed.type == t.UNKNOWN:  # 'x': text (NULL stays untyped: the result check asks for a cast)
                 resolved[position] = (name, Typed(t.TEXT, typed.nullable), span)
         return resolved
+
+    def list_params(self, clause: exp.Expr | None) -> None:
+        """List `clause`'s parameters, in the order they are written, without typing them."""
+        for param in clause.find_all(exp.Parameter, bfs=False) if clause is not None else ():
+            self.see_param(param.name)
 
     def grouping_key(self, node: exp.Expr, scope: Scope, allow_output: bool = False) -> Typed:
         """A GROUP BY, ORDER BY or DISTINCT ON expression: a parameter no context typed is text
@@ -519,14 +535,19 @@ class Statements(AnalyzerCore):
                 self.join(join, local)
         for join in node.args.get("joins") or []:
             self.join(join, local)
-        if table is not None:
-            self.assignments(node.expressions, table, local)
+        # PostgreSQL's transformUpdateStmt types WHERE, then RETURNING, then SET; the parameters
+        # are still listed SET's first, as they are written.
+        for item in node.expressions:
+            self.list_params(item)
         where = node.args.get("where")
         if where is not None:
             self.expect(where.this, t.BOOL, local)
             self.check_per_row(where.this, "WHERE")
         key = _key_param(where.this if where is not None else None, table, rel)
-        return table, self.returning(node, local), key
+        returning = self.returning(node, local)
+        if table is not None:
+            self.assignments(node.expressions, table, local)
+        return table, returning, key
 
     def delete(
         self, node: exp.Delete, scope: Scope
