@@ -59,6 +59,8 @@ class AnalyzerCore(ABC):
         #: Parameters a use left untyped (`@p IS NULL`) before any use typed them: PostgreSQL
         #: keeps that use's parameter unknown, so a later type for it is its error.
         self.untyped_uses: dict[str, SqlSpan | None] = {}
+        #: Inside a window's PARTITION BY or ORDER BY (typed last by PostgreSQL) when above 0.
+        self.window_depth = 0
         #: The nodes whose select list or RETURNING list is the statement's result (the
         #: statement itself, or each branch of a set operation): their `*`s are expanded.
         self.top_level: set[int] = set()

@@ -192,7 +192,15 @@ class ExpressionInference(AnalyzerCore):
 
     def window_spec(self, window: exp.Window, scope: Scope) -> None:
         """A window's own clauses (in OVER (...) or a WINDOW definition): PARTITION BY and ORDER BY
-        name columns of the query."""
+        name columns of the query. PostgreSQL types them last (transformWindowDefinitions), so an
+        untyped use of a parameter here comes after any typing one."""
+        self.window_depth += 1
+        try:
+            self.window_clauses(window, scope)
+        finally:
+            self.window_depth -= 1
+
+    def window_clauses(self, window: exp.Window, scope: Scope) -> None:
         for part in window.args.get("partition_by") or []:
             self.infer(part, scope)
         window_order = window.args.get("order")
@@ -279,7 +287,11 @@ class ExpressionInference(AnalyzerCore):
             return Typed(t.BOOL, a.nullable)
         if isinstance(node, exp.Is):
             subject = node.this.unnest() if isinstance(node.this, exp.Paren) else node.this
-            if isinstance(subject, exp.Parameter) and self.param_types.get(subject.name) is None:
+            if (
+                isinstance(subject, exp.Parameter)
+                and self.param_types.get(subject.name) is None
+                and not self.window_depth
+            ):
                 self.untyped_uses.setdefault(subject.name, self.span(subject))
             self.infer(node.this, scope)
             return Typed(t.BOOL, False)

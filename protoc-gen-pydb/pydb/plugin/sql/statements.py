@@ -89,6 +89,9 @@ class Statements(AnalyzerCore):
         # select list; they are typed in PostgreSQL's order below.
         self.list_params(node.args.get("where"))
         group = node.args.get("group")
+        # Typed after ORDER BY (GROUP BY, DISTINCT ON) and LIMIT (WINDOW), as PostgreSQL's
+        # transformSelectStmt does; listed here, in the order they always were.
+        late_keys: list[exp.Expr] = []
         if group is not None:
             output_aliases = {e.alias for e in node.expressions if isinstance(e, exp.Alias)}
             for g in grouping_items(group):
@@ -99,7 +102,8 @@ class Statements(AnalyzerCore):
                     and g.name not in local_column_names(local)
                 ):
                     continue  # GROUP BY an output name: checked as that output
-                self.grouping_key(g, local)
+                late_keys.append(g)
+                self.list_params(g)
             # ROLLUP, CUBE, GROUPING SETS: in the rows of a set that leaves a column out, it is NULL.
             nulled = sometimes_grouped(group)
             for rel in local.relations:
@@ -109,13 +113,15 @@ class Statements(AnalyzerCore):
                 ]
             local.merged = {n: Typed(ty.type, True) if n in nulled else ty for n, ty in local.merged.items()}
         self.list_params(node.args.get("having"))
-        for window in node.args.get("windows") or []:  # WINDOW w AS (PARTITION BY ... ORDER BY ...)
-            self.window_spec(window, local)
+        windows = node.args.get("windows") or []  # WINDOW w AS (PARTITION BY ... ORDER BY ...)
+        for window in windows:
+            self.list_params(window)
         distinct = node.args.get("distinct")
         if isinstance(distinct, exp.Distinct) and distinct.args.get("on") is not None:
             on = distinct.args["on"]
             for e in on.expressions if isinstance(on, exp.Tuple) else [on]:
-                self.grouping_key(e, local)
+                late_keys.append(e)
+                self.list_params(e)
         outputs = self.projections(node, node.expressions, local)
         # PostgreSQL's transformSelectStmt types the select list before WHERE and HAVING: a
         # parameter's first typing use in that order fixes its type.
@@ -139,7 +145,11 @@ class Statements(AnalyzerCore):
                     self.grouping_key(key, local, allow_output=True)
             if isinstance(distinct, exp.Distinct) and distinct.args.get("on") is not None:
                 self.check_distinct_on(distinct.args["on"], order)
+        for key in late_keys:
+            self.grouping_key(key, local)
         self.limit_offset(node, local)
+        for window in windows:
+            self.window_spec(window, local)
         self.check_grouping(node, local)
         if id(node) not in self.unresolved_outputs:
             outputs = self.untyped_outputs_as_text(node.expressions, outputs, local)
