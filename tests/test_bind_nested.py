@@ -98,3 +98,15 @@ def test_an_aliased_whole_row_reference_is_refused_with_the_form_that_works(tmp_
     error = compile_error(tmp_path, proto)
     assert "the whole-row reference customer is not written out as its columns" in error
     assert "name the FROM item after the field instead: `JOIN ... customer ON ...` and select `customer`" in error
+
+
+def test_a_row_constructor_is_a_record_not_a_nested_message(tmp_path: Path) -> None:
+    """`ROW(c.id, c.name, c.note)` is an anonymous record (PostgreSQL's type `record`): it reads
+    as its text output, never into a message field."""
+    proto = PROTO.replace("bind_nested.v1", "bind_nested_bad.v1").replace(
+        SQL,
+        "SELECT o.*, ROW(c.id, c.name, c.note) AS customer FROM app.orders o "
+        "LEFT JOIN app.customers c ON c.id = o.customer_id WHERE o.id = @id",
+    )
+    error = compile_error(tmp_path, proto)
+    assert "result column customer is record, which does not fit bind_nested_bad.v1.OrderView.customer" in error

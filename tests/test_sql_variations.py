@@ -28,6 +28,11 @@ CREATE TABLE hosts (
 TYPED = [
     # `(@p)` is the parameter itself: untyped, it takes its type from the context
     "SELECT id FROM hosts WHERE (@tag) = ANY(tags)",
+    # `ROW(...)` is the row constructor `(...)`, not a function row(): a record, or compared field by field
+    "SELECT ROW(1, 2)",
+    "SELECT ROW(id, addr) AS r FROM hosts",
+    "SELECT id FROM hosts WHERE ROW(id, addr) = ROW(@id, @addr)",
+    "SELECT id FROM hosts WHERE ROW(id) IN (ROW(@id), ROW(@other))",
     "SELECT id FROM hosts WHERE id = ((@id))",
     "SELECT id FROM hosts WHERE addr <<= (@net)::inet",
     "SELECT id FROM hosts WHERE tags && (@any_of)::text[]",

@@ -61,6 +61,7 @@ class Analyzer(Statements, Grouping, FromItems, ExpressionInference, Operators, 
         assert stmt is not None
         _fold_identifiers(stmt)
         _unwrap_parameters(stmt)
+        _row_constructors(stmt)
         self.top_level = {id(node) for node in _result_lists(stmt)}
         scope = Scope()
         key_param: str | None = None
@@ -204,6 +205,14 @@ def _fold_identifiers(stmt: exp.Expr) -> None:
     for ident in stmt.find_all(exp.Identifier):
         if not ident.quoted:
             ident.set("this", fold(str(ident.this)))
+
+
+def _row_constructors(stmt: exp.Expr) -> None:
+    """`ROW(a, b)` as PostgreSQL's tree has it: the row constructor `(a, b)` (sqlglot reads a
+    call of a function row, which a keyword cannot name unquoted)."""
+    for call in list(stmt.find_all(exp.Anonymous)):
+        if str(call.this).lower() == "row" and call.parent is not None:
+            call.replace(exp.Tuple(expressions=list(call.expressions)))
 
 
 def _unwrap_parameters(stmt: exp.Expr) -> None:

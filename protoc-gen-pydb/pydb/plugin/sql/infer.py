@@ -285,6 +285,10 @@ class ExpressionInference(AnalyzerCore):
         if isinstance(node, exp.Not):
             a = self.expect(node.this, t.BOOL, scope)
             return Typed(t.BOOL, a.nullable)
+        if isinstance(node, exp.Tuple):  # a row constructor as a value: PostgreSQL's anonymous record
+            for element in node.expressions:
+                self.infer(element, scope)
+            return Typed(PgType("record"), False)
         if isinstance(node, exp.Is):
             subject = node.this.unnest() if isinstance(node.this, exp.Paren) else node.this
             if (
