@@ -3,7 +3,7 @@ extensions and triggers, applied as PostgreSQL applies them (DROP and RENAME: dd
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import replace
 
 from pglast import ast
@@ -15,6 +15,7 @@ from .catalog import Column, CompositeType, Domain, RangeType, Sequence, Table
 from .ddl_state import PgNode, State, qualified, strings
 from .ddl_tables import deparse
 from .names import split_name
+from .pgtree import walk
 from .signatures import FunctionSig, Volatility
 from .types import PgType
 
@@ -303,7 +304,7 @@ def _record_view_reads(state: State, key: str, query: PgNode) -> None:
     state.view_deps[key] = _reads(state, query)
     types: set[str] = set()
     columns: set[str] = set()
-    for node in _nodes(query):
+    for node in walk(query):
         if isinstance(node, ast.TypeName) and not node.pct_type and node.names:  # no names: a type by oid
             type_key = state.type_key(*split_name([n.sval for n in node.names]))
             if type_key is not None:
@@ -313,16 +314,6 @@ def _record_view_reads(state: State, key: str, query: PgNode) -> None:
             columns.add("*" if isinstance(last, ast.A_Star) else str(last.sval))
     state.view_types[key] = types
     state.view_columns[key] = columns
-
-
-def _nodes(value: object) -> Iterator[ast.Node]:
-    if isinstance(value, ast.Node):
-        yield value
-        for attr in value:
-            yield from _nodes(getattr(value, attr))
-    elif isinstance(value, tuple):
-        for item in value:
-            yield from _nodes(item)
 
 
 def _reads(state: State, query: PgNode) -> set[str]:

@@ -21,6 +21,7 @@ from pglast import ast, parser
 
 from ..diagnostics import Problem, SqlSpan
 from .pgparse import PgSyntaxError, RawStatement, parse, scan
+from .pgtree import nodes_of, walk
 
 #: PostgreSQL's built-in operators whose name ends in `@` (pg_operator), besides `@` itself
 #: (absolute value; `@name` is pydb's): `x<@y` is an operator applied to y, while `x=@y` (`=@`
@@ -90,7 +91,7 @@ class GrammarCheck:
         text order."""
         if self.tree is None:
             return []
-        calls = sorted((c for c in _walk(self.tree) if isinstance(c, ast.FuncCall)), key=lambda c: c.location or 0)
+        calls = sorted(nodes_of(self.tree, ast.FuncCall), key=lambda c: c.location or 0)
         return [tuple(str(part.sval) for part in call.funcname or () if isinstance(part, ast.String)) for call in calls]
 
     def read_only(self, is_volatile: Callable[[tuple[str, ...]], bool] | None = None) -> bool:
@@ -100,7 +101,7 @@ class GrammarCheck:
         of a volatile function (nextval, a function that writes) makes the statement a writer."""
         if self.kind != "select" or self.tree is None:
             return False
-        for node in _walk(self.tree):
+        for node in walk(self.tree):
             if isinstance(node, ast.SelectStmt) and node.lockingClause:
                 return False
             if isinstance(node, ast.CommonTableExpr) and not isinstance(node.ctequery, ast.SelectStmt):
@@ -487,7 +488,7 @@ def _foreign_placeholders(
 def _prefix_question_marks(sql: str, tree: ast.Node, rewrite: _Rewrite) -> Iterator[Problem]:
     """`a = ? + 1` parses: `?` as a prefix operator applied to `+1`. PostgreSQL has no prefix
     `?` (jsonb's `?` takes a left operand), so it is another dialect's placeholder."""
-    for node in _walk(tree):
+    for node in walk(tree):
         if (
             isinstance(node, ast.A_Expr)
             and node.lexpr is None
@@ -501,7 +502,7 @@ def _prefix_question_marks(sql: str, tree: ast.Node, rewrite: _Rewrite) -> Itera
 def _typed_parameters(sql: str, tree: ast.Node, rewrite: _Rewrite, parameters: list[Parameter]) -> Iterator[Problem]:
     """`INTERVAL @d`, `date @d`: PostgreSQL's grammar takes only a string literal after a type
     name (the parser pglast wraps also takes `$1` there: a TypeCast without a `::` location)."""
-    for node in _walk(tree):
+    for node in walk(tree):
         if isinstance(node, ast.TypeCast) and node.location is None and isinstance(node.arg, ast.ParamRef):
             at = rewrite.to_original(node.arg.location or 0)
             span = next((p.span for p in parameters if p.span.start <= at <= p.span.end), SqlSpan(at, at))
@@ -513,15 +514,3 @@ def _typed_parameters(sql: str, tree: ast.Node, rewrite: _Rewrite, parameters: l
 
 def _error_offset(rewrite: _Rewrite, err: PgSyntaxError) -> int:
     return len(rewrite.original) + 1 if err.offset is None else rewrite.to_original(err.offset)
-
-
-def _walk(node: ast.Node) -> Iterator[ast.Node]:
-    """Every node of a pglast tree, depth first."""
-    stack: list[object] = [node]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, ast.Node):
-            yield item
-            stack.extend(getattr(item, name) for name in item)  # iterating a Node yields its slot names
-        elif isinstance(item, tuple):
-            stack.extend(item)

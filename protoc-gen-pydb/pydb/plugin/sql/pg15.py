@@ -26,6 +26,8 @@ from dataclasses import dataclass
 
 from pglast import ast, parser
 
+from .pgtree import walk
+
 #: Keywords of pglast's grammar (PostgreSQL 18) that PostgreSQL 15 does not have (its
 #: pg_get_keywords(); tests/test_sql_pg15_grammar.py compares the two lists with the server).
 NEWER_KEYWORDS = frozenset(
@@ -98,7 +100,7 @@ def restore(node: ast.Node, names: dict[str, str]) -> None:
     """Put the names `standins` replaced back into a tree parsed from its text."""
     if not names:
         return
-    for item in _nodes(node):
+    for item in walk(node):
         for slot in item:
             value = getattr(item, slot)
             if isinstance(value, str) and value in names:
@@ -147,11 +149,11 @@ def alias_refusals(text: str, tokens: Sequence[parser.Token], trees: Sequence[as
     # A VALUES list of constants places no node (A_Const has no location): its `(`s in text order.
     unplaced = iter(i for i in range(len(tokens)) if _opens_values(tokens, i))
     for tree in trees:
-        for item in _nodes(tree):
+        for item in walk(tree):
             if not isinstance(item, ast.RangeSubselect) or item.alias is not None or item.subquery is None:
                 continue
             placed = [
-                at for n in _nodes(item.subquery) if isinstance(at := getattr(n, "location", None), int) and at >= 0
+                at for n in walk(item.subquery) if isinstance(at := getattr(n, "location", None), int) and at >= 0
             ]
             first = starts.get(min(placed, default=-1))
             opening = None if first is not None else next(unplaced, None)
@@ -189,14 +191,3 @@ def _matching(tokens: Sequence[parser.Token], opening: int) -> int:
 
 def _syntax_error(text: str, tok: parser.Token) -> Refusal:
     return Refusal(f'syntax error at or near "{text[tok.start : tok.end + 1]}"', tok.start, tok.start)
-
-
-def _nodes(node: ast.Node) -> Iterator[ast.Node]:
-    stack: list[object] = [node]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, ast.Node):
-            yield item
-            stack.extend(getattr(item, name) for name in item)
-        elif isinstance(item, tuple):
-            stack.extend(item)

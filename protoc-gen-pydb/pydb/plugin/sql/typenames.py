@@ -17,7 +17,7 @@ the analyzer resolves the TypeName PostgreSQL's parser found there (`type_names_
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any, TypeVar
+from typing import Any
 
 from pglast import ast, stream
 from sqlglot import exp
@@ -29,6 +29,7 @@ from .catalog import Catalog
 from .grammar import GrammarCheck
 from .names import split_name
 from .pgparse import PgSyntaxError, parse, scan
+from .pgtree import nodes_of
 from .types import PgType
 
 
@@ -47,22 +48,7 @@ class PositionedPostgres(Postgres):
 
 def type_names(tree: ast.Node | None) -> Iterator[ast.TypeName]:
     """Every TypeName of a pglast tree."""
-    return _nodes(tree, ast.TypeName)
-
-
-_N = TypeVar("_N", bound=ast.Node)
-
-
-def _nodes(tree: ast.Node | None, kind: type[_N]) -> Iterator[_N]:
-    stack: list[object] = [tree]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, ast.Node):
-            if isinstance(item, kind):
-                yield item
-            stack.extend(getattr(item, name) for name in item)
-        elif isinstance(item, tuple):
-            stack.extend(item)
+    return nodes_of(tree, ast.TypeName)
 
 
 def type_names_by_offset(grammar: GrammarCheck) -> dict[int, ast.TypeName]:
@@ -93,7 +79,7 @@ def with_type_standins(text: str, grammar: GrammarCheck) -> str:
         return text
     spans: list[tuple[int, int]] = []
     tokens: list[tuple[str, int, int]] | None = None
-    for node in _nodes(grammar.tree, ast.TypeCast):
+    for node in nodes_of(grammar.tree, ast.TypeCast):
         tn = node.typeName
         if tn is None or tn.location is None:
             continue
