@@ -1,9 +1,9 @@
-"""Variations of accepted statements that PostgreSQL still takes (a parameter in parentheses, an
-operator written twice around a parameter used twice, a parameter as a sort or group key, next to
-a timestamp, or typed by an earlier use) and variations it refuses (UNION of a type without
-equality, `date + @n`),
-differentially: the analyzer's parameter and column types must be what PREPARE describes, and
-where PostgreSQL refuses the statement the analyzer must refuse it with PostgreSQL's message."""
+"""Where a parameter may stand: variations of accepted statements that PostgreSQL still takes (a
+parameter in parentheses, an operator written twice around a parameter used twice, a parameter as a
+sort or group key, next to a timestamp, or typed by an earlier use) and variations it refuses (UNION
+of a type without equality, `date + @n`), differentially: the analyzer's parameter and column types
+must be what PREPARE describes, and where PostgreSQL refuses the statement the analyzer must refuse
+it with PostgreSQL's message."""
 
 from __future__ import annotations
 

@@ -1,7 +1,10 @@
-"""Statements PostgreSQL prepares that the analyzer once refused or typed differently (issue 10),
-differentially: the analyzer's parameter and output column names and types must be what
-PostgreSQL describes, and a column the analyzer calls NOT NULL must be one PostgreSQL holds NOT
-NULL."""
+"""What a name means where it is written: system relations and their NOT NULL columns, SQL value
+functions (current_schema ...), a quoted keyword as a name, ORDER BY naming an output column,
+ambiguous input columns and JOIN ... USING columns, and next to them a unit parameter of
+date_trunc, a function's one OUT parameter naming the column, INSERT leaving out a NOT NULL
+column and ON CONFLICT without an arbiter. Differentially: the analyzer's parameter and output
+column names and types must be what PostgreSQL describes, and a column the analyzer calls NOT NULL
+must be one PostgreSQL holds NOT NULL."""
 
 from __future__ import annotations
 
