@@ -16,9 +16,9 @@ import psycopg
 import pytest
 from pg import Cluster, scratch_database
 from plugin_harness import compile_protos, run_plugin
+from pydb.plugin.sql.frontend import load_catalog
 from pydb.plugin.sql.schema.source import (
     SchemaRoots,
-    load_catalog,
     migration_order,
     natural_key,
     read_files,

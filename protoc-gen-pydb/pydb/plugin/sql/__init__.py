@@ -2,6 +2,7 @@
 
 Layers, each importing only those below it (tests/test_sql_layers.py holds them to it):
 
+    frontend.py  the entry points wired: build_catalog / load_catalog with views typed by the analyzer
     analyzer/  one statement → Analysis (scope, expressions, calls, operators, grouping, statements)
     schema/    DDL text → Catalog (tables, objects, partitions, renames; schema files and dumps)
     bridge/    the seam between pglast's tree and sqlglot's: same-length stand-ins, offsets
@@ -18,7 +19,8 @@ from .catalog.builtins import load_builtins
 from .catalog.identifiers import QualifiedName, quote_ident
 from .catalog.model import Catalog
 from .catalog.types import NULL, PgType
-from .schema.source import SchemaRoots, load_catalog, read_files, schema_path
+from .frontend import load_catalog
+from .schema.source import SchemaRoots, read_files, schema_path
 from .syntax import pgparse
 
 __all__ = [

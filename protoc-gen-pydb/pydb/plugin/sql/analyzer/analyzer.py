@@ -31,10 +31,11 @@ from ..catalog.model import Catalog, Table
 from ..syntax.grammar import check_statement
 from .calls import FunctionCalls, is_volatile
 from .expressions import ExpressionInference
+from .from_items import FromItems
 from .grouping import Grouping
 from .operators import Operators
 from .result import Analysis, Param, ResultColumn, StatementKind
-from .scope import FromItems, Scope, Typed
+from .scope import Scope, Typed
 from .statements import Statements
 from .utility import analyze_utility
 
@@ -49,7 +50,7 @@ class Analyzer(Statements, Grouping, FromItems, ExpressionInference, Operators, 
         if self.grammar.kind == "other" or (isinstance(tree, ast.SelectStmt) and tree.intoClause is not None):
             # CALL, TRUNCATE, NOTIFY, DDL (whose type names are its own: serial, a type it drops),
             # SELECT INTO (a CREATE TABLE AS): PostgreSQL's tree, not sqlglot's.
-            utility = analyze_utility(self.sql, self.grammar, self.catalog)
+            utility = analyze_utility(self.sql, self.grammar, self.catalog, analyze)
             self.problems.extend(utility.problems)
             return utility
         if not self.type_names_exist():

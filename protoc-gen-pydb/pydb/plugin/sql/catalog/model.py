@@ -1,10 +1,10 @@
 """The catalog: every object the schema's DDL created, as PostgreSQL would hold it after applying
-the DDL in order (`ddl.py` applies it; `schema_source.py` says where it comes from).
+the DDL in order (`schema/apply.py` applies it; `schema/source.py` says where it comes from).
 
 How to use it
 -------------
-`build_catalog(sql)` -> `(Catalog, problems)`: a schema text applied statement by statement.
-`schema_source.load_catalog(...)` does the same for a file, a `pg_dump` or a migrations directory.
+`frontend.build_catalog(sql)` -> `(Catalog, problems)`: a schema text applied statement by statement.
+`frontend.load_catalog(...)` does the same for a file, a `pg_dump` or a migrations directory.
 
 Look objects up the way PostgreSQL resolves names, through the search path (`"$user", public`,
 with `pg_catalog` searched first for types and functions); `schema=None` means unqualified:
@@ -32,7 +32,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal, TypeVar
 
-from ...diagnostics import Problem
 from .builtins import BUILTIN_RELATION_SCHEMAS, load_builtins
 from .identifiers import DEFAULT_SEARCH_PATH, PG_CATALOG, QualifiedName, candidates
 from .signatures import FunctionSig, OperatorSig
@@ -246,15 +245,6 @@ class Catalog:
         bare = {t.name: t.qualified for t in self.tables.values()}
         close = difflib.get_close_matches(name, [*bare, *self.tables], n=1, cutoff=0.6)
         return close[0] if close else None
-
-
-def build_catalog(sql: str) -> tuple[Catalog, list[Problem]]:
-    """Apply the DDL of one schema text in order. Problems carry spans into `sql`; the catalog
-    holds everything that applied, even when there are errors."""
-    from ..schema.apply import apply_schema  # ddl builds Catalogs: imported here to avoid the cycle
-
-    catalog, problems = apply_schema([("", sql)])
-    return catalog, [p for _, p in problems]
 
 
 def _sequence_relation(catalog: Catalog, key: str) -> Table | None:

@@ -243,14 +243,10 @@ def alter_sequence(state: State, node: PgNode) -> None:
 # -- views and CREATE TABLE AS --------------------------------------------------------------
 def _query_columns(state: State, query: PgNode, what: str, names: list[str]) -> tuple[Column, ...]:
     """The columns of a view's or CREATE TABLE AS's query, analysed by the statement checker."""
-    from ..analyzer.analyzer import analyze  # the analyzer reads the Catalog: imported here to avoid the cycle
-
-    sql = deparse(query)
-    analysis, problems = analyze(sql, state.freeze(state.search_path))
-    errors = [p.message for p in problems if p.severity == "error"]
+    columns, errors = state.query_typer(deparse(query), state.freeze(state.search_path))
     if errors:
         state.warning(f"{what}: its query could not be fully analysed ({errors[0]}); columns may be missing or untyped")
-    result = analysis.columns if analysis is not None and analysis.columns is not None else ()
+    result = columns if columns is not None else ()
     out = []
     for i, rc in enumerate(result):
         name = names[i] if i < len(names) else rc.name

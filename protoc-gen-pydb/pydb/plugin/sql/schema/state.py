@@ -6,7 +6,7 @@ from __future__ import annotations
 import difflib
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, Protocol
 
 from ...diagnostics import Problem, Severity, SqlSpan
 from ..catalog.identifiers import DEFAULT_SEARCH_PATH, PG_CATALOG, PG_TEMP, QualifiedName, candidates, fold, split_name
@@ -50,6 +50,30 @@ SERIALS = {
 }
 
 
+class QueryColumn(Protocol):
+    """One result column of a query, as the statement analyzer types it."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def type(self) -> PgType | None: ...
+    @property
+    def nullable(self) -> bool: ...
+
+
+class QueryTyper(Protocol):
+    """What types a view's (or CREATE TABLE AS's) query: the statement analyzer, handed in by
+    whoever builds a catalog (`sql/frontend.py`), so that schema/ never imports the analyzer,
+    which reads the catalogs schema/ builds (sqlc's `columnGenerator`, the same seam). Returns
+    the query's columns (None when it has none) and the messages of its errors."""
+
+    def __call__(self, sql: str, catalog: Catalog) -> tuple[Sequence[QueryColumn] | None, list[str]]: ...
+
+
+def _no_analyzer(sql: str, catalog: Catalog) -> tuple[Sequence[QueryColumn] | None, list[str]]:
+    return None, ["no statement analyzer was handed to the schema"]
+
+
 @dataclass
 class ConstraintInfo:
     #: pg_constraint.contype: p(rimary), u(nique), f(oreign), c(heck), x (exclusion), n (not null).
@@ -89,6 +113,8 @@ class State:
     #: The session's search path (SET search_path / set_config change it for what follows).
     search_path: tuple[str, ...] = DEFAULT_SEARCH_PATH
     problems: list[tuple[str, Problem]] = field(default_factory=list)
+    #: Types the queries of views and CREATE TABLE AS (see `QueryTyper`).
+    query_typer: QueryTyper = _no_analyzer
     #: The file being applied and the statement's range in it.
     path: str = ""
     text: str = ""
