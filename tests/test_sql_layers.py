@@ -176,3 +176,13 @@ def test_the_checks_catch_a_deferred_upward_import_and_a_type_checking_cycle(tmp
     assert cycles(found) == [
         ["pydb.plugin.sql.analyzer.core", "pydb.plugin.sql.analyzer.run", "pydb.plugin.sql.catalog.model"]
     ]
+
+
+def test_no_module_over_600_lines() -> None:
+    """COMMON.md's limit, for every module of the plugin and the runtime."""
+    long = {
+        str(p.relative_to(PLUGIN_ROOT)): n
+        for p in PLUGIN_ROOT.rglob("*.py")
+        if (n := len(p.read_text().splitlines())) > 600
+    }
+    assert long == {}

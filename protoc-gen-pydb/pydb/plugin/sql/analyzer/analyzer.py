@@ -36,13 +36,13 @@ from .grouping import Grouping
 from .operators import Operators
 from .result import Analysis, Param, ResultColumn, StatementKind
 from .scope import Scope, Typed
-from .statements import Statements
 from .utility import analyze_utility
+from .writes import Writes
 
 __all__ = ["Analyzer", "analyze"]
 
 
-class Analyzer(Statements, Grouping, FromItems, ExpressionInference, Operators, FunctionCalls):
+class Analyzer(Writes, Grouping, FromItems, ExpressionInference, Operators, FunctionCalls):
     """One statement's analysis: the mixins joined, and the entry point."""
 
     def analyze(self) -> Analysis | None:

@@ -83,12 +83,6 @@ class ExpressionInference(AnalyzerCore):
             written = before[-1] if before else None
         return written or _GENERIC_SYMBOLS[type(node)]
 
-    def written_as_modeled(self, node: exp.Expr) -> bool:
-        """Whether a call sqlglot models (COALESCE) was written as one PostgreSQL has, not as
-        a function of another dialect sqlglot reads as it (IFNULL)."""
-        call = self.calls.get(node.meta["start"]) if "start" in node.meta else None
-        return call is None or self.call_exists(call)
-
     def assign(self, value: exp.Expr, want: PgType, scope: Scope, column: str | None = None) -> Typed:
         """Type `value` stored into a column of type `want` (INSERT, SET): like `expect`, but
         with Postgres' assignment casts, under which any type may be stored in a text column.

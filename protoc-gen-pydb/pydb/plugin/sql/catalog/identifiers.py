@@ -3,13 +3,10 @@ the search_path. The one module that knows the `public` rule."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import TypeVar
 
 from pglast.keywords import COL_NAME_KEYWORDS, RESERVED_KEYWORDS, TYPE_FUNC_NAME_KEYWORDS, UNRESERVED_KEYWORDS
-
-_T = TypeVar("_T")
 
 #: Keywords that must be quoted to be used as a column or table name (PostgreSQL's
 #: quote_identifier quotes every keyword but the unreserved ones).
@@ -114,21 +111,3 @@ def parse_search_path(value: str) -> tuple[str, ...]:
         if name and name != "$user":
             out.append(name)
     return tuple(out)
-
-
-def lookup(
-    schema: str | None,
-    name: str,
-    find: Callable[[QualifiedName], _T | None],
-    search_path: Iterable[str] = DEFAULT_SEARCH_PATH,
-) -> _T | None:
-    """Resolve a possibly unqualified name the way PostgreSQL does: a qualified name in its
-    schema only; an unqualified one in pg_catalog first (implicitly), then each schema of the
-    search_path in order."""
-    if schema is not None:
-        return find(QualifiedName(schema, name))
-    for candidate in (PG_CATALOG, *search_path):
-        found = find(QualifiedName(candidate, name))
-        if found is not None:
-            return found
-    return None

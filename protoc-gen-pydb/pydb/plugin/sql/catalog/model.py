@@ -20,7 +20,7 @@ with `pg_catalog` searched first for types and functions); `schema=None` means u
 - `catalog.enum(schema, name)`, `catalog.domain(...)`, `catalog.composite(...)`,
   `catalog.sequence(...)` for the details.
 
-Qualified names are `QualifiedName(schema, name)` (`names.py`), already folded; dictionary keys
+Qualified names are `QualifiedName(schema, name)` (`identifiers.py`), already folded; dictionary keys
 are their `str()` (`schema.name`). Never re-implement the `public` rule: call these methods.
 """
 
@@ -102,10 +102,6 @@ class Table:
     @property
     def qualified(self) -> str:
         return f"{self.schema}.{self.name}"
-
-    @property
-    def qname(self) -> QualifiedName:
-        return QualifiedName(self.schema, self.name)
 
     def column(self, name: str) -> Column | None:
         for col in self.columns:

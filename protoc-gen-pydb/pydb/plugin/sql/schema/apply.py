@@ -21,7 +21,7 @@ from ...diagnostics import Problem, SqlSpan
 from ..catalog.identifiers import parse_search_path
 from ..catalog.model import Catalog
 from ..syntax.pgparse import PgSyntaxError, RawStatement, parse, scan
-from . import objects, tables
+from . import alter, objects, tables
 from .state import PgNode, QueryTyper, State, strings
 
 
@@ -244,6 +244,7 @@ _HANDLERS: dict[str, Callable[[State, PgNode], None]] = {
     "CreateSchemaStmt": _create_schema,
     "CommentStmt": _comment,
     **tables.HANDLERS,
+    **alter.HANDLERS,
     **objects.HANDLERS,
 }
 

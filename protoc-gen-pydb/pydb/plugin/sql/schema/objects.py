@@ -14,7 +14,7 @@ from ..catalog.identifiers import split_name
 from ..catalog.model import Column, CompositeType, Domain, RangeType, Sequence, Table
 from ..catalog.signatures import FunctionSig, Volatility
 from ..catalog.types import PgType
-from ..syntax.pgtree import walk
+from ..syntax.pgtree import nodes_of, walk
 from . import rename
 from .state import PgNode, State, qualified, strings
 from .tables import deparse
@@ -314,22 +314,7 @@ def _record_view_reads(state: State, key: str, query: PgNode) -> None:
 
 def _reads(state: State, query: PgNode) -> set[str]:
     """The relations a query reads (WITH query names resolve to no relation and drop out)."""
-    found: set[str] = set()
-
-    def visit(value: object) -> None:
-        if isinstance(value, ast.RangeVar):
-            key = state.relation_key(value)
-            if key is not None:
-                found.add(key)
-        elif isinstance(value, ast.Node):
-            for attr in value:
-                visit(getattr(value, attr))
-        elif isinstance(value, tuple):
-            for item in value:
-                visit(item)
-
-    visit(query)
-    return found
+    return {key for rv in nodes_of(query, ast.RangeVar) if (key := state.relation_key(rv)) is not None}
 
 
 # -- functions ------------------------------------------------------------------------------
