@@ -16,12 +16,11 @@ This module re-exports what the rest of the plugin (bind/, pygen/, main) uses; n
 from .analyzer.analyzer import analyze
 from .analyzer.result import Analysis, Expansion, ResultColumn
 from .catalog.builtins import load_builtins
-from .catalog.identifiers import QualifiedName, quote_ident
+from .catalog.identifiers import QualifiedName, closest, did_you_mean, quote_ident
 from .catalog.model import Catalog
 from .catalog.types import NULL, PgType
 from .frontend import load_catalog
 from .schema.source import SchemaRoots, read_files, schema_path
-from .syntax import pgparse
 
 __all__ = [
     "NULL",
@@ -33,9 +32,10 @@ __all__ = [
     "ResultColumn",
     "SchemaRoots",
     "analyze",
+    "closest",
+    "did_you_mean",
     "load_builtins",
     "load_catalog",
-    "pgparse",
     "quote_ident",
     "read_files",
     "schema_path",

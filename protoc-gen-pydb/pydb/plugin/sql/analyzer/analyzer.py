@@ -9,6 +9,7 @@ by concern: scope.py, infer.py, operators.py, functions.py, grouping.py, stateme
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import replace
 
 import sqlglot
 from pglast import ast
@@ -170,6 +171,10 @@ def analyze(
         return None, list(grammar.problems)
     analyzer = Analyzer(sql, catalog, grammar, nullable_params)
     result = analyzer.analyze()
+    if result is not None:
+        numbers = {p.number: p.name for p in grammar.parameters}
+        names = tuple(numbers.get(n, "") for n in range(1, max(numbers, default=0) + 1))
+        result = replace(result, tree=grammar.tree, positional_names=names)
     return result, [*analyzer.problems, *analyzer.warnings]
 
 

@@ -4,7 +4,6 @@ and where nodes stand in the text."""
 
 from __future__ import annotations
 
-import difflib
 import re
 from abc import ABC, abstractmethod
 
@@ -23,12 +22,6 @@ from ..syntax.colnames import OutputNames
 from ..syntax.grammar import GrammarCheck
 from .result import Expansion
 from .scope import Relation, Scope, Typed
-
-
-def suggest(name: str, candidates: list[str]) -> str:
-    close = difflib.get_close_matches(name, candidates, n=1, cutoff=0.6)
-    return f"; did you mean {close[0]}?" if close else ""
-
 
 #: What follows `x` in `x::type`: the type name, its modifiers and array brackets.
 _CAST_SUFFIX = re.compile(

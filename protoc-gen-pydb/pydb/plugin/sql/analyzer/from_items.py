@@ -3,20 +3,18 @@ a statement and how column references resolve in them."""
 
 from __future__ import annotations
 
-import difflib
-
 from sqlglot import exp
 
 from ...diagnostics import SqlSpan
 from ..bridge.call_standins import SQL_VALUE_KEYWORDS, function_name
 from ..catalog import types as t
 from ..catalog.builtins import BUILTIN_RELATION_SCHEMAS
-from ..catalog.identifiers import quote_ident
+from ..catalog.identifiers import closest, did_you_mean, quote_ident
 from ..catalog.model import Catalog, Table
 from ..catalog.types import PgType
 from ..rules.casts import describe
 from ..rules.coercion import ResolveError, common_type
-from .core import AnalyzerCore, suggest
+from .core import AnalyzerCore
 from .scope import Relation, Scope, StarColumn, Typed, all_relations, rename, system_columns
 
 
@@ -26,11 +24,11 @@ def _suggest_table(schema: str | None, name: str, catalog: Catalog) -> str:
     table look alike; then with every qualified name."""
     where = schema or catalog.search_path[0]
     same_schema = [table.name for table in catalog.tables.values() if table.schema == where]
-    close = difflib.get_close_matches(name, same_schema, n=1, cutoff=0.6)
+    close = closest(name, same_schema)
     if close:
-        return f"; did you mean {schema + '.' if schema else ''}{close[0]}?"
+        return f"; did you mean {schema + '.' if schema else ''}{close}?"
     written = f"{schema}.{name}" if schema else name
-    return "" if same_schema else suggest(written, catalog.table_names())
+    return "" if same_schema else did_you_mean(written, catalog.table_names())
 
 
 class FromItems(AnalyzerCore):
@@ -252,7 +250,7 @@ class FromItems(AnalyzerCore):
                 self.error(f"table {written} does not exist (a WITH query is named without a schema)", node)
                 return None
             if schema is not None and schema not in self.catalog.schemas and schema not in BUILTIN_RELATION_SCHEMAS:
-                self.error(f"schema {schema} does not exist{suggest(schema, sorted(self.catalog.schemas))}", node)
+                self.error(f"schema {schema} does not exist{did_you_mean(schema, sorted(self.catalog.schemas))}", node)
             else:
                 self.error(f"table {written} does not exist{_suggest_table(schema, node.name, self.catalog)}", node)
         return table
@@ -266,7 +264,7 @@ class FromItems(AnalyzerCore):
             s = s.parent
         if not scope.lenient():
             visible = sorted({n for rel in all_relations(scope) for n in rel.names})
-            self.error(f"missing FROM-clause entry for table {qualifier}{suggest(qualifier, visible)}", node)
+            self.error(f"missing FROM-clause entry for table {qualifier}{did_you_mean(qualifier, visible)}", node)
         return None
 
     def column(self, col: exp.Column, scope: Scope, allow_output: bool = False) -> Typed:
@@ -281,7 +279,7 @@ class FromItems(AnalyzerCore):
                 if rel.incomplete:
                     return Typed(None, True)
                 self.error(
-                    f"column {name} does not exist in {rel.alias}{suggest(name, [n for n, _ in rel.columns])}",
+                    f"column {name} does not exist in {rel.alias}{did_you_mean(name, [n for n, _ in rel.columns])}",
                     col,
                 )
                 return Typed(None, True)
@@ -313,7 +311,7 @@ class FromItems(AnalyzerCore):
         if scope.lenient():
             return Typed(None, True)
         visible = sorted({n for rel in all_relations(scope) for n, _ in rel.columns})
-        self.error(f"column {name} does not exist{suggest(name, visible)}", col)
+        self.error(f"column {name} does not exist{did_you_mean(name, visible)}", col)
         return Typed(None, True)
 
 

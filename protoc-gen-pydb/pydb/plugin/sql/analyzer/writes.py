@@ -10,10 +10,10 @@ from sqlglot import exp
 
 from ...diagnostics import SqlSpan
 from ..catalog import types as t
+from ..catalog.identifiers import did_you_mean
 from ..catalog.model import Column, Table
 from ..rules.casts import assignable, describe, is_untyped
 from ..syntax.pgtree import nodes_of
-from .core import suggest
 from .scope import Relation, Scope, Typed, system_columns
 from .statements import Statements
 
@@ -51,7 +51,7 @@ class Writes(Statements):
             col = table.column(cname)
             if col is None:
                 self.error(
-                    f"column {cname} of table {table.qualified} does not exist{suggest(cname, [x.name for x in table.columns])}",
+                    f"column {cname} of table {table.qualified} does not exist{did_you_mean(cname, [x.name for x in table.columns])}",
                     c,
                 )
             elif any(name == cname for name, _ in columns):
@@ -137,7 +137,7 @@ class Writes(Statements):
                     unknown_key = True
                     self.error(
                         f"ON CONFLICT column {kname} does not exist in {table.qualified}"
-                        f"{suggest(kname, [c.name for c in table.columns])}",
+                        f"{did_you_mean(kname, [c.name for c in table.columns])}",
                         k,
                     )
             arbiters = [set(u) for u in table.unique_keys] + [
@@ -229,7 +229,7 @@ class Writes(Statements):
         col = table.column(cname)
         if col is None:
             self.error(
-                f"column {cname} of table {table.qualified} does not exist{suggest(cname, [c.name for c in table.columns])}",
+                f"column {cname} of table {table.qualified} does not exist{did_you_mean(cname, [c.name for c in table.columns])}",
                 target,
             )
             if value is not None:

@@ -3,6 +3,7 @@ the search_path. The one module that knows the `public` rule."""
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
@@ -111,3 +112,16 @@ def parse_search_path(value: str) -> tuple[str, ...]:
         if name and name != "$user":
             out.append(name)
     return tuple(out)
+
+
+def closest(name: str, candidates: Iterable[str], cutoff: float = 0.6) -> str | None:
+    """The candidate closest to a name not found, for "did you mean" hints (None: none close)."""
+    close = difflib.get_close_matches(name, list(candidates), n=1, cutoff=cutoff)
+    return close[0] if close else None
+
+
+def did_you_mean(name: str, candidates: Iterable[str]) -> str:
+    """`; did you mean x?` to end a message about `name` not found, or "" when nothing other
+    than `name` itself is close."""
+    close = closest(name, (c for c in candidates if c != name))
+    return f"; did you mean {close}?" if close else ""

@@ -26,14 +26,13 @@ are their `str()` (`schema.name`). Never re-implement the `public` rule: call th
 
 from __future__ import annotations
 
-import difflib
 import functools
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal, TypeVar
 
 from .builtins import BUILTIN_RELATION_SCHEMAS, load_builtins
-from .identifiers import DEFAULT_SEARCH_PATH, PG_CATALOG, QualifiedName, candidates
+from .identifiers import DEFAULT_SEARCH_PATH, PG_CATALOG, QualifiedName, candidates, closest
 from .signatures import FunctionSig, OperatorSig
 from .types import PgType
 
@@ -239,8 +238,7 @@ class Catalog:
     def suggest_table(self, name: str) -> str | None:
         """The closest relation name, for "did you mean" hints."""
         bare = {t.name: t.qualified for t in self.tables.values()}
-        close = difflib.get_close_matches(name, [*bare, *self.tables], n=1, cutoff=0.6)
-        return close[0] if close else None
+        return closest(name, [*bare, *self.tables])
 
 
 def _sequence_relation(catalog: Catalog, key: str) -> Table | None:

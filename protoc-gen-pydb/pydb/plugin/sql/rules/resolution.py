@@ -33,11 +33,11 @@ and casts; it defaults to the core built-ins.
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from ..catalog.identifiers import closest
 from ..catalog.signatures import FunctionSig, OperatorSig
 from ..catalog.types import PgType
 from .candidates import select_candidate
@@ -308,8 +308,8 @@ def resolve_function(
         if candidates:
             note = _candidates_note(candidates, e)
         else:
-            close = difflib.get_close_matches(name.lower(), sorted(known_names), n=1, cutoff=0.8)
-            note = DIALECT_HINTS.get(name.lower()) or (f"did you mean {close[0]}()?" if close else None)
+            close = closest(name.lower(), sorted(known_names), cutoff=0.8)
+            note = DIALECT_HINTS.get(name.lower()) or (f"did you mean {close}()?" if close else None)
         return ResolveError(
             "42883", f"function {_call_text(shown, args, arg_names, e)} does not exist", _NO_FUNCTION_HINT, note
         )

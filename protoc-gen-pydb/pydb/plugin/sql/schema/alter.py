@@ -8,8 +8,9 @@ from dataclasses import replace
 
 from pglast.enums import AlterTableType, ConstrType, ObjectType
 
+from ..catalog.identifiers import did_you_mean
 from .partitions import partition_bound
-from .state import PgNode, State, suggest
+from .state import PgNode, State
 from .tables import add_constraint, column_def, constraint_keys, drop_constraint, identity_sequence
 
 
@@ -83,7 +84,7 @@ def _alter_cmd(state: State, key: str, cmd: PgNode, recursing: bool = False) -> 
         if recursing:
             return
         state.error(
-            f"column {cmd.name} of relation {table.qualified} does not exist{suggest(cmd.name or '', [c.name for c in columns])}",
+            f"column {cmd.name} of relation {table.qualified} does not exist{did_you_mean(cmd.name or '', [c.name for c in columns])}",
             word=cmd.name,
         )
         return

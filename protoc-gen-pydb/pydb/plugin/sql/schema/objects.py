@@ -213,9 +213,7 @@ def create_sequence(state: State, node: PgNode) -> None:
     if schema is None:
         return
     key = f"{schema}.{rv.relname}"
-    if state.relation_exists(key):
-        if not node.if_not_exists:
-            state.error(f"relation {key} already exists", rv.location, len(rv.relname))
+    if state.relation_taken(key, rv, node.if_not_exists):
         return
     seqtype = PgType("int8")
     for opt in node.options or ():
@@ -261,8 +259,8 @@ def create_view(state: State, node: PgNode) -> None:
         return
     key = f"{schema}.{rv.relname}"
     existing = state.tables.get(key)
-    if state.relation_exists(key) and not (node.replace and existing is not None and existing.kind == "view"):
-        state.error(f"relation {key} already exists", rv.location, len(rv.relname))
+    replacing = node.replace and existing is not None and existing.kind == "view"
+    if not replacing and state.relation_taken(key, rv):
         return
     aliases = [s.sval for s in node.aliases or ()]
     columns = _query_columns(state, node.query, f"view {key}", aliases)
@@ -277,9 +275,7 @@ def create_table_as(state: State, node: PgNode) -> None:
     if schema is None:
         return
     key = f"{schema}.{rv.relname}"
-    if state.relation_exists(key):
-        if not node.if_not_exists:
-            state.error(f"relation {key} already exists", rv.location, len(rv.relname))
+    if state.relation_taken(key, rv, node.if_not_exists):
         return
     matview = node.objtype == ObjectType.OBJECT_MATVIEW
     names = [s.sval for s in node.into.colNames or ()]

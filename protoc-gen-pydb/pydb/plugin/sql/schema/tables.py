@@ -10,12 +10,12 @@ from pglast import ast
 from pglast.enums import ConstrType, TableLikeOption
 from pglast.stream import RawStream
 
-from ..catalog.identifiers import split_name
+from ..catalog.identifiers import did_you_mean, split_name
 from ..catalog.model import Column, Index, PartitionBound, PartitionKey, RelationKind, Sequence, Table
 from ..catalog.types import PgType
 from ..syntax.pgtree import nodes_of
 from .partitions import inherited_keys_include_key, partition_bound, partition_key, unique_includes_key
-from .state import SERIALS, ConstraintInfo, PgNode, State, choose_name, qualified, strings, suggest
+from .state import SERIALS, ConstraintInfo, PgNode, State, choose_name, qualified, strings
 
 _LIKE = {m.name: int(m.value) for m in TableLikeOption}
 
@@ -125,9 +125,7 @@ def create_table(state: State, node: PgNode) -> None:
     if schema is None:
         return
     key = f"{schema}.{rv.relname}"
-    if state.relation_exists(key) or key in state.types:
-        if not node.if_not_exists:
-            state.error(f"relation {key} already exists", rv.location, len(rv.relname))
+    if state.relation_taken(key, rv, node.if_not_exists, types_too=True):
         return
     kind: RelationKind = "partitioned_table" if node.partspec is not None else "table"
     if isinstance(node, ast.CreateForeignTableStmt):
@@ -274,7 +272,7 @@ def add_constraint(state: State, key: str, con: PgNode, on_columns: tuple[str, .
     for col in cols:
         if col not in names:
             state.error(
-                f"column {col} named in key does not exist in {table.qualified}{suggest(col, names)}",
+                f"column {col} named in key does not exist in {table.qualified}{did_you_mean(col, names)}",
                 word=col,
             )
             return
@@ -355,7 +353,7 @@ def _check_reference(state: State, table: Table, con: PgNode, cols: tuple[str, .
         if ref not in names:
             state.error(
                 f"column {ref} referenced in foreign key constraint does not exist in {target.qualified}"
-                f"{suggest(ref, names)}",
+                f"{did_you_mean(ref, names)}",
                 word=ref,
             )
             return
@@ -403,7 +401,8 @@ def create_index(state: State, node: PgNode) -> None:
         if elem.name:
             if elem.name not in names:
                 state.error(
-                    f"column {elem.name} does not exist in {table.qualified}{suggest(elem.name, names)}", word=elem.name
+                    f"column {elem.name} does not exist in {table.qualified}{did_you_mean(elem.name, names)}",
+                    word=elem.name,
                 )
                 return
             cols.append(elem.name)
@@ -411,7 +410,7 @@ def create_index(state: State, node: PgNode) -> None:
             plain = False
             for ref in _column_refs(elem.expr):
                 if ref not in names:
-                    state.error(f"column {ref} does not exist in {table.qualified}{suggest(ref, names)}", word=ref)
+                    state.error(f"column {ref} does not exist in {table.qualified}{did_you_mean(ref, names)}", word=ref)
                     return
             cols.append(f"({deparse(elem.expr)})")
     name = node.idxname or choose_name(
