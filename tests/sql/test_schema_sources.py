@@ -14,9 +14,9 @@ from pathlib import Path
 
 import psycopg
 import pytest
+from pydb.plugin.sql.frontend import load_catalog
 from pydb.plugin.sql.schema.source import (
     SchemaRoots,
-    load_catalog,
     migration_order,
     natural_key,
     read_files,

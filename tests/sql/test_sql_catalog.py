@@ -20,8 +20,9 @@ import psycopg
 import pytest
 from corpus.run import positional
 from pydb.plugin.sql.analyzer.analyzer import analyze
-from pydb.plugin.sql.catalog.model import Catalog, build_catalog
-from pydb.plugin.sql.schema.source import SchemaFile, load_catalog, read_files, up_sections
+from pydb.plugin.sql.catalog.model import Catalog
+from pydb.plugin.sql.frontend import build_catalog, load_catalog
+from pydb.plugin.sql.schema.source import SchemaFile, read_files, up_sections
 from pydb.plugin.sql.syntax.grammar import parameter_spans
 from pydb.plugin.sql.syntax.pgparse import parse
 from support.pg import Cluster, scratch_database

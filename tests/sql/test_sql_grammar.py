@@ -14,8 +14,8 @@ import pytest
 from pydb.plugin.diagnostics import Diagnostic, SqlSpan
 from pydb.plugin.sql.analyzer.analyzer import analyze
 from pydb.plugin.sql.catalog import types as t
-from pydb.plugin.sql.catalog.model import build_catalog
 from pydb.plugin.sql.catalog.signatures import OperatorSig
+from pydb.plugin.sql.frontend import build_catalog
 from pydb.plugin.sql.syntax.grammar import check_statement, line_col, split_statements, syntax_error_problem
 from pydb.plugin.sql.syntax.pgparse import PgSyntaxError, parse
 from support.pg import scratch_database

@@ -10,7 +10,8 @@ import pytest
 from conftest import CORPUS_JOBS_SCHEMA
 from corpus.run import analyzer_signature, positional, postgres_signature
 from pydb.plugin.sql.analyzer.analyzer import analyze
-from pydb.plugin.sql.catalog.model import Catalog, build_catalog
+from pydb.plugin.sql.catalog.model import Catalog
+from pydb.plugin.sql.frontend import build_catalog
 from support.pg import Cluster, scratch_database
 
 CALLS = [

@@ -20,8 +20,9 @@ import pytest
 from corpus.run import pg_type_names, positional
 from pydb.plugin.sql.analyzer.analyzer import analyze
 from pydb.plugin.sql.catalog.builtins import SchemaTypes, TypeInfo, load_builtins
-from pydb.plugin.sql.catalog.model import Catalog, build_catalog
+from pydb.plugin.sql.catalog.model import Catalog
 from pydb.plugin.sql.catalog.types import PgType
+from pydb.plugin.sql.frontend import build_catalog
 from pydb.plugin.sql.rules.resolution import ResolveError, resolve_function, resolve_operator
 
 from support.pg import Cluster, scratch_database

@@ -235,7 +235,7 @@ class FileCompiler:
         if target is not None and analysis.columns is not None and self.report.error_count() == errors_before:
 
             def null_literals() -> frozenset[str]:
-                parsed = syntax.parse(sql, analysis)
+                parsed = syntax.parse(analysis)
                 return parsed.null_columns() if parsed is not None else frozenset()
 
             row = bind_row(

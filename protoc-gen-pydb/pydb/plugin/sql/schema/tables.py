@@ -1,5 +1,5 @@
-"""CREATE TABLE (partitions, INHERITS, LIKE, OF type, generated and identity columns), ALTER TABLE,
-constraints and CREATE INDEX, applied as PostgreSQL applies them."""
+"""CREATE TABLE (partitions, INHERITS, LIKE, OF type, generated and identity columns),
+constraints and CREATE INDEX, applied as PostgreSQL applies them (ALTER TABLE: `alter.py`)."""
 
 from __future__ import annotations
 
@@ -7,14 +7,15 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from pglast import ast
-from pglast.enums import AlterTableType, ConstrType, ObjectType, TableLikeOption
+from pglast.enums import ConstrType, TableLikeOption
 from pglast.stream import RawStream
 
-from ..catalog.identifiers import split_name
+from ..catalog.identifiers import did_you_mean, split_name
 from ..catalog.model import Column, Index, PartitionBound, PartitionKey, RelationKind, Sequence, Table
 from ..catalog.types import PgType
+from ..syntax.pgtree import nodes_of
 from .partitions import inherited_keys_include_key, partition_bound, partition_key, unique_includes_key
-from .state import SERIALS, ConstraintInfo, PgNode, State, choose_name, qualified, strings, suggest
+from .state import SERIALS, ConstraintInfo, PgNode, State, choose_name, qualified, strings
 
 _LIKE = {m.name: int(m.value) for m in TableLikeOption}
 
@@ -70,7 +71,7 @@ def column_def(state: State, cd: PgNode, table_key: str) -> tuple[Column, list[C
             table_constraints.append((con, (cd.colname,)))
     column = Column(cd.colname, pgtype, not_null, has_default, generated, identity_always)
     if identity is not None:
-        _identity_sequence(state, table_key, column, identity)
+        identity_sequence(state, table_key, column, identity)
     return column, table_constraints
 
 
@@ -105,6 +106,18 @@ def _merge(state: State, columns: list[Column], col: Column, location: int | Non
     columns.append(col)
 
 
+def identity_sequence(state: State, key: str, col: Column, con: PgNode) -> None:
+    schema, table = key.split(".", 1)
+    seq_key = None
+    for opt in con.options or ():
+        if opt.defname == "sequence_name":
+            seq_schema, seq_name = split_name(strings(opt.arg))
+            seq_key = f"{seq_schema or schema}.{seq_name}"
+    if seq_key is None:
+        seq_key = f"{schema}.{choose_name(table, col.name, 'seq', lambda n: state.relation_exists(f'{schema}.{n}'))}"
+    state.sequences[seq_key] = Sequence(qualified(seq_key), col.type, (key, col.name))
+
+
 # -- CREATE TABLE ---------------------------------------------------------------------------
 def create_table(state: State, node: PgNode) -> None:
     rv = node.relation
@@ -112,9 +125,7 @@ def create_table(state: State, node: PgNode) -> None:
     if schema is None:
         return
     key = f"{schema}.{rv.relname}"
-    if state.relation_exists(key) or key in state.types:
-        if not node.if_not_exists:
-            state.error(f"relation {key} already exists", rv.location, len(rv.relname))
+    if state.relation_taken(key, rv, node.if_not_exists, types_too=True):
         return
     kind: RelationKind = "partitioned_table" if node.partspec is not None else "table"
     if isinstance(node, ast.CreateForeignTableStmt):
@@ -228,7 +239,7 @@ def _like(state: State, like: PgNode, columns: list[Column]) -> tuple[tuple[str,
 
 
 # -- constraints ----------------------------------------------------------------------------
-def _keys(con: PgNode) -> tuple[str, ...]:
+def constraint_keys(con: PgNode) -> tuple[str, ...]:
     if con.contype == ConstrType.CONSTR_EXCLUSION:
         out = []
         for pair in con.exclusions or ():
@@ -247,7 +258,7 @@ def add_constraint(state: State, key: str, con: PgNode, on_columns: tuple[str, .
     if on_columns is not None:
         cols = on_columns
     else:
-        cols = tuple(s.sval for s in con.fk_attrs or ()) if kind == ConstrType.CONSTR_FOREIGN else _keys(con)
+        cols = tuple(s.sval for s in con.fk_attrs or ()) if kind == ConstrType.CONSTR_FOREIGN else constraint_keys(con)
     if kind == ConstrType.CONSTR_EXCLUSION and table.kind == "partitioned_table":
         state.error("exclusion constraints are not supported on partitioned tables", con.location)
         return
@@ -261,7 +272,7 @@ def add_constraint(state: State, key: str, con: PgNode, on_columns: tuple[str, .
     for col in cols:
         if col not in names:
             state.error(
-                f"column {col} named in key does not exist in {table.qualified}{suggest(col, names)}",
+                f"column {col} named in key does not exist in {table.qualified}{did_you_mean(col, names)}",
                 word=col,
             )
             return
@@ -342,7 +353,7 @@ def _check_reference(state: State, table: Table, con: PgNode, cols: tuple[str, .
         if ref not in names:
             state.error(
                 f"column {ref} referenced in foreign key constraint does not exist in {target.qualified}"
-                f"{suggest(ref, names)}",
+                f"{did_you_mean(ref, names)}",
                 word=ref,
             )
             return
@@ -375,214 +386,6 @@ def drop_constraint(state: State, key: str, name: str, missing_ok: bool) -> None
     state.tables[key] = table
 
 
-# -- ALTER TABLE ----------------------------------------------------------------------------
-def alter_table(state: State, node: PgNode) -> None:
-    if node.objtype == ObjectType.OBJECT_TYPE:
-        _alter_composite(state, node)
-        return
-    if node.objtype in (ObjectType.OBJECT_INDEX, ObjectType.OBJECT_SEQUENCE):
-        return  # owners, storage, ATTACH PARTITION of an index: no change to what queries see
-    rv = node.relation
-    key = state.relation_key(rv)
-    if key is None:
-        if state.find_key(rv.schemaname, rv.relname, [*state.sequences, *state.indexes]) is not None:
-            return  # ALTER TABLE on a sequence or index (pg_dump's OWNER TO): no change to the tables
-        if not node.missing_ok:
-            state.missing_relation(rv)
-        return
-    for cmd in node.cmds or ():
-        _alter_cmd(state, key, cmd)
-        if rv.inh and cmd.subtype in _RECURSING:
-            for child in state.descendants(key):
-                _alter_cmd(state, child, cmd, recursing=True)
-        elif rv.inh and cmd.subtype == AlterTableType.AT_AddConstraint and cmd.def_.contype in _PARTITION_KEYS:
-            cols = _keys(cmd.def_)
-            primary = cmd.def_.contype == ConstrType.CONSTR_PRIMARY
-            for child in state.descendants(key, partitions_only=True):
-                part = state.tables[child]
-                state.tables[child] = replace(
-                    part,
-                    columns=tuple(replace(c, not_null=True) if primary and c.name in cols else c for c in part.columns),
-                    primary_key=cols if primary else part.primary_key,
-                    unique_keys=(*part.unique_keys, cols),
-                )
-
-
-#: ALTER TABLE actions PostgreSQL applies to inheriting tables and partitions too (without ONLY).
-_RECURSING = frozenset(
-    {
-        AlterTableType.AT_AddColumn,
-        AlterTableType.AT_DropColumn,
-        AlterTableType.AT_AlterColumnType,
-        AlterTableType.AT_SetNotNull,
-        AlterTableType.AT_DropNotNull,
-        AlterTableType.AT_ColumnDefault,
-    }
-)
-#: Keys a partitioned table's partitions get too (each holds a partition of the index).
-_PARTITION_KEYS = (ConstrType.CONSTR_PRIMARY, ConstrType.CONSTR_UNIQUE)
-
-
-def _alter_cmd(state: State, key: str, cmd: PgNode, recursing: bool = False) -> None:
-    """One ALTER TABLE action on `key`; `recursing`: on an inheriting table, where a column
-    already added or already gone is PostgreSQL's merge, not an error."""
-    table = state.tables[key]
-    sub = cmd.subtype
-    columns = list(table.columns)
-    idx = next((i for i, c in enumerate(columns) if c.name == cmd.name), None) if cmd.name else None
-    needs_column = sub in (
-        AlterTableType.AT_ColumnDefault,
-        AlterTableType.AT_DropNotNull,
-        AlterTableType.AT_SetNotNull,
-        AlterTableType.AT_AlterColumnType,
-        AlterTableType.AT_AddIdentity,
-        AlterTableType.AT_SetIdentity,
-        AlterTableType.AT_DropIdentity,
-        AlterTableType.AT_DropExpression,
-        AlterTableType.AT_SetExpression,
-    )
-    if needs_column and idx is None:
-        if recursing:
-            return
-        state.error(
-            f"column {cmd.name} of relation {table.qualified} does not exist{suggest(cmd.name or '', [c.name for c in columns])}",
-            word=cmd.name,
-        )
-        return
-    if sub == AlterTableType.AT_AddColumn:
-        cd = cmd.def_
-        if any(c.name == cd.colname for c in columns):
-            if not cmd.missing_ok and not recursing:
-                state.error(
-                    f"column {cd.colname} of relation {table.qualified} already exists", cd.location, len(cd.colname)
-                )
-            return
-        col, constraints = column_def(state, cd, key)
-        state.tables[key] = replace(table, columns=(*columns, col))
-        for con, cols in constraints:
-            add_constraint(state, key, con, cols)
-    elif sub == AlterTableType.AT_DropColumn:
-        if idx is None:
-            if not cmd.missing_ok and not recursing:
-                state.error(f"column {cmd.name} of relation {table.qualified} does not exist", word=cmd.name)
-            return
-        if table.partition_key is not None and cmd.name in table.partition_key.columns:
-            state.error(
-                f"cannot drop column {cmd.name} because it is part of the partition key of relation {table.name}",
-                word=cmd.name,
-            )
-            return
-        name = columns.pop(idx).name
-        state.tables[key] = replace(
-            table,
-            columns=tuple(columns),
-            primary_key=() if name in table.primary_key else table.primary_key,
-            unique_keys=tuple(u for u in table.unique_keys if name not in u),
-        )
-    elif sub == AlterTableType.AT_ColumnDefault and idx is not None:
-        columns[idx] = replace(columns[idx], has_default=cmd.def_ is not None)
-    elif sub == AlterTableType.AT_DropNotNull and idx is not None:
-        if columns[idx].name in table.primary_key:
-            state.error(f"column {cmd.name} is in a primary key (DROP NOT NULL)")
-            return
-        columns[idx] = replace(columns[idx], not_null=False)
-    elif sub == AlterTableType.AT_SetNotNull and idx is not None:
-        columns[idx] = replace(columns[idx], not_null=True)
-    elif sub == AlterTableType.AT_AlterColumnType and idx is not None:
-        columns[idx] = replace(columns[idx], type=state.resolve_type(cmd.def_.typeName, f"column {cmd.name}"))
-    elif sub == AlterTableType.AT_AddIdentity and idx is not None:
-        columns[idx] = replace(
-            columns[idx], has_default=True, not_null=True, identity_always=cmd.def_.generated_when == "a"
-        )
-        _identity_sequence(state, key, columns[idx], cmd.def_)
-    elif sub == AlterTableType.AT_DropIdentity and idx is not None:
-        columns[idx] = replace(columns[idx], has_default=False, identity_always=False)
-    elif sub == AlterTableType.AT_DropExpression and idx is not None:
-        columns[idx] = replace(columns[idx], generated=False, has_default=False)
-    elif sub == AlterTableType.AT_AddConstraint or sub == AlterTableType.AT_AddIndexConstraint:
-        add_constraint(state, key, cmd.def_)
-        return
-    elif sub == AlterTableType.AT_DropConstraint:
-        drop_constraint(state, key, cmd.name or "", bool(cmd.missing_ok))
-        return
-    elif sub in (AlterTableType.AT_AttachPartition, AlterTableType.AT_DetachPartition):
-        _link(state, key, cmd.def_.name, sub == AlterTableType.AT_AttachPartition, partition=True, bound=cmd.def_.bound)
-        return
-    elif sub in (AlterTableType.AT_AddInherit, AlterTableType.AT_DropInherit):
-        parent_key = state.relation_key(cmd.def_)
-        if parent_key is None:
-            state.missing_relation(cmd.def_)
-        else:
-            _link(state, parent_key, None, sub == AlterTableType.AT_AddInherit, partition=False, child=key)
-        return
-    else:
-        return  # owners, storage, statistics, triggers, RLS, options: no change to the shape
-    if needs_column:
-        state.tables[key] = replace(table, columns=tuple(columns))
-
-
-def _link(
-    state: State,
-    parent: str,
-    child_rv: PgNode,
-    attach: bool,
-    partition: bool,
-    child: str | None = None,
-    bound: PgNode = None,
-) -> None:
-    """ATTACH/DETACH PARTITION (with the partition's `bound`), INHERIT/NO INHERIT: the
-    inheritance later ALTERs recurse along."""
-    if child is None:
-        child = state.relation_key(child_rv)
-        if child is None:
-            state.missing_relation(child_rv)
-            return
-    links = state.parents.setdefault(child, [])
-    if attach:
-        links.append((parent, partition))
-        if partition:  # the partition gets the partitioned table's keys (its index partitions)
-            table = state.tables[child]
-            checked = partition_bound(state, state.tables[parent], bound, child) if bound is not None else None
-            state.tables[child] = replace(
-                table, unique_keys=(*table.unique_keys, *state.tables[parent].unique_keys), partition_bound=checked
-            )
-    else:
-        state.parents[child] = [link for link in links if link[0] != parent]
-        if partition:
-            state.tables[child] = replace(state.tables[child], partition_bound=None)
-
-
-def _identity_sequence(state: State, key: str, col: Column, con: PgNode) -> None:
-    schema, table = key.split(".", 1)
-    seq_key = None
-    for opt in con.options or ():
-        if opt.defname == "sequence_name":
-            seq_schema, seq_name = split_name(strings(opt.arg))
-            seq_key = f"{seq_schema or schema}.{seq_name}"
-    if seq_key is None:
-        seq_key = f"{schema}.{choose_name(table, col.name, 'seq', lambda n: state.relation_exists(f'{schema}.{n}'))}"
-    state.sequences[seq_key] = Sequence(qualified(seq_key), col.type, (key, col.name))
-
-
-def _alter_composite(state: State, node: PgNode) -> None:
-    rv = node.relation
-    key = state.find_key(rv.schemaname, rv.relname, state.composites)
-    if key is None:
-        state.error(f"type {rv.relname} is not a composite type", rv.location)
-        return
-    comp = state.composites[key]
-    attrs = list(comp.attributes)
-    for cmd in node.cmds or ():
-        if cmd.subtype == AlterTableType.AT_AddColumn:
-            attrs.append((cmd.def_.colname, state.resolve_type(cmd.def_.typeName, f"attribute {cmd.def_.colname}")))
-        elif cmd.subtype == AlterTableType.AT_DropColumn:
-            attrs = [(n, t) for n, t in attrs if n != cmd.name]
-        elif cmd.subtype == AlterTableType.AT_AlterColumnType:
-            new = state.resolve_type(cmd.def_.typeName, f"attribute {cmd.name}")
-            attrs = [(n, new if n == cmd.name else t) for n, t in attrs]
-    state.composites[key] = replace(comp, attributes=tuple(attrs))
-
-
 # -- CREATE INDEX ---------------------------------------------------------------------------
 def create_index(state: State, node: PgNode) -> None:
     rv = node.relation
@@ -598,7 +401,8 @@ def create_index(state: State, node: PgNode) -> None:
         if elem.name:
             if elem.name not in names:
                 state.error(
-                    f"column {elem.name} does not exist in {table.qualified}{suggest(elem.name, names)}", word=elem.name
+                    f"column {elem.name} does not exist in {table.qualified}{did_you_mean(elem.name, names)}",
+                    word=elem.name,
                 )
                 return
             cols.append(elem.name)
@@ -606,7 +410,7 @@ def create_index(state: State, node: PgNode) -> None:
             plain = False
             for ref in _column_refs(elem.expr):
                 if ref not in names:
-                    state.error(f"column {ref} does not exist in {table.qualified}{suggest(ref, names)}", word=ref)
+                    state.error(f"column {ref} does not exist in {table.qualified}{did_you_mean(ref, names)}", word=ref)
                     return
             cols.append(f"({deparse(elem.expr)})")
     name = node.idxname or choose_name(
@@ -635,30 +439,13 @@ def create_index(state: State, node: PgNode) -> None:
 
 
 def _column_refs(node: PgNode) -> list[str]:
-    """The column names an index expression or predicate reads."""
-    if node is None:
-        return []
-    out: list[str] = []
-
-    def visit(value: object) -> None:
-        if isinstance(value, ast.ColumnRef):
-            last: PgNode = value.fields[-1] if value.fields else None
-            if isinstance(last, ast.String):
-                out.append(str(last.sval))
-        elif isinstance(value, ast.Node):
-            for attr in value:
-                visit(getattr(value, attr))
-        elif isinstance(value, tuple):
-            for item in value:
-                visit(item)
-
-    visit(node)
-    return out
+    """The column names an index expression or predicate reads, in the order written."""
+    refs = sorted(nodes_of(node, ast.ColumnRef), key=lambda ref: ref.location or 0)
+    return [str(ref.fields[-1].sval) for ref in refs if ref.fields and isinstance(ref.fields[-1], ast.String)]
 
 
 HANDLERS: dict[str, Callable[[State, PgNode], None]] = {
     "CreateStmt": create_table,
     "CreateForeignTableStmt": create_table,
-    "AlterTableStmt": alter_table,
     "IndexStmt": create_index,
 }
