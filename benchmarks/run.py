@@ -41,7 +41,9 @@ def run_all(names: list[str], quick: bool) -> Json:
     started = time.perf_counter()
     with common.server_url() as (server, cluster):
         results["machine"] = common.machine_info(server)
-        results["machine"]["postgres_source"] = "DATABASE_URL" if cluster is None else "throwaway cluster (tests/support/pg.py)"
+        results["machine"]["postgres_source"] = (
+            "DATABASE_URL" if cluster is None else "throwaway cluster (tests/support/pg.py)"
+        )
         for name in names:
             t0 = time.perf_counter()
             print(f"bench: {name} ...", file=sys.stderr, flush=True)
