@@ -14,7 +14,7 @@ from ..bind import ir, typemap
 from ..protos import python_module, snake_case
 from ..sql.names import quote_ident
 from . import model
-from .text import py_str
+from .text import py_str, py_tuple
 
 _C = ir.Conversion
 
@@ -242,9 +242,12 @@ def _rpc(m: _Module, rpc: ir.Rpc) -> model.Rpc:
         params=tuple(m.param(p) for p in rpc.params),
         response=response,
         result_field=rpc.result_field,
-        text_types=text_types,
-        timestamp_types=timestamp_types,
         loaders_const=function.upper() + "_LOADERS" if text_types or timestamp_types else None,
+        loaders_args=", ".join(
+            f"{keyword}={py_tuple(types)}"
+            for keyword, types in (("text", text_types), ("timestamps", timestamp_types))
+            if types
+        ),
         probe=_probe(rpc, function.upper() + "_EXISTS_SQL"),
         conflict_do_nothing=rpc.conflict_do_nothing,
         transaction=rpc.writes and can_fail,
@@ -300,4 +303,5 @@ def lower(file: ir.File) -> model.File:
         converters=tuple(m.converters.values()),
         services=services,
         version=__version__,
+        uses_tuple_row=any(r.loaders_const is None for s in services for r in s.rpcs),
     )

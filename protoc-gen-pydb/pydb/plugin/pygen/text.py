@@ -14,6 +14,11 @@ def py_str(text: str) -> str:
     return literal
 
 
+def py_tuple(items: tuple[str, ...]) -> str:
+    """`items` as a Python tuple of string literals (a 1-tuple keeps its comma)."""
+    return "(" + ", ".join(map(py_str, items)) + ("," if len(items) == 1 else "") + ")"
+
+
 def py_block(text: str) -> str:
     """`text` as the body of a triple-quoted literal: backslashes, NULs and carriage returns
     (which Python would read as newlines) escaped, no run of three quotes, no quote last (it
