@@ -15,7 +15,7 @@ from google.protobuf import descriptor_pb2
 
 from pydb.v1 import options_pb2
 
-from ..diagnostics import Diagnostic, Severity, SqlSpan
+from ..diagnostics import Diagnostic
 from ..protos import Message, ProtoIndex, leading_comment, location
 from ..sql.analysis import Analysis
 from ..sql.analyze import analyze
@@ -65,17 +65,7 @@ class FileCompiler:
         self.catalogs = catalogs
         self.report = Reporter(file, index)
         self.diagnostics = self.report.diagnostics
-
-    def at_method(
-        self,
-        si: int,
-        mi: int,
-        message: str,
-        sql: str | None = None,
-        span: SqlSpan | None = None,
-        severity: Severity = "error",
-    ) -> None:
-        self.report.at_method(si, mi, message, sql, span, severity)
+        self.at_method = self.report.at_method
 
     # -- schema ----------------------------------------------------------------------------
     def catalog(self) -> Catalog | None:
