@@ -30,8 +30,8 @@ from corpus.run import KNOWN_GAPS, ROOT, Corpus, postgres_error, proto_name
 from google.protobuf import descriptor_pb2
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from pydb.plugin.sql.analyze import analyze
-from pydb.plugin.sql.catalog import Catalog
+from pydb.plugin.sql.analyzer.analyzer import analyze
+from pydb.plugin.sql.catalog.model import Catalog
 from pydb.v1 import options_pb2
 from support.pg import Cluster, scratch_database
 from support.plugin_harness import Outcome, compile_protos, run_plugin

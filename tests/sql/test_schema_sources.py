@@ -14,8 +14,7 @@ from pathlib import Path
 
 import psycopg
 import pytest
-from pydb.plugin.sql.pgparse import parse
-from pydb.plugin.sql.schema_source import (
+from pydb.plugin.sql.schema.source import (
     SchemaRoots,
     load_catalog,
     migration_order,
@@ -24,6 +23,7 @@ from pydb.plugin.sql.schema_source import (
     schema_path,
     up_sections,
 )
+from pydb.plugin.sql.syntax.pgparse import parse
 from support.pg import Cluster, scratch_database
 from support.plugin_harness import compile_protos, run_plugin
 from test_sql_catalog import RICH_SCHEMA, assert_catalog_matches_postgres

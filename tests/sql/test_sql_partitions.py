@@ -10,7 +10,7 @@ from collections.abc import Iterator
 
 import psycopg
 import pytest
-from pydb.plugin.sql.catalog import build_catalog
+from pydb.plugin.sql.catalog.model import build_catalog
 from support.pg import Cluster, scratch_database
 
 HASHED = "CREATE TABLE h (id int NOT NULL, k int NOT NULL) PARTITION BY HASH (k);\n"

@@ -17,9 +17,9 @@ from typing import Any
 
 import psycopg
 import pytest
-from pydb.plugin.sql.analyze import analyze
-from pydb.plugin.sql.catalog import Catalog
-from pydb.plugin.sql.grammar import check_statement
+from pydb.plugin.sql.analyzer.analyzer import analyze
+from pydb.plugin.sql.catalog.model import Catalog
+from pydb.plugin.sql.syntax.grammar import check_statement
 from support.pg import Cluster, scratch_database
 from support.plugin_harness import compile_protos, protoc, run_plugin
 from support.sql_oracle import schema_fixtures

@@ -9,8 +9,8 @@ import psycopg
 import pytest
 from conftest import CORPUS_JOBS_SCHEMA
 from corpus.run import analyzer_signature, positional, postgres_signature
-from pydb.plugin.sql.analyze import analyze
-from pydb.plugin.sql.catalog import Catalog, build_catalog
+from pydb.plugin.sql.analyzer.analyzer import analyze
+from pydb.plugin.sql.catalog.model import Catalog, build_catalog
 from support.pg import Cluster, scratch_database
 
 CALLS = [
