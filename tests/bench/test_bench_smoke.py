@@ -41,8 +41,21 @@ def test_codegen(tmp_path: Path) -> None:
     case = next(c for name, c in result["cases"].items() if name.startswith("queue"))
     assert case["pydb_s"]["n"] == 1 and case["pydb_s"]["median"] > 0
     assert "synthetic 10 RPCs, 100 tables" in result["cases"]
-    assert result["phases"]["calls"]["SQL analysis (sqlglot parse + checks)"] == 10
+    calls = result["phases"]["calls"]
+    assert calls["SQL analysis (sqlglot parse + checks)"] == 10
+    assert calls["schema parse (catalog)"] == 1 and calls["render (jinja2)"] == 1
+    assert result["phases"]["phases_s"]["schema parse (catalog)"] > 0
     assert "## 1. Codegen speed" in render({"codegen": result}, tmp_path)
+
+
+def test_codegen_phase_breakdown_refuses_a_vanished_phase(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A phase whose entry point was renamed is an error, not a phase silently left out."""
+    import pydb.plugin.bind.compiler as compiler
+
+    codegen = bench("bench_codegen")
+    monkeypatch.delattr(compiler, "load_catalog")
+    with pytest.raises(RuntimeError, match=r"load_catalog .*no longer exists"):
+        codegen.phase_breakdown(codegen.PROTO_ROOT, codegen.QUEUE_PROTO, tmp_path)
 
 
 def test_synthetic_proto_matches_sqlc_queries() -> None:

@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import ast
 import itertools
+import re
 from pathlib import Path
 
 import pytest
 from goldens.harness import generate
-from pydb.plugin.pygen.text import py_block, py_comment, py_str
+from pydb.plugin.pygen.text import py_block, py_comment, py_str, py_tuple
 
 GOLDENS = Path(__file__).resolve().parents[1] / "goldens"
 PIECES = ['"', "'", "\\", '"""', "'''", "\n", "\r", "\t", "\x00", "{", "}", "%", "é", "\u2028", "a"]
@@ -56,3 +57,26 @@ def test_rpc_comments_and_sql_with_quotes_and_backslashes() -> None:
         and isinstance(node.value, ast.Constant)
     )
     assert sql == "SELECT id, body FROM quotes\nWHERE id = %(id)s AND body NOT LIKE '%%\"\"\"%%' AND body <> E'\\\\'\n"
+
+
+TEMPLATES = Path(__file__).resolve().parents[2] / "templates"
+
+
+def test_every_value_in_a_template_comment_goes_through_py_comment() -> None:
+    """A `#` line holding a name (a .proto path, a PostgreSQL type, which may be a quoted
+    identifier with a newline) must stay one line: the value goes through py_comment. Only
+    the plugin's own version is written as is."""
+    unescaped = [
+        f"{template.name}:{number}: {value.strip()}"
+        for template in sorted(TEMPLATES.glob("*.j2"))
+        for number, line in enumerate(template.read_text().splitlines(), 1)
+        if line.lstrip().startswith("#")
+        for value in re.findall(r"{{(.*?)}}", line)
+        if "py_comment" not in value and value.strip() != "file.version"
+    ]
+    assert unescaped == []
+
+
+@pytest.mark.parametrize("items", [(), ("uuid",), ("uuid", 'a "b'), ("x\n",)])
+def test_py_tuple_is_the_tuple(items: tuple[str, ...]) -> None:
+    assert ast.literal_eval(py_tuple(items)) == items

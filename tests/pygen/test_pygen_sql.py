@@ -3,11 +3,13 @@ non-overlapping rewrites, `%` doubled for psycopg, the probe's names quoted."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from pydb.plugin.bind import ir
-from pydb.plugin.bind.compiler import statement
+from pydb.plugin.bind.compiler import column_list, statement
 from pydb.plugin.diagnostics import SqlSpan
-from pydb.plugin.pygen.lower import _probe, psycopg_sql
+from pydb.plugin.pygen.lower import SQL_WIDTH, _probe, psycopg_sql
 from pydb.plugin.sql.analyzer.result import Analysis, Expansion, Param
 from pydb.plugin.sql.catalog.identifiers import QualifiedName
 from pydb.plugin.sql.catalog.types import PgType
@@ -38,7 +40,11 @@ def test_expansions_and_parameters_rewrite_the_statement_in_one_pass() -> None:
     a = analysis(sql, {"id": ["", ""]}, {"t.*": 't.id, t."100%", t.u', "u.*": "u.id"})
     st = statement(sql, a)
     assert st.pieces == (
-        'SELECT t.id, t."100%", t.u, u.id FROM t JOIN u ON u.id = t.u WHERE t.id = ',
+        "SELECT ",
+        ir.ColumnList(("t.id", 't."100%"', "t.u")),
+        ", ",
+        ir.ColumnList(("u.id",)),
+        " FROM t JOIN u ON u.id = t.u WHERE t.id = ",
         ir.ParamRef("id"),
         " AND t.name LIKE '10%' OR t.id = ",
         ir.ParamRef("id"),
@@ -79,3 +85,39 @@ def test_the_probe_quotes_names_and_escapes_percent() -> None:
     assert eval(probe.wrong_state, {"params": params}) == (
         'SetLimit does not apply to Shop.Order "100%" 7 in its current state'
     )
+
+
+@pytest.mark.parametrize(
+    ("text", "items"),
+    [
+        ("a", ("a",)),
+        ('t.a, t."b, c", "d""(", f(x, y)', ("t.a", 't."b, c"', '"d""("', "f(x, y)")),
+        ("ROW(a, 'x,)'), b", ("ROW(a, 'x,)')", "b")),
+    ],
+)
+def test_an_expansion_splits_at_its_own_commas(text: str, items: tuple[str, ...]) -> None:
+    assert column_list(text) == items
+
+
+def _spaced(sql: str) -> str:
+    return re.sub(r"\s+", " ", sql).strip()
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "SELECT * FROM t WHERE id = @id",
+        "  SELECT * FROM t WHERE id = @id AND name = 'a    b'",
+        "INSERT INTO t VALUES (@id) RETURNING *",
+        "SELECT 1 AS one, 2 AS two, 3 AS three, 4 AS four, 5 AS five, 6 AS six, 7 AS seven, eight, * FROM t",
+    ],
+)
+def test_long_column_lists_wrap_and_only_whitespace_changes(sql: str) -> None:
+    columns = ", ".join(f't.column_number_{i}, t."100% {i}"' for i in range(12))
+    st = statement(sql, analysis(sql, {"id": [""]} if "@id" in sql else {}, {"*": columns}))
+    wrapped = psycopg_sql(st)
+    flat = "".join(p if isinstance(p, str) else f"%({p.name})s" if isinstance(p, ir.ParamRef) else ", ".join(p.columns) for p in st.pieces)  # fmt: skip
+    assert _spaced(wrapped) == _spaced(flat.replace("%", "%%").replace("%%(id)s", "%(id)s"))
+    assert "'a    b'" in wrapped or "'a" not in sql  # a string literal keeps its spaces
+    assert max(len(line) for line in wrapped.splitlines()) <= SQL_WIDTH
+    assert len(wrapped.splitlines()) > 2
