@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import psycopg
 import pytest
+from pydb.plugin.sql import analyze
 from pydb.plugin.sql.catalog.model import Catalog
 from support.sql_oracle import assert_refused_like_postgres, assert_typed_like_postgres, schema_fixtures
 
@@ -88,3 +89,29 @@ def test_param_order_typed_like_postgres(sql: str, catalog: Catalog, conn: psyco
 @pytest.mark.parametrize("sql", REFUSED)
 def test_param_order_refused_like_postgres(sql: str, catalog: Catalog, conn: psycopg.Connection) -> None:
     assert_refused_like_postgres(sql, catalog, conn)
+
+
+#: The natural optional filters PostgreSQL refuses, and the column type the fix must cast to.
+OPTIONAL_FILTERS = [
+    ("SELECT id FROM items WHERE @a IS NULL OR id = @a", "integer"),
+    ("SELECT id FROM items WHERE n > 0 AND (@a IS NULL OR n = @a)", "bigint"),
+    ("SELECT id FROM items WHERE (@a IS NULL) OR name = @a", "text"),
+]
+
+
+@pytest.mark.parametrize(("sql", "cast"), OPTIONAL_FILTERS)
+def test_optional_filter_diagnostic_gives_a_fix_postgres_takes(
+    sql: str, cast: str, catalog: Catalog, conn: psycopg.Connection
+) -> None:
+    """The refusal names the request field, points at the `@a` of `@a IS NULL` and gives the
+    cast with the column's type; the statement with that fix applied is one PostgreSQL takes."""
+    assert_refused_like_postgres(sql, catalog, conn)
+    analysis, problems = analyze(sql, catalog)
+    assert analysis is None or problems
+    problem = problems[0]
+    fix = f"@a::{cast} IS NULL"
+    assert "(request field a)" in problem.message and f"`{fix}`" in problem.message, problem.message
+    assert problem.span is not None
+    assert sql[problem.span.start : problem.span.end + 1] == "@a"
+    assert sql[problem.span.end + 1 :].lstrip(") ").upper().startswith("IS NULL")
+    assert_typed_like_postgres(sql.replace("@a IS NULL", fix, 1), catalog, conn)

@@ -17,13 +17,14 @@ from ..catalog import types as t
 from ..catalog.builtins import load_builtins
 from ..catalog.model import Catalog, Table
 from ..catalog.types import PgType, span_of
-from ..rules.casts import is_untyped, same_family
+from ..rules.casts import cast_name, is_untyped, same_family
 from ..syntax.colnames import OutputNames
 from ..syntax.grammar import GrammarCheck
 from .result import Expansion
 from .scope import Relation, Scope, Typed
 
 #: What follows `x` in `x::type`: the type name, its modifiers and array brackets.
+_IS_AFTER = re.compile(r"[\s)]*IS\b", re.IGNORECASE)
 _CAST_SUFFIX = re.compile(
     r"\s*::\s*[\w.\"]+(?:\s+(?:with|without)\s+time\s+zone)?(?:\s*\([\d\s,]*\))?(?:\s*\[\s*\])*", re.I
 )
@@ -172,6 +173,14 @@ class AnalyzerCore(ABC):
         """`@name`'s number as PREPARE sees it (`$1`, ...): parameters numbered in text order."""
         return list(self.param_spans).index(name) + 1 if name in self.param_spans else 0
 
+    def is_null_use(self, name: str) -> SqlSpan | None:
+        """Where `@name IS [NOT] NULL` writes `@name`, when the parameter is used more than once
+        (sqlglot places no parameter): the first of its uses that `IS` follows."""
+        for span in self.param_spans.get(name, []):
+            if _IS_AFTER.match(self.sql, span.end + 1):
+                return span
+        return None
+
     def see_param(self, name: str) -> None:
         if name not in self.param_types:
             self.param_types[name] = None
@@ -191,8 +200,12 @@ class AnalyzerCore(ABC):
             return
         current = self.param_types[name]
         if current is None and name in self.untyped_uses:
+            # PostgreSQL's message, with what it leaves out: the request field, and the fix.
             self.error(
-                f"could not determine data type of parameter ${self.param_number(name)}", span=self.untyped_uses[name]
+                f"could not determine data type of parameter ${self.param_number(name)} (request field {name}):"
+                f" PostgreSQL types a parameter at its first use, and `@{name} IS NULL` gives it none;"
+                f" cast it there: `@{name}::{cast_name(pgtype)} IS NULL`",
+                span=self.untyped_uses[name],
             )
             self.untyped_uses.pop(name)
         if current is None:

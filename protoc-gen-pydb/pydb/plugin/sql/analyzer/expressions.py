@@ -291,7 +291,7 @@ class ExpressionInference(AnalyzerCore):
                 and self.param_types.get(subject.name) is None
                 and not self.window_depth
             ):
-                self.untyped_uses.setdefault(subject.name, self.span(subject))
+                self.untyped_uses.setdefault(subject.name, self.span(subject) or self.is_null_use(subject.name))
             self.infer(node.this, scope)
             return Typed(t.BOOL, False)
         if isinstance(node, exp.In):

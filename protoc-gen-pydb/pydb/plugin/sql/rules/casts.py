@@ -50,6 +50,16 @@ def describe(p: PgType) -> str:
     return load_builtins().display(p)
 
 
+def cast_name(p: PgType) -> str:
+    """A type as a cast in SQL text writes it: a domain or schema-defined type by its qualified
+    name (`app.task_status`), a built-in as PostgreSQL displays it (`integer`)."""
+    if p.domain is not None:
+        return p.pg_name
+    if p.is_enum or "." in p.name:
+        return str(p)
+    return load_builtins().display(p)
+
+
 def is_untyped(node: exp.Expr | None) -> bool:
     """Parameters, string literals and NULL take their type from the context."""
     if isinstance(node, exp.Paren):
