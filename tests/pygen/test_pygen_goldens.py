@@ -32,6 +32,7 @@ def test_the_goldens_cover_the_features() -> None:
         "comments",
         "enum_arrays",
         "exec",
+        "exec_rows",
         "keywords",
         "listen",
         "nested",

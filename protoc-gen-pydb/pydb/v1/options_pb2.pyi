@@ -53,6 +53,10 @@ class _CardinalityEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_Cardinali
     """Any number of rows, into a repeated message field of the response."""
     CARDINALITY_EXEC: _Cardinality.ValueType  # 4
     """The statement returns no rows; the response is empty."""
+    CARDINALITY_EXEC_ROWS: _Cardinality.ValueType  # 5
+    """An INSERT, UPDATE or DELETE without RETURNING: the number of rows it inserted, updated or
+    deleted goes into result_field, an integer field of the response.
+    """
 
 class Cardinality(_Cardinality, metaclass=_CardinalityEnumTypeWrapper):
     """How many rows a statement yields, and what the handler does with them."""
@@ -69,6 +73,10 @@ CARDINALITY_MANY: Cardinality.ValueType  # 3
 """Any number of rows, into a repeated message field of the response."""
 CARDINALITY_EXEC: Cardinality.ValueType  # 4
 """The statement returns no rows; the response is empty."""
+CARDINALITY_EXEC_ROWS: Cardinality.ValueType  # 5
+"""An INSERT, UPDATE or DELETE without RETURNING: the number of rows it inserted, updated or
+deleted goes into result_field, an integer field of the response.
+"""
 Global___Cardinality: _TypeAlias = Cardinality  # noqa: Y015
 
 @_typing.final

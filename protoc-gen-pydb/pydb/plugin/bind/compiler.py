@@ -28,6 +28,7 @@ _CARDINALITY = {
     options_pb2.CARDINALITY_OPTIONAL: ir.Cardinality.OPTIONAL,
     options_pb2.CARDINALITY_MANY: ir.Cardinality.MANY,
     options_pb2.CARDINALITY_EXEC: ir.Cardinality.EXEC,
+    options_pb2.CARDINALITY_EXEC_ROWS: ir.Cardinality.EXEC_ROWS,
 }
 
 TRACEPARENT_FIELD = "w3c_traceparent"
@@ -207,7 +208,7 @@ class FileCompiler:
         cardinality = _CARDINALITY.get(opt.cardinality)
         if cardinality is None:
             self.at_method(
-                si, mi, f"{method.name}: set (pydb.v1.sql).cardinality to CARDINALITY_ONE, _OPTIONAL, _MANY or _EXEC"
+                si, mi, f"{method.name}: set (pydb.v1.sql).cardinality to CARDINALITY_ONE, _OPTIONAL, _MANY, _EXEC or _EXEC_ROWS"
             )
         nullable_params = frozenset(f.name for f in request.fields if f.has_presence)
         analysis, problems = analyze(sql, catalog, nullable_params)

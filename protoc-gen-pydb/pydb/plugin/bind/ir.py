@@ -17,6 +17,7 @@ class Cardinality(enum.Enum):
     OPTIONAL = "optional"  # zero or one row; none leaves the response (or result_field) empty
     MANY = "many"  # any number of rows, into a repeated result_field
     EXEC = "exec"  # no rows
+    EXEC_ROWS = "exec_rows"  # no rows; the number of rows written, into an integer field
 
 
 class Conversion(enum.Enum):
@@ -178,7 +179,7 @@ class Rpc:
     statement: Statement
     cardinality: Cardinality
     params: tuple[Param, ...]
-    #: How rows become messages; None for EXEC.
+    #: How rows become messages; None for EXEC and EXEC_ROWS.
     row: Row | None
     #: The response field the rows go into; None when a row is the response itself.
     result_field: str | None

@@ -70,6 +70,9 @@ def row_target(
         if result_field:
             where.error("result_field is set, but CARDINALITY_EXEC returns no rows")
         return None
+    if cardinality is ir.Cardinality.EXEC_ROWS:
+        _check_rows_written(rep, where, analysis, response, result_field)
+        return None
     card = f"CARDINALITY_{cardinality.name}"
     if analysis.columns is None:
         where.error(
@@ -268,3 +271,42 @@ def _embedded(where: _Rpc, col: ResultColumn, target: Message, position: int) ->
     # Inside the nested message a column's own nullability counts, not the outer join's.
     row = _row(where, col.embedded, nested, position)
     return ir.Embedded(col.name, field_ref(f, where.rep.index), row, presence)
+
+
+#: The fields that hold any count PostgreSQL reports (its command tag counts in 64 bits).
+_COUNT_FIELDS = frozenset({"int64", "uint64", "sint64", "sfixed64", "fixed64"})
+
+
+def _check_rows_written(rep: Reporter, where: _Rpc, analysis: Analysis, response: Message, result_field: str) -> None:
+    """CARDINALITY_EXEC_ROWS: an INSERT, UPDATE or DELETE that returns no rows, and a 64-bit
+    integer field of the response for the number of rows it wrote (psycopg's `rowcount`)."""
+    card = "CARDINALITY_EXEC_ROWS"
+    if analysis.kind not in ("insert", "update", "delete"):
+        what = "statement" if analysis.kind == "utility" else analysis.kind.upper()
+        where.error(f"{card} counts the rows an INSERT, UPDATE or DELETE writes, but this is a {what}")
+    elif analysis.columns is not None:
+        where.error(
+            f"{card} answers a count, not rows, but the {analysis.kind.upper()} has RETURNING;"
+            " drop RETURNING, or keep it and use CARDINALITY_MANY (the count is the number of rows)"
+        )
+    if not result_field:
+        where.error(f"{card} needs result_field naming the int64 field of {response.full_name} that receives the count")
+        return
+    f = response.field(result_field)
+    if f is None:
+        hint = did_you_mean(result_field, [x.name for x in response.fields])
+        where.error(f"result_field {result_field} is not a field of {response.full_name}{hint}")
+        return
+    if f.repeated or f.type not in _COUNT_FIELDS:
+        where.error(
+            f"{card} needs an int64 result field for the count, but {response.full_name}.{result_field} is {f.describe()}"
+        )
+        return
+    for other in response.fields:
+        if other.name != result_field:
+            rep.at_field(
+                response.full_name,
+                other.name,
+                f"is never filled: the count goes into {result_field}; remove the field or use another response message",
+                where.name,
+            )

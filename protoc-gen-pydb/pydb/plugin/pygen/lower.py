@@ -270,6 +270,9 @@ def _rpc(m: _Module, rpc: ir.Rpc) -> model.Rpc:
         timestamp_types = tuple(sorted({c.pg_type.name for c in columns if c.conversion is _C.TIMESTAMP}))
         # Every value converts (docs/diagnostics.md) but a NULL element of an array.
         can_fail = any(c.field.repeated for c in columns)
+    if rpc.cardinality is ir.Cardinality.EXEC_ROWS:
+        assert rpc.result_field is not None
+        response = f"{response_type}({argument(rpc.result_field, 'cur.rowcount')})"
     traceparent = None
     if rpc.traceparent is not None:
         name = rpc.traceparent.name

@@ -1,0 +1,1 @@
+CREATE TABLE sessions (name text PRIMARY KEY, idle bigint NOT NULL DEFAULT 0);
