@@ -208,7 +208,9 @@ class FileCompiler:
         cardinality = _CARDINALITY.get(opt.cardinality)
         if cardinality is None:
             self.at_method(
-                si, mi, f"{method.name}: set (pydb.v1.sql).cardinality to CARDINALITY_ONE, _OPTIONAL, _MANY, _EXEC or _EXEC_ROWS"
+                si,
+                mi,
+                f"{method.name}: set (pydb.v1.sql).cardinality to CARDINALITY_ONE, _OPTIONAL, _MANY, _EXEC or _EXEC_ROWS",
             )
         nullable_params = frozenset(f.name for f in request.fields if f.has_presence)
         analysis, problems = analyze(sql, catalog, nullable_params)
