@@ -439,3 +439,57 @@ async def test_domain_parameters_bind_as_their_base_type(pg_server: tuple[str, C
             assert rt.status_for_db_error(refused_total.value)[0] == grpc.StatusCode.INVALID_ARGUMENT
             cur = await conn.execute("SELECT id, total::text, qty, mood::text FROM app.orders ORDER BY id")
             assert await cur.fetchall() == [(1, "12.50", 7, "busy")]
+
+
+# -- optional filters --------------------------------------------------------------------------
+# The optional-filter idiom `(@x::t IS NULL OR col = @x)` (docs/adding-an-rpc.md) on a real
+# PostgreSQL: an unset proto3 `optional` field binds NULL and the filter drops out; a set one
+# filters. The natural form without the cast is refused at compile time (tests/corpus/
+# optional_filter_untyped; the fix checked by PREPARE in tests/sql/test_sql_param_order.py).
+
+OPTIONAL_FILTER_SCHEMA = """
+CREATE SCHEMA queue;
+CREATE TYPE queue.status AS ENUM ('queued', 'running', 'done');
+CREATE TABLE queue.jobs (id bigint PRIMARY KEY, status queue.status NOT NULL, kind text NOT NULL);
+"""
+OPTIONAL_FILTER_PROTO = (
+    HEADER.format(package="bind_optional_filter.v1")
+    + """
+message Job { int64 id = 1; string status = 2; string kind = 3; }
+message ListRequest { optional string status = 1; optional string kind = 2; }
+message Jobs { repeated Job jobs = 1; }
+service Queue {
+"""
+    + rpc(
+        "List",
+        "ListRequest",
+        "Jobs",
+        "SELECT id, status::text AS status, kind FROM queue.jobs"
+        " WHERE (@status::queue.status IS NULL OR status = @status)"
+        " AND (@kind::text IS NULL OR kind = @kind) ORDER BY id",
+        "MANY",
+        "jobs",
+    )
+    + "}\n"
+)
+
+
+async def test_an_unset_optional_field_drops_its_filter(pg_server: tuple[str, Cluster | None], tmp_path: Path) -> None:
+    with (
+        built(tmp_path, "bind_optional_filter.v1", OPTIONAL_FILTER_PROTO, OPTIONAL_FILTER_SCHEMA) as handlers,
+        database(pg_server, tmp_path, OPTIONAL_FILTER_SCHEMA) as url,
+    ):
+        m = pb2(handlers)
+        async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
+            await conn.execute(
+                "INSERT INTO queue.jobs VALUES (1, 'queued', 'mail'), (2, 'running', 'mail'), (3, 'queued', 'sms')"
+            )
+
+            async def ids(**fields: str) -> list[int]:
+                return [j.id for j in (await handlers.list(conn, m.ListRequest(**fields))).jobs]
+
+            assert await ids() == [1, 2, 3]
+            assert await ids(status="queued") == [1, 3]
+            assert await ids(kind="mail") == [1, 2]
+            assert await ids(status="queued", kind="mail") == [1]
+            assert await ids(status="done") == []
