@@ -1,8 +1,8 @@
-"""Automatic failover by a real HA manager: pg_auto_failover (tests/pg_autofailover.py: a monitor
+"""Automatic failover by a real HA manager: pg_auto_failover (tests/support/pg_autofailover.py: a monitor
 and two data nodes, local clusters on free ports, the monitor's timeouts lowered to seconds).
 
 The generated server runs on the two nodes' multi-host URL (`target_session_attrs=read-write`).
-Load as in tests/test_replication_failover.py: 8 enqueuers (a QueueTask then a QueueTasks of 24
+Load as in tests/replication/test_replication_failover.py: 8 enqueuers (a QueueTask then a QueueTasks of 24
 rows per round, every row with its own idempotency key, retried on UNAVAILABLE with the same
 keys) and a WorkerFleet (32 lanes, 2 s leases) completing the tasks as they come; a client
 interceptor (`CallLedger`) keeps the books of every call. Mid-run the primary's keeper and
@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import functools
+import math
 import sys
 import time
 import uuid
@@ -42,9 +43,11 @@ async def _round(tasks: int) -> Json:
     from conftest import server_config, start_server
     from generation.task.v1 import task_pb2, task_pb2_grpc
     from grpc_health.v1 import health_pb2
-    from pg import scratch_database
-    from pg_autofailover import FAST_MONITOR, formation
-    from server_proc import CallLedger
+    from support.pg import scratch_database
+    from support.pg_autofailover import FAST_MONITOR, formation
+    from support.server_proc import CallLedger
+
+    sys.path.insert(0, str(common.ROOT / "tests" / "replication"))
     from test_replication_failover import _all_completed, _retrying, health_status, noop
 
     sys.path.insert(0, str(common.ROOT / "worker"))
@@ -131,8 +134,8 @@ async def _round(tasks: int) -> Json:
             **at_kill,
             "crash_to_promotion_assigned_s": promoted_at - crash_at,
             "crash_to_serving_s": serving_at - crash_at,
-            "crash_to_first_ok_enqueue_s": ledger.first_ok(ENQUEUES, crash_at) - crash_at,
-            "crash_to_first_ok_completion_s": ledger.first_ok(COMPLETIONS, crash_at) - crash_at,
+            "crash_to_first_ok_enqueue_s": _first_ok_after(ledger, ENQUEUES, crash_at),
+            "crash_to_first_ok_completion_s": _first_ok_after(ledger, COMPLETIONS, crash_at),
             "new_primary_port": where[0] if where else None,
             "survivor_port": paf.ports[survivor],
             "final_states": {n: list(s) for n, s in final_states.items()},
@@ -144,6 +147,14 @@ async def _round(tasks: int) -> Json:
             "lost_completions": lost_completions,
             "rows_not_acknowledged": len(set(rows) - set(ledger.enqueued)),
         }
+
+
+def _first_ok_after(ledger: Any, methods: tuple[str, ...], at: float) -> float:
+    """Seconds from `at` to the first call of `methods` sent after it answered OK; NaN when none
+    was (a small run can have finished its completions within the outage's settling)."""
+    if not any(a.method in methods and a.started >= at for a in ledger.answers):
+        return math.nan
+    return float(ledger.first_ok(methods, at) - at)
 
 
 def run(server: str = "", quick: bool = False) -> Json:

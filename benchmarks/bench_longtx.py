@@ -83,7 +83,7 @@ async def _scenario(url: str, name: str, seconds: float, hold_at: float) -> Json
     import psycopg
     from generation.task.v1 import task_pb2 as pb
     from generation.task.v1 import task_pb2_grpc
-    from server_proc import CallLedger
+    from support.server_proc import CallLedger
 
     sys.path.insert(0, str(ROOT / "worker"))
     from taskworker import WorkerFleet
