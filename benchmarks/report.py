@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import report_deploy
 from common import Json, spread
 
 TARGETS = {
@@ -509,6 +510,8 @@ def markdown(r: Json) -> str:
         ("fleet", _fleet),
         ("replication", _replication),
         ("partition", _partition),
+        ("autofailover", report_deploy.autofailover),
+        ("longtx", report_deploy.longtx),
     ):
         if name in r:
             out += section(r)
