@@ -10,6 +10,7 @@ from __future__ import annotations
 import posixpath
 import re
 import traceback
+from collections.abc import Mapping
 
 from google.protobuf import descriptor_pb2
 
@@ -24,6 +25,7 @@ from ..sql.names import QualifiedName
 from ..sql.schema_source import SchemaRoots, load_catalog, read_files, schema_path
 from . import ir, syntax
 from .params import bind_params, field_ref
+from .positions import SourceMap
 from .report import Reporter, method_path
 from .results import bind_row, row_target
 
@@ -58,12 +60,13 @@ class FileCompiler:
         index: ProtoIndex,
         read_schema: SchemaRoots,
         catalogs: dict[str, tuple[Catalog | None, list[Diagnostic]]],
+        source: str | None = None,
     ) -> None:
         self.file = file
         self.index = index
         self.read_schema = read_schema
         self.catalogs = catalogs
-        self.report = Reporter(file, index)
+        self.report = Reporter(file, index, source=proto_source(file.name, read_schema, source))
         self.diagnostics = self.report.diagnostics
 
     def at_method(
@@ -338,17 +341,32 @@ def internal_error(what: str, err: Exception) -> str:
     )
 
 
+def proto_source(name: str, roots: SchemaRoots, text: str | None = None) -> SourceMap | None:
+    """The .proto's own text (given, or read under the proto_path roots), for exact positions."""
+    if text is None:
+        path = roots.find(name)
+        if path is None or not path.is_file():
+            return None
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            return None
+    return SourceMap(text)
+
+
 def compile_request(
     files: list[descriptor_pb2.FileDescriptorProto],
     to_generate: list[str],
     read_schema: SchemaRoots,
+    sources: Mapping[str, str] | None = None,
 ) -> tuple[list[ir.File], list[Diagnostic]]:
+    """`sources`: the text of protos by name, where it is not (yet) on disk (an editor's buffer)."""
     index = ProtoIndex(files)
     catalogs: dict[str, tuple[Catalog | None, list[Diagnostic]]] = {}
     out: list[ir.File] = []
     diagnostics: list[Diagnostic] = []
     for name in to_generate:
-        compiler = FileCompiler(index.files[name], index, read_schema, catalogs)
+        compiler = FileCompiler(index.files[name], index, read_schema, catalogs, (sources or {}).get(name))
         compiled = compiler.compile()
         diagnostics.extend(compiler.diagnostics)
         if compiled is not None:
