@@ -24,6 +24,7 @@ from ..sql.catalog import Catalog
 from ..sql.names import QualifiedName
 from ..sql.schema_source import SchemaRoots, load_catalog, read_files, schema_path
 from . import ir, syntax
+from .cache import CompileCache
 from .params import bind_params, field_ref
 from .positions import SourceMap
 from .report import Reporter, method_path
@@ -61,11 +62,13 @@ class FileCompiler:
         read_schema: SchemaRoots,
         catalogs: dict[str, tuple[Catalog | None, list[Diagnostic]]],
         source: str | None = None,
+        cache: CompileCache | None = None,
     ) -> None:
         self.file = file
         self.index = index
         self.read_schema = read_schema
         self.catalogs = catalogs
+        self.cache = cache
         self.report = Reporter(file, index, source=proto_source(file.name, read_schema, source))
         self.diagnostics = self.report.diagnostics
 
@@ -100,7 +103,9 @@ class FileCompiler:
                 )
                 return None
             try:
-                self.catalogs[path] = load_catalog(read_files(found), found)
+                self.catalogs[path] = (
+                    self.cache.catalog(found) if self.cache is not None else load_catalog(read_files(found), found)
+                )
             except Exception as err:  # a bug in protoc-gen-pydb, not in the schema
                 self.catalogs[path] = (None, [Diagnostic(str(found), 1, 1, internal_error(f"schema {found}", err))])
             self.diagnostics.extend(self.catalogs[path][1])
@@ -227,7 +232,10 @@ class FileCompiler:
                 si, mi, f"{method.name}: set (pydb.v1.sql).cardinality to CARDINALITY_ONE, _OPTIONAL, _MANY or _EXEC"
             )
         nullable_params = frozenset(f.name for f in request.fields if f.has_presence)
-        analysis, problems = analyze(sql, catalog, nullable_params)
+        if self.cache is not None:
+            analysis, problems = self.cache.analyze(sql, catalog, nullable_params)
+        else:
+            analysis, problems = analyze(sql, catalog, nullable_params)
         for p in problems:
             self.at_method(si, mi, f"{method.name}: {p.message}", sql, p.span, p.severity)
         if analysis is None or cardinality is None:
@@ -359,14 +367,16 @@ def compile_request(
     to_generate: list[str],
     read_schema: SchemaRoots,
     sources: Mapping[str, str] | None = None,
+    cache: CompileCache | None = None,
 ) -> tuple[list[ir.File], list[Diagnostic]]:
-    """`sources`: the text of protos by name, where it is not (yet) on disk (an editor's buffer)."""
+    """`sources`: the text of protos by name, where it is not (yet) on disk (an editor's buffer);
+    `cache`: what a long-lived checker (watch mode, the language server) keeps between runs."""
     index = ProtoIndex(files)
     catalogs: dict[str, tuple[Catalog | None, list[Diagnostic]]] = {}
     out: list[ir.File] = []
     diagnostics: list[Diagnostic] = []
     for name in to_generate:
-        compiler = FileCompiler(index.files[name], index, read_schema, catalogs, (sources or {}).get(name))
+        compiler = FileCompiler(index.files[name], index, read_schema, catalogs, (sources or {}).get(name), cache)
         compiled = compiler.compile()
         diagnostics.extend(compiler.diagnostics)
         if compiled is not None:
