@@ -91,6 +91,11 @@ def test_cached_recheck_gives_the_uncached_result(tmp_path: Path, monkeypatch: p
     cached = Checker(("proto",), "db/schema.sql", cache=CompileCache())
     monkeypatch.chdir(root)
     first = cached.check([NAME])
+    assert cached.check([NAME]) == first  # nothing changed
+    proto = root / "proto" / NAME
+    proto.write_text(PROTO.replace("id = @id", "id = @id AND name <> ''"))  # inside the literal
+    assert cached.check([NAME]) == Checker(("proto",), "db/schema.sql").check([NAME]) == []
+    proto.write_text(PROTO.replace("name FROM", "nmae FROM"))
     again = cached.check([NAME])
     fresh = Checker(("proto",), "db/schema.sql").check([NAME])
     assert first == again == fresh and len(first) == 1

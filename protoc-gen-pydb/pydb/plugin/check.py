@@ -25,8 +25,8 @@ from pydb import include_dir
 from pydb.v1 import options_pb2
 
 from .bind.cache import CompileCache
-from .bind.compiler import compile_request
 from .diagnostics import Diagnostic, format_all
+from .incremental import FileState, full_check, recheck
 from .sql.schema_source import SchemaRoots, schema_path
 
 
@@ -85,6 +85,8 @@ class Checker:
     cache: CompileCache = field(default_factory=CompileCache)
     #: After a check: every file it read (protos with their imports, schema files).
     inputs: set[Path] = field(default_factory=set)
+    _states: dict[str, FileState] = field(default_factory=dict)
+    _others: dict[Path, tuple[int, int]] = field(default_factory=dict)
 
     def roots(self) -> SchemaRoots:
         """Where schema files (and the protos' text) are looked up: the -I roots, then `.`."""
@@ -118,13 +120,48 @@ class Checker:
             return descriptor_pb2.FileDescriptorSet.FromString(out.read_bytes()), []
 
     def check(self, targets: Sequence[str], overlays: Mapping[str, str] | None = None) -> list[Diagnostic]:
+        """The diagnostics of `targets`; after a first check, an edit inside one statement's
+        literals is re-checked alone (incremental.py), anything else in full."""
+        texts = {name: self._text(name, overlays) for name in targets}
+        fast = self._incremental(targets, texts)
+        if fast is not None:
+            return fast
         files, problems = self.parse(targets, overlays)
+        self._states = {}
         if files is None:
             return problems
         roots = self.roots()
-        _, diagnostics = compile_request(list(files.file), list(targets), roots, overlays, self.cache)
+        diagnostics: list[Diagnostic] = []
+        for name in targets:
+            state = full_check(name, texts[name], list(files.file), roots, self.cache)
+            self._states[name] = state
+            diagnostics += state.diagnostics(roots)
         self.inputs = set(self._inputs(files, roots))
+        self._others = _stamp(self.inputs - {p for p in (roots.find(t) for t in targets) if p is not None})
         return diagnostics
+
+    def _text(self, name: str, overlays: Mapping[str, str] | None) -> str:
+        if overlays and name in overlays:
+            return overlays[name]
+        found = self.roots().find(name)
+        try:
+            return found.read_text(encoding="utf-8") if found is not None else ""
+        except (OSError, UnicodeDecodeError):
+            return ""
+
+    def _incremental(self, targets: Sequence[str], texts: Mapping[str, str]) -> list[Diagnostic] | None:
+        if set(targets) != set(self._states) or _stamp(self._others) != self._others:
+            return None
+        changed = [t for t in targets if texts[t] != self._states[t].text]
+        if len(changed) > 1:
+            return None
+        roots = self.roots()
+        if changed:
+            state = recheck(self._states[changed[0]], texts[changed[0]], roots, self.cache)
+            if state is None:
+                return None
+            self._states[changed[0]] = state
+        return [d for t in targets for d in self._states[t].diagnostics(roots)]
 
     def _inputs(self, files: descriptor_pb2.FileDescriptorSet, roots: SchemaRoots) -> Iterable[Path]:
         for f in files.file:
@@ -163,10 +200,12 @@ def watch(checker: Checker, targets: Sequence[str], interval: float, out: Callab
     """Check, then re-check whenever an input's mtime or size changes; Ctrl-C stops."""
     try:
         while True:
+            # Stamped before the check reads them: a save during the check is not missed.
+            before = _stamp(checker.inputs)
             started = time.perf_counter()
             diagnostics = checker.check(targets)
             elapsed = (time.perf_counter() - started) * 1000
-            stamps = _stamp(checker.inputs)
+            stamps = {p: before[p] if p in before else _stamp([p])[p] for p in checker.inputs}
             out(f"{report(diagnostics)} ({elapsed:.0f} ms; watching {len(stamps)} files)\n")
             while _stamp(stamps) == stamps:
                 time.sleep(interval)

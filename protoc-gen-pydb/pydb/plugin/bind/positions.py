@@ -134,9 +134,9 @@ def _chars(decoded: list[tuple[int, int]]) -> tuple[str, list[int]] | None:
     return text, offsets
 
 
-def query_offsets(text: str, start: int, end: int, query: str) -> list[int] | None:
-    """Per character of `query`, its offset in `text`, plus one more for the end of the statement
-    (the closing quote): from the option statement between offsets `start` and `end`."""
+def query_literals(text: str, start: int, end: int) -> tuple[str, list[int]] | None:
+    """The query the option statement between offsets `start` and `end` carries, and per
+    character its offset in `text`, plus one more: the closing quote's."""
     scanner = _Scanner(text, start, end)
     previous: list[str] = []
     while (token := scanner.next_token()) is not None:
@@ -160,9 +160,15 @@ def query_offsets(text: str, start: int, end: int, query: str) -> list[int] | No
         decoded += part
         closing = token[1] + len(token[0]) - 1
     chars = _chars(decoded)
-    if chars is None or closing is None or chars[0] != query:
+    if chars is None or closing is None:
         return None
-    return [*chars[1], closing]
+    return chars[0], [*chars[1], closing]
+
+
+def query_offsets(text: str, start: int, end: int, query: str) -> list[int] | None:
+    """`query_literals`' offsets, if the text says `query` (else the text is not what protoc read)."""
+    found = query_literals(text, start, end)
+    return found[1] if found is not None and found[0] == query else None
 
 
 class SourceMap:
