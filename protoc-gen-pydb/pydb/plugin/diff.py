@@ -97,9 +97,9 @@ def compare(tmp: Path, dirs: Sequence[str]) -> list[str]:
     written = {str(p) for p in generated}
     for d in sorted(set(dirs)):
         for path in sorted(Path(d).rglob("*")) if Path(d).is_dir() else []:
-            rel = os.path.normpath(str(path))
-            if path.is_file() and _GENERATED.search(path.name) and rel not in written:
-                out += difflib.unified_diff(_read(path), [], f"a/{rel}", f"b/{rel} (no longer generated)")
+            name = os.path.normpath(str(path))
+            if path.is_file() and _GENERATED.search(path.name) and name not in written:
+                out += difflib.unified_diff(_read(path), [], f"a/{name}", f"b/{name} (no longer generated)")
     return out
 
 
