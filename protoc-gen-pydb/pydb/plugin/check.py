@@ -15,7 +15,7 @@ import sys
 import tempfile
 import time
 import zlib
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -25,8 +25,12 @@ from pydb import include_dir
 from pydb.v1 import options_pb2
 
 from .bind.cache import CompileCache
-from .diagnostics import Diagnostic, format_all
+from .bind.compiler import FileCompiler
+from .diagnostics import Diagnostic, Problem, Severity, SqlSpan, format_all
 from .incremental import FileState, full_check, recheck
+from .protos import ProtoIndex
+from .sql.analysis import Analysis
+from .sql.catalog import Catalog
 from .sql.schema_source import SchemaRoots, schema_path
 
 
@@ -173,6 +177,46 @@ class Checker:
             schema = roots.find(schema_path(f.name, option, roots)) if f.service else None
             if schema is not None:
                 yield from ([schema] if schema.is_file() else sorted(p for p in schema.rglob("*") if p.is_file()))
+
+
+@dataclass(frozen=True)
+class Statement:
+    """One annotated RPC's statement as compiled: where to report, what the analyzer found."""
+
+    compiler: FileCompiler
+    si: int
+    mi: int
+    method: descriptor_pb2.MethodDescriptorProto
+    sql: str
+    analysis: Analysis | None
+    problems: tuple[Problem, ...]
+
+    def report(self, message: str, span: SqlSpan | None = None, severity: Severity = "error") -> None:
+        """A diagnostic at the statement (at `span`'s token inside the .proto's literal)."""
+        self.compiler.at_method(self.si, self.mi, f"{self.method.name}: {message}", self.sql, span, severity)
+
+
+def each_statement(
+    checker: Checker, files: descriptor_pb2.FileDescriptorSet, targets: Sequence[str]
+) -> Iterator[Statement | FileCompiler]:
+    """Every `(pydb.v1.sql)` statement of `targets`, analysed against its catalog (cached); after
+    each file's statements, its FileCompiler (whose `diagnostics` hold what was reported)."""
+    index = ProtoIndex(list(files.file))
+    roots = checker.roots()
+    catalogs: dict[str, tuple[Catalog | None, list[Diagnostic]]] = {}
+    for name in targets:
+        compiler = FileCompiler(index.files[name], index, roots, catalogs, None, checker.cache)
+        catalog = compiler.catalog()
+        for si, svc in enumerate(index.files[name].service):
+            for mi, method in enumerate(svc.method):
+                if catalog is None or not method.options.HasExtension(options_pb2.sql):
+                    continue
+                sql = method.options.Extensions[options_pb2.sql].query
+                request = index.messages[method.input_type.lstrip(".")]
+                nullable = frozenset(f.name for f in request.fields if f.has_presence)
+                analysis, problems = checker.cache.analyze(sql, catalog, nullable)
+                yield Statement(compiler, si, mi, method, sql, analysis, tuple(problems))
+        yield compiler
 
 
 def _stamp(paths: Iterable[Path]) -> dict[Path, tuple[int, int]]:

@@ -20,13 +20,10 @@ from dataclasses import dataclass
 
 import psycopg
 
-from pydb.v1 import options_pb2
-
 from .bind.compiler import FileCompiler, statement
 from .bind.ir import ParamRef
-from .check import Checker, report, virtual_name
+from .check import Checker, each_statement, report, virtual_name
 from .diagnostics import Diagnostic
-from .protos import ProtoIndex
 from .sql.analysis import Analysis
 from .sql.catalog import Catalog
 
@@ -159,38 +156,25 @@ def verify(checker: Checker, targets: Sequence[str], url: str) -> tuple[list[str
     files, problems = checker.parse(targets)
     if files is None:
         return [], problems
-    index = ProtoIndex(list(files.file))
-    roots = checker.roots()
-    catalogs: dict[str, tuple[Catalog | None, list[Diagnostic]]] = {}
     drift: list[str] = []
     diagnostics: list[Diagnostic] = []
     with psycopg.connect(url, autocommit=True) as conn:
         names = type_names(conn)
         live = live_tables(conn, names)
         seen: set[int] = set()
-        for name in targets:
-            compiler = FileCompiler(index.files[name], index, roots, catalogs, None, checker.cache)
-            catalog = compiler.catalog()
-            diagnostics += [d for d in compiler.diagnostics if d.severity == "error"]
-            if catalog is None:
+        for item in each_statement(checker, files, targets):
+            if isinstance(item, FileCompiler):
+                diagnostics += [d for d in item.diagnostics if d.severity == "error"]
+                for catalog, _ in item.catalogs.values():
+                    if catalog is not None and id(catalog) not in seen:
+                        seen.add(id(catalog))
+                        drift += schema_drift(catalog, live)
                 continue
-            if id(catalog) not in seen:
-                seen.add(id(catalog))
-                drift += schema_drift(catalog, live)
-            for si, svc in enumerate(index.files[name].service):
-                for mi, method in enumerate(svc.method):
-                    if not method.options.HasExtension(options_pb2.sql):
-                        continue
-                    sql = method.options.Extensions[options_pb2.sql].query
-                    request = index.messages[method.input_type.lstrip(".")]
-                    nullable = frozenset(f.name for f in request.fields if f.has_presence)
-                    analysis, found = checker.cache.analyze(sql, catalog, nullable)
-                    if analysis is None or any(p.severity == "error" for p in found):
-                        compiler.at_method(si, mi, f"{method.name}: does not compile; run protoc-gen-pydb check")
-                        continue
-                    for text in statement_mismatches(prepared_signature(conn, sql, analysis, names), analysis):
-                        compiler.at_method(si, mi, f"{method.name}: {text}")
-            diagnostics += [d for d in compiler.diagnostics if d.severity == "error" and d not in diagnostics]
+            if item.analysis is None or any(p.severity == "error" for p in item.problems):
+                item.report("does not compile; run protoc-gen-pydb check")
+                continue
+            for text in statement_mismatches(prepared_signature(conn, item.sql, item.analysis, names), item.analysis):
+                item.report(text)
     return drift, diagnostics
 
 
