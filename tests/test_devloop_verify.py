@@ -3,6 +3,9 @@ dropped column and a changed type (in the schema and in the statements PREPAREd 
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -92,3 +95,21 @@ def test_a_missing_table(live: str) -> None:
     drift, diagnostics = verify(Checker((".",)), [NAME], live)
     assert drift == ["shop.items: in the schema files, not in the database"]
     assert len(diagnostics) == 2 and all("does not exist" in d.message for d in diagnostics)
+
+
+def test_the_readme_applies_the_schema_and_verify_passes(pg_server: tuple[str, Cluster | None]) -> None:
+    """README step 4, as written: psql applies schema.sql to an empty database, which `verify`
+    then finds ready to serve (every table, column and statement as compiled)."""
+    root = Path(__file__).resolve().parent.parent
+    readme = (root / "README.md").read_text()
+    [command] = [line.strip() for line in readme.splitlines() if line.strip().startswith('psql "$DATABASE_URL"')]
+    with scratch_database(pg_server[0], schema=None) as url:
+        env = {**os.environ, "DATABASE_URL": url}
+        subprocess.run(["bash", "-c", command], cwd=root, env=env, check=True, capture_output=True)
+        done = subprocess.run(
+            [sys.executable, "-c", "from pydb.plugin.entry import main; raise SystemExit(main())", "verify",
+             "-I", "example_protos", "generation/task/v1/task.proto"],
+            cwd=root, env=env, capture_output=True, text=True, check=False,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert "matches the schema files and every statement" in done.stdout
