@@ -116,7 +116,9 @@ class Checker:
                     "--include_imports",
                     "--include_source_info",
                     f"--descriptor_set_out={out}",
-                    *targets,
+                    # an overlaid target named by its overlay path: else protoc, finding the name
+                    # as a file under the working directory too, calls it shadowed
+                    *(str(overlay_root / t) if overlays and t in overlays else t for t in targets),
                 ]
             )
             if code != 0:
