@@ -68,3 +68,28 @@ def test_a_proto_syntax_error_then_its_fix(editor: tuple[Any, str]) -> None:
     assert typo["range"]["start"] == {"line": 8, "character": 25} and "nmae" in typo["message"]
     client.change(uri, PROTO)
     assert client.diagnostics(uri) == []
+
+
+def position_of(needle: str, text: str = PROTO, skip: int = 0) -> dict[str, int]:
+    at = text.index(needle) + skip
+    return {"line": text.count("\n", 0, at), "character": at - (text.rfind("\n", 0, at) + 1)}
+
+
+def test_hover_on_a_param_and_a_result_column(editor: tuple[Any, str]) -> None:
+    client, uri = editor
+    doc = {"uri": uri}
+    param = client.request("textDocument/hover", {"textDocument": doc, "position": position_of("@id", skip=1)})
+    assert param["result"]["contents"]["value"] == "@id: int8 (the parameter's PostgreSQL type)"
+    column = client.request("textDocument/hover", {"textDocument": doc, "position": position_of('name"', skip=2)})
+    assert column["result"]["contents"]["value"] == "result column name: text NOT NULL"
+    nothing = client.request("textDocument/hover", {"textDocument": doc, "position": position_of("message Id")})
+    assert nothing["result"] is None
+
+
+def test_definition_of_a_column_is_its_create_table_line(editor: tuple[Any, str]) -> None:
+    client, uri = editor
+    found = client.request(
+        "textDocument/definition", {"textDocument": {"uri": uri}, "position": position_of('name"', skip=1)}
+    )["result"]
+    assert found["uri"].endswith("/shop/v1/schema.sql")
+    assert found["range"]["start"] == position_of("name text", SCHEMA)

@@ -146,6 +146,10 @@ class Checker:
         self._others = _stamp(self.inputs - {p for p in (roots.find(t) for t in targets) if p is not None})
         return diagnostics
 
+    def states(self) -> Mapping[str, FileState]:
+        """Per target file, what the last check found (the language server's hover and definition)."""
+        return self._states
+
     def _text(self, name: str, overlays: Mapping[str, str] | None) -> str:
         if overlays and name in overlays:
             return overlays[name]

@@ -1,6 +1,8 @@
 """`protoc-gen-pydb lsp -I ROOT ...`: a language server (stdio) for .proto files carrying
 `(pydb.v1.sql)`, on pygls (the optional `[lsp]` extra).
 
+Hover on a `@param` or a result column shows its PostgreSQL type (and a column's nullability);
+go-to-definition on a column opens its line in the schema file's CREATE TABLE (lsp_query.py).
 Diagnostics as you type: every open .proto is checked from its unsaved text (the same
 `Checker` as `check --watch`, so an edit inside one statement is re-checked alone) and the
 problems are published at the offending token's range inside the string literal. A schema
@@ -18,6 +20,7 @@ from urllib.parse import unquote, urlparse
 
 from .check import Checker, virtual_name
 from .diagnostics import Diagnostic
+from .lsp_query import Place, definition, hover, place
 
 MISSING = "protoc-gen-pydb lsp needs pygls: pip install 'protoc-gen-pydb[compiler,lsp]'"
 
@@ -77,6 +80,26 @@ def build_server(checker: Checker) -> object:
     def did_change(ls: LanguageServer, params: lsp.DidChangeTextDocumentParams) -> None:
         if params.text_document.uri.endswith(".proto"):
             check(ls)
+
+    def place_at(ls: LanguageServer, uri: str, pos: lsp.Position) -> Place | None:
+        doc = ls.workspace.get_text_document(uri)
+        return place(checker, virtual_name(str(_path(uri)), checker.includes), doc.source, pos.line, pos.character)
+
+    @server.feature(lsp.TEXT_DOCUMENT_HOVER)
+    def on_hover(ls: LanguageServer, params: lsp.HoverParams) -> lsp.Hover | None:
+        where = place_at(ls, params.text_document.uri, params.position)
+        text = hover(where) if where is not None else None
+        return lsp.Hover(contents=lsp.MarkupContent(kind=lsp.MarkupKind.PlainText, value=text)) if text else None
+
+    @server.feature(lsp.TEXT_DOCUMENT_DEFINITION)
+    def on_definition(ls: LanguageServer, params: lsp.DefinitionParams) -> lsp.Location | None:
+        where = place_at(ls, params.text_document.uri, params.position)
+        found = definition(where) if where is not None else None
+        if found is None:
+            return None
+        path, line, character = found
+        start = lsp.Position(line=line, character=character)
+        return lsp.Location(uri=path.resolve().as_uri(), range=lsp.Range(start=start, end=start))
 
     @server.feature(lsp.TEXT_DOCUMENT_DID_SAVE)
     def did_save(ls: LanguageServer, params: lsp.DidSaveTextDocumentParams) -> None:
