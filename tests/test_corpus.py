@@ -119,12 +119,12 @@ def test_every_diagnostic_names_a_real_location(corpus: Corpus, case: str) -> No
     queries = {rpc.name: rpc.query for rpc in corpus.rpcs(case)}
     rows = text.split("\n")
     source = ""  # the SQL the current diagnostic is about: a statement or the schema file
-    site = ""  # the text of the file at the current diagnostic's line:col
+    here = ""  # the text of the file at the current diagnostic's line:col
     for i, row in enumerate(rows):
         at_head = LOCATION.match(row)
         if at_head is not None:
             site_lines = (ROOT / at_head["path"]).read_text(encoding="utf-8").split("\n")
-            site = site_lines[int(at_head["line"]) - 1][int(at_head["col"]) - 1 :]
+            here = site_lines[int(at_head["line"]) - 1][int(at_head["col"]) - 1 :]
             rpc = row[at_head.end() :].split(":", 1)[0]
             source = queries.get(rpc) or (ROOT / at_head["path"]).read_text(encoding="utf-8")
         elif row.strip() and set(row.strip()) == {"^"}:
@@ -137,7 +137,7 @@ def test_every_diagnostic_names_a_real_location(corpus: Corpus, case: str) -> No
             fragment = sql_line[row.index("^") : len(row.rstrip())]
             if not set(fragment) & {'"', "\\", "\t"} and fragment.isascii():
                 # line:col is the fragment's own place in the file, inside the .proto's literal
-                assert site.startswith(fragment), (rows[i - 3], fragment, site)
+                assert here.startswith(fragment), (rows[i - 3], fragment, here)
 
 
 def test_all_errors_of_all_files_are_reported_in_one_run(corpus: Corpus) -> None:
