@@ -38,6 +38,7 @@ from generation.task.v1 import task_pb2 as pb
 from redis.exceptions import RedisError
 
 from . import config
+from .redisconn import LazyRedis, close_quietly
 
 if TYPE_CHECKING:
     from generation.task.v1 import task_pb2_grpc
@@ -274,19 +275,13 @@ class RedisEventTransport:
         self.retention = max(1, round(retention))
         self.idle_ttl = max(1, round(idle_ttl))
         self.timeout = timeout
-        self._client: aioredis.Redis | None = None
+        self._redis = LazyRedis(self.url, timeout)
         self._script: Any = None
 
-    def _redis(self) -> aioredis.Redis:
-        if self._client is None:
-            self._client = aioredis.Redis.from_url(
-                self.url, socket_connect_timeout=self.timeout, socket_timeout=self.timeout
-            )
-            self._script = self._client.register_script(_APPEND_LUA)
-        return self._client
-
     async def append(self, batch: list[PendingEvent]) -> None:
-        client = self._redis()
+        client = self._redis.get()
+        if self._script is None or self._script.registered_client is not client:
+            self._script = client.register_script(_APPEND_LUA)
         per_task: dict[str, list[str]] = {}
         for ev in batch:
             per_task.setdefault(ev.task_id, []).extend((ev.kind, ev.data, repr(ev.emitted_at)))
@@ -301,17 +296,11 @@ class RedisEventTransport:
                         )
                     await pipe.execute()
         except (RedisError, OSError, TimeoutError):
-            await self._drop()  # its pool may hold a broken connection after an outage
+            await self._redis.drop()
             raise
 
-    async def _drop(self) -> None:
-        client, self._client = self._client, None
-        if client is not None:
-            with contextlib.suppress(Exception):
-                await client.aclose()
-
     async def aclose(self) -> None:
-        await self._drop()
+        await self._redis.drop()
 
 
 # -- PostgreSQL, through the data plane --------------------------------------------------------
@@ -432,8 +421,7 @@ class RedisEventSource:
             except (RedisError, OSError) as err:
                 log.warning("event reader for task %s lost Redis (%s); resuming after seq %d", task_id, err, after)
             finally:
-                with contextlib.suppress(Exception):
-                    await client.aclose()
+                await close_quietly(client)
             await asyncio.sleep(delay * random.uniform(0.5, 1.0))
             delay = min(delay * 2, self.reconnect_max)
 
