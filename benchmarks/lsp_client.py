@@ -1,5 +1,5 @@
 """A minimal LSP client over stdio (raw JSON-RPC, Content-Length framing), as an editor drives
-`protoc-gen-pydb lsp`: used by tests/test_devloop_lsp.py and bench_devloop.py."""
+`protoc-gen-pydb lsp`: used by tests/devloop/test_lsp.py and bench_devloop.py."""
 
 from __future__ import annotations
 

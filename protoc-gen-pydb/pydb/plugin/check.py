@@ -29,9 +29,7 @@ from .bind.compiler import FileCompiler
 from .diagnostics import Diagnostic, Problem, Severity, SqlSpan, format_all
 from .incremental import FileState, full_check, recheck
 from .protos import ProtoIndex
-from .sql.analysis import Analysis
-from .sql.catalog import Catalog
-from .sql.schema_source import SchemaRoots, schema_path
+from .sql import Analysis, Catalog, SchemaRoots, schema_path
 
 
 def well_known_dir() -> str:

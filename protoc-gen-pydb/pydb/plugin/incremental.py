@@ -7,7 +7,7 @@ the number of lines, nothing protoc checks can have changed but that string. The
 RPC is compiled again, against the catalog already built, and the other RPCs' diagnostics are
 kept: `FileCompiler` is run with each RPC's contributions recorded (its own diagnostics and the
 message-field problems it shares), so they can be recombined. Any other edit takes the full path.
-tests/test_devloop_incremental.py checks that both paths report the same.
+tests/devloop/test_incremental.py checks that both paths report the same.
 """
 
 from __future__ import annotations
@@ -25,8 +25,7 @@ from .bind.positions import SourceMap, query_literals, query_offsets
 from .bind.report import Reporter, method_path
 from .diagnostics import Diagnostic
 from .protos import ProtoIndex, location_span
-from .sql.catalog import Catalog
-from .sql.schema_source import SchemaRoots
+from .sql import Catalog, SchemaRoots
 
 FieldKey = tuple[str, str, str]
 _SQL_OPTION = [4, options_pb2.sql.number]

@@ -15,8 +15,7 @@ from .bind.positions import SourceMap
 from .bind.report import method_path
 from .check import Checker
 from .protos import location_span
-from .sql.analysis import Analysis
-from .sql.catalog import Catalog
+from .sql import Analysis, Catalog
 
 _WORD = re.compile(r"@?[A-Za-z_][A-Za-z0-9_$]*")
 

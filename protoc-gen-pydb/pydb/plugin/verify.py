@@ -24,8 +24,7 @@ from .bind.compiler import FileCompiler, statement
 from .bind.ir import ParamRef
 from .check import Checker, each_statement, report, virtual_name
 from .diagnostics import Diagnostic
-from .sql.analysis import Analysis
-from .sql.catalog import Catalog
+from .sql import Analysis, Catalog
 
 _SYSTEM = ("pg_catalog", "information_schema", "pg_toast")
 

@@ -6,7 +6,7 @@ A check is the plugin's own compile; the cache only saves recomputing what did n
   request fields with presence (everything `analyze` reads).
 Binding (params, columns, cardinality) is re-run every time: it is cheap and it reads the
 messages, which may have changed without the statement changing. Results are the ones the
-uncached compile gives (tests/test_devloop_check.py compares the two).
+uncached compile gives (tests/devloop/test_check.py compares the two).
 """
 
 from __future__ import annotations
@@ -15,10 +15,7 @@ import hashlib
 from pathlib import Path
 
 from ..diagnostics import Diagnostic, Problem
-from ..sql.analysis import Analysis
-from ..sql.analyze import analyze
-from ..sql.catalog import Catalog
-from ..sql.schema_source import load_catalog, read_files
+from ..sql import Analysis, Catalog, analyze, load_catalog, read_files
 
 CatalogEntry = tuple[Catalog | None, list[Diagnostic]]
 

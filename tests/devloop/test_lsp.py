@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 lsp_client: Any = importlib.import_module("lsp_client")  # the same client the benchmark uses
 
 PROTO = """syntax = "proto3";

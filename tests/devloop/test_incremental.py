@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from pydb.plugin.check import Checker
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 synth = importlib.import_module("synth")  # the benchmark's generator of N-RPC protos
 
 EDITS = [

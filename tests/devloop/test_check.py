@@ -12,9 +12,9 @@ import time
 from pathlib import Path
 
 import pytest
-from plugin_harness import compile_protos, run_plugin
 from pydb.plugin.bind.cache import CompileCache
 from pydb.plugin.check import Checker, report
+from support.plugin_harness import compile_protos, run_plugin
 
 PROTO = """syntax = "proto3";
 package shop.v1;

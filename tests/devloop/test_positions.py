@@ -8,8 +8,8 @@ import re
 from pathlib import Path
 
 import pytest
-from plugin_harness import compile_protos, run_plugin
 from pydb.plugin.bind.positions import query_offsets
+from support.plugin_harness import compile_protos, run_plugin
 
 SCHEMA = "CREATE TABLE items (id bigint PRIMARY KEY, name text NOT NULL, note text);\n"
 HEAD = """syntax = "proto3";

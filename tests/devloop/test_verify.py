@@ -11,9 +11,9 @@ from pathlib import Path
 
 import psycopg
 import pytest
-from pg import Cluster, scratch_database
 from pydb.plugin.check import Checker
 from pydb.plugin.verify import verify
+from support.pg import Cluster, scratch_database
 
 SCHEMA = """CREATE SCHEMA shop;
 CREATE TYPE shop.state AS ENUM ('new', 'paid');
@@ -100,7 +100,7 @@ def test_a_missing_table(live: str) -> None:
 def test_the_readme_applies_the_schema_and_verify_passes(pg_server: tuple[str, Cluster | None]) -> None:
     """README step 4, as written: psql applies schema.sql to an empty database, which `verify`
     then finds ready to serve (every table, column and statement as compiled)."""
-    root = Path(__file__).resolve().parent.parent
+    root = Path(__file__).resolve().parents[2]
     readme = (root / "README.md").read_text()
     [command] = [line.strip() for line in readme.splitlines() if line.strip().startswith('psql "$DATABASE_URL"')]
     with scratch_database(pg_server[0], schema=None) as url:

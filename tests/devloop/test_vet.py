@@ -9,9 +9,9 @@ from pathlib import Path
 
 import psycopg
 import pytest
-from pg import Cluster, scratch_database
 from pydb.plugin.check import Checker
 from pydb.plugin.vet import RULES, main, vet
+from support.pg import Cluster, scratch_database
 
 SCHEMA = """CREATE TABLE jobs (id bigint PRIMARY KEY, state text NOT NULL, owner text);
 CREATE TABLE big (id bigint PRIMARY KEY, tag text NOT NULL);
