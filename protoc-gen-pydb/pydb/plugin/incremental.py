@@ -20,7 +20,7 @@ from pydb.v1 import options_pb2
 
 from .bind import ir
 from .bind.cache import CompileCache
-from .bind.compiler import FileCompiler
+from .bind.compiler import FileCompiler, dedupe
 from .bind.positions import SourceMap, query_literals, query_offsets
 from .bind.report import Reporter, method_path
 from .diagnostics import Diagnostic
@@ -61,7 +61,7 @@ class FileState:
         out = list(self.file_diagnostics)
         for key in sorted(self.rpcs):
             out += self.rpcs[key].diagnostics
-        return _dedupe(out + report.diagnostics)
+        return dedupe(out + report.diagnostics)
 
 
 class RecordingCompiler(FileCompiler):
@@ -188,13 +188,3 @@ def _replace(
     return FileState(
         state.name, new_text, state.files, state.index, state.catalogs, state.file_diagnostics, rpcs, state.rpc_names
     )
-
-
-def _dedupe(diagnostics: list[Diagnostic]) -> list[Diagnostic]:
-    seen: set[Diagnostic] = set()
-    out = []
-    for d in diagnostics:
-        if d not in seen:
-            seen.add(d)
-            out.append(d)
-    return out

@@ -377,10 +377,10 @@ def compile_request(
         diagnostics.extend(compiler.diagnostics)
         if compiled is not None:
             out.append(compiled)
-    return out, _dedupe(diagnostics)
+    return out, dedupe(diagnostics)
 
 
-def _dedupe(diagnostics: list[Diagnostic]) -> list[Diagnostic]:
+def dedupe(diagnostics: list[Diagnostic]) -> list[Diagnostic]:
     seen = set()
     out = []
     for d in diagnostics:
