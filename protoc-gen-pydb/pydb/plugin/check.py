@@ -135,6 +135,12 @@ class Checker:
         if files is None:
             return problems
         roots = self.roots()
+        editions = [f for f in files.file if f.name in targets and f.syntax == "editions"]
+        if editions:  # as protoc refuses them for --pydb_out (docs/workflow.md says why)
+            return [
+                Diagnostic(f.name, 1, 1, "protoc-gen-pydb does not support editions (edition = ...) yet; use proto3")
+                for f in editions
+            ]
         diagnostics: list[Diagnostic] = []
         for name in targets:
             state = full_check(name, texts[name], list(files.file), roots, self.cache)
