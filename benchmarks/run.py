@@ -2,7 +2,7 @@
 
     python benchmarks/run.py                 # everything (about 10 minutes)
     python benchmarks/run.py --only codegen  # one or more of: codegen overhead throughput backlog partition events fleet replication
-                                             #   autofailover longtx
+                                             #   autofailover longtx devloop
     python benchmarks/run.py --quick         # tiny sizes, a smoke run (numbers mean nothing)
     python benchmarks/run.py --render-only   # re-write RESULTS.md and plots from results.json
 
@@ -27,7 +27,7 @@ from common import Json
 
 NAMES = (
     "codegen", "overhead", "throughput", "backlog", "partition", "events", "fleet", "replication",
-    "autofailover", "longtx",
+    "autofailover", "longtx", "devloop",
 )  # fmt: skip
 
 
@@ -35,6 +35,7 @@ def run_all(names: list[str], quick: bool) -> Json:
     import bench_autofailover
     import bench_backlog
     import bench_codegen
+    import bench_devloop
     import bench_events
     import bench_fleet
     import bench_longtx
@@ -68,6 +69,8 @@ def run_all(names: list[str], quick: bool) -> Json:
                     results[name] = bench_events.run(server, quick=quick)
                 elif name == "fleet":
                     results[name] = bench_fleet.run(server, quick=quick)
+                elif name == "devloop":
+                    results[name] = bench_devloop.run(quick=quick)
                 elif name == "replication":
                     results[name] = bench_replication.run(server, quick=quick)
                 elif name == "autofailover":
