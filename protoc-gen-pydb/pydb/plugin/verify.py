@@ -21,7 +21,6 @@ from dataclasses import dataclass
 import psycopg
 
 from .bind.compiler import FileCompiler, statement
-from .bind.ir import ParamRef
 from .check import Checker, each_statement, report, virtual_name
 from .diagnostics import Diagnostic
 from .sql import Analysis, Catalog
@@ -105,14 +104,7 @@ def prepared_signature(
     conn: psycopg.Connection[tuple[object, ...]], sql: str, analysis: Analysis, names: dict[int, str]
 ) -> tuple[list[str], list[tuple[str, str]]] | str:
     """PostgreSQL's parameter types (in @param order) and (name, type) per column, or its error."""
-    pieces = statement(sql, analysis).pieces
-    numbers: dict[str, int] = {}
-    text = ""
-    for piece in pieces:
-        if isinstance(piece, ParamRef):
-            text += f"${numbers.setdefault(piece.name, len(numbers) + 1)}"
-        else:
-            text += piece
+    text, order = statement(sql, analysis).numbered()
     pgconn = conn.pgconn
     pgconn.exec_(b"BEGIN")
     try:
@@ -120,7 +112,6 @@ def prepared_signature(
         if result.status != psycopg.pq.ExecStatus.COMMAND_OK:
             return (result.error_message or b"").decode().strip().split("\n")[0]
         described = pgconn.describe_prepared(b"pydb_verify")
-        order = sorted(numbers, key=numbers.__getitem__)
         params = {name: names.get(described.param_type(i), "?") for i, name in enumerate(order)}
         columns = [
             ((described.fname(i) or b"").decode(), names.get(described.ftype(i), "?")) for i in range(described.nfields)

@@ -95,16 +95,11 @@ def structural(statement: Statement, rules: set[str]) -> Iterator[tuple[str, str
 def seq_scans(statement: Statement, conn: Any, min_rows: int) -> Iterator[tuple[str, str, SqlSpan | None]]:
     """The generic plan's sequential scans of tables with more than `min_rows` rows."""
     from .bind.compiler import statement as pieces_of
-    from .bind.ir import ParamRef
 
     analysis = statement.analysis
     if analysis is None:
         return
-    numbers: dict[str, int] = {}
-    text = "".join(
-        f"${numbers.setdefault(p.name, len(numbers) + 1)}" if isinstance(p, ParamRef) else p
-        for p in pieces_of(statement.sql, analysis).pieces
-    )
+    text, numbers = pieces_of(statement.sql, analysis).numbered()
     args = f"({', '.join('NULL' for _ in numbers)})" if numbers else ""
     with conn.transaction(force_rollback=True):
         conn.execute("SET LOCAL plan_cache_mode = force_generic_plan")
