@@ -89,7 +89,11 @@ class RunningServer:
 
 async def start_server(cfg: pydb_server.Config) -> RunningServer:
     """Serve the generated service in this event loop, as the service role; returns once it listens."""
-    cfg = dataclasses.replace(cfg, database_url=as_service_role(cfg.database_url))
+    cfg = dataclasses.replace(
+        cfg,
+        database_url=as_service_role(cfg.database_url),
+        database_listen_url=as_service_role(cfg.database_listen_url) if cfg.database_listen_url else "",
+    )
     stop = asyncio.Event()
     ready: asyncio.Future[int] = asyncio.get_running_loop().create_future()
     task = asyncio.create_task(

@@ -129,3 +129,11 @@ def test_replication(pg_server: tuple[str, Cluster | None], tmp_path: Path) -> N
     assert result["servers"]["one_server_tasks_per_s"]["median"] > 0
     assert result["servers"]["three_servers_tasks_per_s"]["median"] > 0
     assert "## 7. Failover and several server processes" in render({"replication": result}, tmp_path)
+
+
+def test_devloop() -> None:
+    result = bench("bench_devloop").run(quick=True)
+    assert result["incremental"]["incremental_typo_ms"]["n"] == 4
+    assert result["lsp"]["diagnostic_ms"]["n"] == 3
+    rows = bench("report").headline({"devloop": result})
+    assert [r[2] for r in rows] == ["≤ 50 ms", "≤ 300 ms"]

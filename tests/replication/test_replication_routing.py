@@ -178,9 +178,9 @@ def _statements_by_rpc() -> dict[str, tuple[str, list[str]]]:
     return found
 
 
-# The replica pool's per-session setting (pydb.runtime.database.session_settings), sent once per
-# connection it opens: the only statement there that is not an RPC's.
-SESSION_SETTING = _normalised("SELECT set_config('lock_timeout', $1, false)")
+# The replica pool's per-session setup (pydb.runtime.pooling.session_setup: pooler detection and
+# the lock timeout), sent once per connection it opens: the only statement there that is not an RPC's.
+SESSION_SETTING = _normalised("SELECT pg_backend_pid(), set_config('lock_timeout', $1, false)")
 
 
 async def _listening(call: grpc.aio.UnaryStreamCall[Any, Any]) -> None:

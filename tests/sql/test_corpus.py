@@ -110,15 +110,21 @@ def test_every_diagnostic_names_a_real_location(corpus: Corpus, case: str) -> No
             # A problem of a message's field (shared by RPCs) is reported once, at the field.
             site = re.match(r"[\w.]+\.(\w+): ", text[head.end() :])
             at_field = site is not None and re.match(rf"(optional |repeated )?[\w.]+ {site[1]} = \d+", at)
-            assert at.startswith("option (pydb.v1.sql)") or at_field, head.group(0)
+            # A problem in the statement is placed at its token inside the string literal(s);
+            # a problem of the annotation as a whole at the option.
+            at_sql = text[head.end() :].split("\n", 1)[-1].startswith("    ")
+            assert at.startswith("option (pydb.v1.sql)") or at_field or at_sql, head.group(0)
         elif head["path"].endswith(".sql"):
             assert at.strip(), f"{head.group(0)} points at nothing"
     queries = {rpc.name: rpc.query for rpc in corpus.rpcs(case)}
     rows = text.split("\n")
     source = ""  # the SQL the current diagnostic is about: a statement or the schema file
+    here = ""  # the text of the file at the current diagnostic's line:col
     for i, row in enumerate(rows):
         at_head = LOCATION.match(row)
         if at_head is not None:
+            site_lines = (ROOT / at_head["path"]).read_text(encoding="utf-8").split("\n")
+            here = site_lines[int(at_head["line"]) - 1][int(at_head["col"]) - 1 :]
             rpc = row[at_head.end() :].split(":", 1)[0]
             source = queries.get(rpc) or (ROOT / at_head["path"]).read_text(encoding="utf-8")
         elif row.strip() and set(row.strip()) == {"^"}:
@@ -128,6 +134,10 @@ def test_every_diagnostic_names_a_real_location(corpus: Corpus, case: str) -> No
             assert position is not None, rows[i + 1]
             assert row.index("^") - 4 + 1 == int(position[2]), (row, rows[i + 1])
             assert source.split("\n")[int(position[1]) - 1] == sql_line[4:], (sql_line, position[0])
+            fragment = sql_line[row.index("^") : len(row.rstrip())]
+            if not set(fragment) & {'"', "\\", "\t"} and fragment.isascii():
+                # line:col is the fragment's own place in the file, inside the .proto's literal
+                assert here.startswith(fragment), (rows[i - 3], fragment, here)
 
 
 def test_all_errors_of_all_files_are_reported_in_one_run(corpus: Corpus) -> None:

@@ -165,6 +165,16 @@ def location(file: descriptor_pb2.FileDescriptorProto, *paths: list[int]) -> tup
     return 1, 1
 
 
+def location_span(file: descriptor_pb2.FileDescriptorProto, *paths: list[int]) -> list[int] | None:
+    """protoc's 0-based span of the first of `paths` recorded: [line, col, (end line,) end col]."""
+    spans = _locations(file)[1]
+    for path in paths:
+        loc = spans.get(tuple(path))
+        if loc is not None and loc.span:
+            return list(loc.span)
+    return None
+
+
 def leading_comment(file: descriptor_pb2.FileDescriptorProto, path: list[int]) -> str:
     loc = _locations(file)[0].get(tuple(path))
     if loc is None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import posixpath
 import re
 import traceback
+from collections.abc import Mapping
 
 from google.protobuf import descriptor_pb2
 
@@ -19,7 +20,9 @@ from ..diagnostics import Diagnostic
 from ..protos import Message, ProtoIndex, leading_comment, location
 from ..sql import Analysis, Catalog, QualifiedName, SchemaRoots, analyze, load_catalog, read_files, schema_path
 from . import ir, syntax
+from .cache import CompileCache
 from .params import bind_params, field_ref
+from .positions import SourceMap
 from .report import Reporter, method_path
 from .results import bind_row, row_target
 
@@ -55,12 +58,15 @@ class FileCompiler:
         index: ProtoIndex,
         read_schema: SchemaRoots,
         catalogs: dict[str, tuple[Catalog | None, list[Diagnostic]]],
+        source: str | None = None,
+        cache: CompileCache | None = None,
     ) -> None:
         self.file = file
         self.index = index
         self.read_schema = read_schema
         self.catalogs = catalogs
-        self.report = Reporter(file, index)
+        self.cache = cache
+        self.report = Reporter(file, index, source=proto_source(file.name, read_schema, source))
         self.diagnostics = self.report.diagnostics
         self.at_method = self.report.at_method
 
@@ -84,7 +90,9 @@ class FileCompiler:
                 )
                 return None
             try:
-                self.catalogs[path] = load_catalog(read_files(found), found)
+                self.catalogs[path] = (
+                    self.cache.catalog(found) if self.cache is not None else load_catalog(read_files(found), found)
+                )
             except Exception as err:  # a bug in protoc-gen-pydb, not in the schema
                 self.catalogs[path] = (None, [Diagnostic(str(found), 1, 1, internal_error(f"schema {found}", err))])
             self.diagnostics.extend(self.catalogs[path][1])
@@ -213,7 +221,10 @@ class FileCompiler:
                 f"{method.name}: set (pydb.v1.sql).cardinality to CARDINALITY_ONE, _OPTIONAL, _MANY, _EXEC or _EXEC_ROWS",
             )
         nullable_params = frozenset(f.name for f in request.fields if f.has_presence)
-        analysis, problems = analyze(sql, catalog, nullable_params)
+        if self.cache is not None:
+            analysis, problems = self.cache.analyze(sql, catalog, nullable_params)
+        else:
+            analysis, problems = analyze(sql, catalog, nullable_params)
         for p in problems:
             self.at_method(si, mi, f"{method.name}: {p.message}", sql, p.span, p.severity)
         if analysis is None or cardinality is None:
@@ -350,25 +361,42 @@ def internal_error(what: str, err: Exception) -> str:
     )
 
 
+def proto_source(name: str, roots: SchemaRoots, text: str | None = None) -> SourceMap | None:
+    """The .proto's own text (given, or read under the proto_path roots), for exact positions."""
+    if text is None:
+        path = roots.find(name)
+        if path is None or not path.is_file():
+            return None
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            return None
+    return SourceMap(text)
+
+
 def compile_request(
     files: list[descriptor_pb2.FileDescriptorProto],
     to_generate: list[str],
     read_schema: SchemaRoots,
+    sources: Mapping[str, str] | None = None,
+    cache: CompileCache | None = None,
 ) -> tuple[list[ir.File], list[Diagnostic]]:
+    """`sources`: the text of protos by name, where it is not (yet) on disk (an editor's buffer);
+    `cache`: what a long-lived checker (watch mode, the language server) keeps between runs."""
     index = ProtoIndex(files)
     catalogs: dict[str, tuple[Catalog | None, list[Diagnostic]]] = {}
     out: list[ir.File] = []
     diagnostics: list[Diagnostic] = []
     for name in to_generate:
-        compiler = FileCompiler(index.files[name], index, read_schema, catalogs)
+        compiler = FileCompiler(index.files[name], index, read_schema, catalogs, (sources or {}).get(name), cache)
         compiled = compiler.compile()
         diagnostics.extend(compiler.diagnostics)
         if compiled is not None:
             out.append(compiled)
-    return out, _dedupe(diagnostics)
+    return out, dedupe(diagnostics)
 
 
-def _dedupe(diagnostics: list[Diagnostic]) -> list[Diagnostic]:
+def dedupe(diagnostics: list[Diagnostic]) -> list[Diagnostic]:
     seen = set()
     out = []
     for d in diagnostics:

@@ -112,6 +112,20 @@ class Statement:
 
     pieces: tuple[str | ParamRef | ColumnList, ...]
 
+    def numbered(self) -> tuple[str, tuple[str, ...]]:
+        """The text as PostgreSQL's PREPARE takes it (`$n` by first appearance of each @name, the
+        column lists written out) and the parameter names in `$n` order."""
+        numbers: dict[str, int] = {}
+        text: list[str] = []
+        for piece in self.pieces:
+            if isinstance(piece, ParamRef):
+                text.append(f"${numbers.setdefault(piece.name, len(numbers) + 1)}")
+            elif isinstance(piece, ColumnList):
+                text.append(", ".join(piece.columns))
+            else:
+                text.append(piece)
+        return "".join(text), tuple(numbers)
+
 
 @dataclass(frozen=True)
 class Param:
