@@ -1,6 +1,6 @@
 """The PostgreSQL front end: schema text → `Catalog`, one statement + the Catalog → `Analysis`.
 
-Layers, each importing only those below it (tests/test_sql_layers.py holds them to it):
+Layers, each importing only those below it (tests/sql/test_sql_layers.py holds them to it):
 
     frontend.py  the entry points wired: build_catalog / load_catalog with views typed by the analyzer
     analyzer/  one statement → Analysis (scope, expressions, calls, operators, grouping, statements)
