@@ -121,12 +121,10 @@ def identity_sequence(state: State, key: str, col: Column, con: PgNode) -> None:
 # -- CREATE TABLE ---------------------------------------------------------------------------
 def create_table(state: State, node: PgNode) -> None:
     rv = node.relation
-    schema = state.new_relation_schema(rv)
-    if schema is None:
+    created = state.new_relation(rv, node.if_not_exists, types_too=True)
+    if created is None:
         return
-    key = f"{schema}.{rv.relname}"
-    if state.relation_taken(key, rv, node.if_not_exists, types_too=True):
-        return
+    schema, key = created
     kind: RelationKind = "partitioned_table" if node.partspec is not None else "table"
     if isinstance(node, ast.CreateForeignTableStmt):
         kind = "foreign_table"
