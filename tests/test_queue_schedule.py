@@ -85,7 +85,7 @@ async def test_promote_due_tasks_flips_only_due_rows_and_rings_the_wake(stub: St
     call = stub.WatchTaskWakes(pb.WatchTaskWakesRequest(tool_ids=[tool.id]))
     await asyncio.wait_for(call.initial_metadata(), 10)
     try:
-        promoted = await stub.PromoteDueTasks(pb.PromoteDueTasksRequest())
+        promoted = await stub.PromoteDueTasks(pb.PromoteDueTasksRequest(limit=-1))  # 0 or less: 1000
         assert promoted.promoted >= 1
         wake = await asyncio.wait_for(call.read(), 10)
         assert isinstance(wake, pb.WatchTaskWakesResponse) and wake.tool_id == tool.id

@@ -1692,7 +1692,7 @@ class PromoteDueTasksRequest(_message.Message):
 
     LIMIT_FIELD_NUMBER: _builtins.int
     limit: _builtins.int
-    """At most this many per call (0 means 1000; at most 10000)."""
+    """At most this many per call (0 or less means 1000; at most 10000)."""
     def __init__(
         self,
         *,
@@ -1732,7 +1732,7 @@ class ReapOverdueTasksRequest(_message.Message):
 
     LIMIT_FIELD_NUMBER: _builtins.int
     limit: _builtins.int
-    """At most this many per call (0 means 100; at most 10000)."""
+    """At most this many per call (0 or less means 100; at most 10000)."""
     def __init__(
         self,
         *,
@@ -1818,7 +1818,7 @@ class RetryTasksRequest(_message.Message):
     error_contains: _builtins.str
     """Only tasks whose error contains this text; unset: any."""
     limit: _builtins.int
-    """At most this many per call, oldest first (0 means 1000; at most 10000): call again until
+    """At most this many per call, oldest first (0 or less means 1000; at most 10000): call again until
     fewer come back.
     """
     @_builtins.property

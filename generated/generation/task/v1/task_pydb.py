@@ -922,7 +922,7 @@ WITH promoted AS (
     SELECT id FROM generation.tasks
     WHERE status = 'scheduled' AND run_at <= now()
     ORDER BY run_at
-    LIMIT LEAST(COALESCE(NULLIF(%(limit)s::int4, 0), 1000), 10000)
+    LIMIT LEAST(COALESCE(NULLIF(GREATEST(%(limit)s::int4, 0), 0), 1000), 10000)
     FOR UPDATE SKIP LOCKED
   )) AND status = 'scheduled'
   RETURNING 1
@@ -966,7 +966,7 @@ WITH reaped AS (
       WHERE r.status = 'processing'
         AND r.attempted_at + COALESCE(r.max_runtime_seconds, rt.max_runtime_seconds) * INTERVAL '1 second' < now()
       ORDER BY r.attempted_at
-      LIMIT LEAST(COALESCE(NULLIF(%(limit)s::int4, 0), 100), 10000)
+      LIMIT LEAST(COALESCE(NULLIF(GREATEST(%(limit)s::int4, 0), 0), 100), 10000)
       FOR UPDATE OF r SKIP LOCKED
     ))
   RETURNING 1
@@ -1044,7 +1044,7 @@ WITH redriven AS (
       AND completed_at < COALESCE(%(ended_before)s::timestamptz, 'infinity')
       AND (%(error_contains)s::text IS NULL OR strpos(error, %(error_contains)s::text) > 0)
     ORDER BY completed_at
-    LIMIT LEAST(COALESCE(NULLIF(%(limit)s::int4, 0), 1000), 10000)
+    LIMIT LEAST(COALESCE(NULLIF(GREATEST(%(limit)s::int4, 0), 0), 1000), 10000)
     FOR UPDATE SKIP LOCKED
   )) AND status IN ('failed', 'cancelled')
   RETURNING 1
