@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import bench_schedule
 from common import Json, spread
 
 TARGETS = {
@@ -88,6 +89,8 @@ def headline(r: Json) -> list[tuple[str, str, str, str]]:
             after = bl["settings"][name]["after"]["p50_ms"]
             rows.append((f"Claim p50 after {bl['churn_seconds']:.0f} s churn at {bl['churn_depth']:,} rows, {name}",
                          f"{after:.2f} ms = {ratio:.2f}x of {int(first):,}", "≤ 1.5x", _met(ratio <= TARGETS["backlog_ratio"])))  # fmt: skip
+    if r.get("schedule") and not r.get("quick"):
+        rows += bench_schedule.headline(r["schedule"])
     return rows
 
 
@@ -509,6 +512,7 @@ def markdown(r: Json) -> str:
         ("fleet", _fleet),
         ("replication", _replication),
         ("partition", _partition),
+        ("schedule", bench_schedule.section),
     ):
         if name in r:
             out += section(r)

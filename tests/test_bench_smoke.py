@@ -116,3 +116,10 @@ def test_replication(pg_server: tuple[str, Cluster | None], tmp_path: Path) -> N
     assert result["servers"]["one_server_tasks_per_s"]["median"] > 0
     assert result["servers"]["three_servers_tasks_per_s"]["median"] > 0
     assert "## 7. Failover and several server processes" in render({"replication": result}, tmp_path)
+
+
+def test_schedule(pg_server: tuple[str, Cluster | None], tmp_path: Path) -> None:
+    result = bench("bench_schedule").run(pg_server[0], quick=True)
+    assert result["batched"]["tasks_per_s"]["seed"] > 0 and result["batched"]["tasks_per_s"]["now"] > 0
+    assert result["deep"]["samples"] == {"small": 200, "deep": 200}
+    assert "## 9. Scheduling features on the claim path" in render({"schedule": result}, tmp_path)
