@@ -178,8 +178,8 @@ def headline(r: Json) -> list[tuple[str, str, str, str]]:
     """report.py's headline rows: (what, measured, target, verdict)."""
     b, d = r["batched"], r["deep"]
     ok = (
-        "met" if b["ratio"] >= b["target"] else "**not met**",
-        "met" if d["p50_ratio"] <= d["target"] else "**not met**",
+        "**met**" if b["ratio"] >= b["target"] else "**not met**",
+        "**met**" if d["p50_ratio"] <= d["target"] else "**not met**",
     )
     return [
         (f"Batched claim+complete with delays, pause, run-time limits vs the seed's claim, same table ({b['depth']:,} queued + {b['scheduled']:,} scheduled)",

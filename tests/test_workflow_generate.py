@@ -267,7 +267,7 @@ def test_check_generated_shows_a_diff_and_a_fix_hint(tmp_path: Path) -> None:
 
     handlers = copy / "generated/generation/task/v1/task_pydb.py"
     text = handlers.read_text()
-    marker = "tasks.lease_seconds FROM generation.tasks WHERE id"  # GetTask's statement, * written out
+    marker = "tasks.periodic_slot_at FROM generation.tasks WHERE id"  # GetTask's statement, * written out
     assert text.count(marker) == 1
     handlers.write_text(text.replace(marker, marker.replace("WHERE id", "WHERE  id")))
     drift = subprocess.run(make, cwd=copy, capture_output=True, text=True, timeout=120)
