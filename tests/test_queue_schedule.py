@@ -29,8 +29,10 @@ def seconds(s: float) -> Duration:
     return d
 
 
-async def fail(stub: Stub, task: pb.Task, **kw: object) -> pb.Task:
-    req = pb.FailTaskRequest(task_id=task.id, lease_token=task.lease_token, error="boom", increment_retry=True, **kw)
+async def fail(stub: Stub, task: pb.Task, retry_after: Duration | None = None) -> pb.Task:
+    req = pb.FailTaskRequest(
+        task_id=task.id, lease_token=task.lease_token, error="boom", increment_retry=True, retry_after=retry_after
+    )
     return (await stub.FailTask(req)).task
 
 

@@ -12,18 +12,17 @@ import signal
 import subprocess
 import sys
 import uuid
-from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import grpc
 import pytest
-from conftest import RunningServer, private_service
+from conftest import RunningServer
 from generation.task.v1 import task_pb2 as pb
 from generation.task.v1 import task_pb2_grpc
 from google.protobuf.timestamp_pb2 import Timestamp
-from pg import Cluster
 from taskworker import Reconciler
+from test_worker_reconciler import channel, database_url, private
 from worker_support import sql, wait_until
 
 if TYPE_CHECKING:
@@ -32,25 +31,12 @@ if TYPE_CHECKING:
 ROOT = Path(__file__).resolve().parent.parent
 
 
-# The reconciler also promotes, reaps and sweeps every tool's rows: a database of its own.
-@pytest.fixture(scope="module")
-async def private(pg_server: tuple[str, Cluster | None]) -> AsyncIterator[tuple[str, RunningServer]]:
-    async with private_service(pg_server[0]) as found:
-        yield found
+# The reconciler also promotes, reaps and sweeps every tool's rows: the database and server of
+# test_worker_reconciler.py's fixtures, one per module.
+__all__ = ["channel", "database_url", "private"]
 
 
-@pytest.fixture(scope="module")
-def database_url(private: tuple[str, RunningServer]) -> str:
-    return private[0]
-
-
-@pytest.fixture(scope="module")
-async def channel(private: tuple[str, RunningServer]) -> AsyncIterator[grpc.aio.Channel]:
-    async with grpc.aio.insecure_channel(private[1].address) as ch:
-        yield ch
-
-
-async def schedule(stub: Stub, tool: pb.Tool, cron: str, **kw: object) -> pb.PeriodicTask:
+async def schedule(stub: Stub, tool: pb.Tool, cron: str, **kw: Any) -> pb.PeriodicTask:
     req = pb.UpsertPeriodicTaskRequest(name=f"p-{uuid.uuid4().hex[:10]}", tool_id=tool.id, cron=cron, **kw)
     return (await stub.UpsertPeriodicTask(req)).periodic_task
 
