@@ -427,7 +427,7 @@ def _partition(r: Json) -> list[str]:
     out = [
         "## 8. Partitioning the queue table",
         "",
-        "generation.tasks plain (schema.sql) vs partitioned (tests/queue_layouts.py): `by_tool` = HASH (tool_id), "
+        "generation.tasks plain (schema.sql) vs partitioned (tests/support/queue_layouts.py): `by_tool` = HASH (tool_id), "
         f"{pt['partitions_by_tool']} partitions; `by_status` = LIST (status), live and terminal partitions. Each layout "
         f"in its own database, {pt['tools']} tools, the generated module's SQL run by raw psycopg with prepared "
         "statements (as the handlers run it), synchronous_commit=off. Latency: one connection per layout, claim + "

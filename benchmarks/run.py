@@ -6,7 +6,7 @@
     python benchmarks/run.py --render-only   # re-write RESULTS.md and plots from results.json
 
 PostgreSQL: DATABASE_URL (a server URL; each benchmark creates and drops its own scratch
-database there) or, when unset, a throwaway cluster started for the run (tests/pg.py).
+database there) or, when unset, a throwaway cluster started for the run (tests/support/pg.py).
 """
 
 from __future__ import annotations
@@ -42,7 +42,9 @@ def run_all(names: list[str], quick: bool) -> Json:
     started = time.perf_counter()
     with common.server_url() as (server, cluster):
         results["machine"] = common.machine_info(server)
-        results["machine"]["postgres_source"] = "DATABASE_URL" if cluster is None else "throwaway cluster (tests/pg.py)"
+        results["machine"]["postgres_source"] = (
+            "DATABASE_URL" if cluster is None else "throwaway cluster (tests/support/pg.py)"
+        )
         for name in names:
             t0 = time.perf_counter()
             print(f"bench: {name} ...", file=sys.stderr, flush=True)

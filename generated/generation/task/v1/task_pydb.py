@@ -158,7 +158,8 @@ def _task_event_from_row(row: tuple[Any, ...]) -> task_pb2.TaskEvent:
 REGISTER_TOOL_SQL = """\
 INSERT INTO generation.tools (name) VALUES (%(name)s)
 ON CONFLICT (name) DO UPDATE SET name = EXCLUDED.name
-RETURNING tools.id, tools.name, tools.created_at, tools.lease_seconds, tools.retry_base_seconds, tools.retry_cap_seconds, tools.max_runtime_seconds, tools.paused
+RETURNING tools.id, tools.name, tools.created_at, tools.lease_seconds, tools.retry_base_seconds,
+  tools.retry_cap_seconds, tools.max_runtime_seconds, tools.paused
 """
 REGISTER_TOOL_LOADERS = rt.loaders(text=("uuid",), timestamps=("timestamptz",))
 
@@ -184,7 +185,8 @@ async def register_tool(
 SET_TOOL_LEASE_SQL = """\
 UPDATE generation.tools SET lease_seconds = %(lease_seconds)s
 WHERE id = %(tool_id)s
-RETURNING tools.id, tools.name, tools.created_at, tools.lease_seconds, tools.retry_base_seconds, tools.retry_cap_seconds, tools.max_runtime_seconds, tools.paused
+RETURNING tools.id, tools.name, tools.created_at, tools.lease_seconds, tools.retry_base_seconds,
+  tools.retry_cap_seconds, tools.max_runtime_seconds, tools.paused
 """
 SET_TOOL_LEASE_EXISTS_SQL = "SELECT 1 FROM generation.tools WHERE id = %(tool_id)s"
 SET_TOOL_LEASE_LOADERS = rt.loaders(text=("uuid",), timestamps=("timestamptz",))
@@ -227,7 +229,12 @@ VALUES
 -- A retried enqueue touches the existing row so RETURNING yields it.
 ON CONFLICT (billing_idempotency_key)
   DO UPDATE SET billing_idempotency_key = EXCLUDED.billing_idempotency_key
-RETURNING tasks.id, tasks.tool_id, tasks.status, tasks.priority, tasks.retry_count, tasks.max_retries, tasks.input, tasks.output, tasks.error, tasks.reported_usage, tasks.reserved_token_amount, tasks.billing_idempotency_key, tasks.w3c_traceparent, tasks.lease_token, tasks.claim_expires_at, tasks.created_at, tasks.started_at, tasks.completed_at, tasks.lease_seconds, tasks.run_at, tasks.attempted_at, tasks.max_runtime_seconds, tasks.errors, tasks.periodic_name, tasks.periodic_slot_at
+RETURNING tasks.id, tasks.tool_id, tasks.status, tasks.priority, tasks.retry_count,
+  tasks.max_retries, tasks.input, tasks.output, tasks.error, tasks.reported_usage,
+  tasks.reserved_token_amount, tasks.billing_idempotency_key, tasks.w3c_traceparent,
+  tasks.lease_token, tasks.claim_expires_at, tasks.created_at, tasks.started_at, tasks.completed_at,
+  tasks.lease_seconds, tasks.run_at, tasks.attempted_at, tasks.max_runtime_seconds, tasks.errors,
+  tasks.periodic_name, tasks.periodic_slot_at
 """
 QUEUE_TASK_LOADERS = rt.loaders(text=("jsonb", "uuid"), timestamps=("timestamptz",))
 
@@ -280,7 +287,12 @@ WHERE q.tool_id IS NOT NULL
 ORDER BY NULLIF(q.idempotency_key, ''), CASE WHEN COALESCE(q.idempotency_key, '') = '' THEN q.ord END
 ON CONFLICT (billing_idempotency_key)
   DO UPDATE SET billing_idempotency_key = EXCLUDED.billing_idempotency_key
-RETURNING tasks.id, tasks.tool_id, tasks.status, tasks.priority, tasks.retry_count, tasks.max_retries, tasks.input, tasks.output, tasks.error, tasks.reported_usage, tasks.reserved_token_amount, tasks.billing_idempotency_key, tasks.w3c_traceparent, tasks.lease_token, tasks.claim_expires_at, tasks.created_at, tasks.started_at, tasks.completed_at, tasks.lease_seconds, tasks.run_at, tasks.attempted_at, tasks.max_runtime_seconds, tasks.errors, tasks.periodic_name, tasks.periodic_slot_at
+RETURNING tasks.id, tasks.tool_id, tasks.status, tasks.priority, tasks.retry_count,
+  tasks.max_retries, tasks.input, tasks.output, tasks.error, tasks.reported_usage,
+  tasks.reserved_token_amount, tasks.billing_idempotency_key, tasks.w3c_traceparent,
+  tasks.lease_token, tasks.claim_expires_at, tasks.created_at, tasks.started_at, tasks.completed_at,
+  tasks.lease_seconds, tasks.run_at, tasks.attempted_at, tasks.max_runtime_seconds, tasks.errors,
+  tasks.periodic_name, tasks.periodic_slot_at
 """
 QUEUE_TASKS_LOADERS = rt.loaders(text=("jsonb", "uuid"), timestamps=("timestamptz",))
 
@@ -288,7 +300,10 @@ QUEUE_TASKS_LOADERS = rt.loaders(text=("jsonb", "uuid"), timestamps=("timestampt
 async def queue_tasks(
     conn: AsyncConnection[Any], request: task_pb2.QueueTasksRequest
 ) -> task_pb2.QueueTasksResponse:
-    """QueueTasks: Enqueues many tasks in one statement, with QueueTask's defaults and idempotency: a key already stored (or repeated in the batch) yields its task. Rows are inserted in key order, so concurrent batches sharing keys wait for each other instead of deadlocking. The wake trigger's NOTIFYs of one transaction are folded by PostgreSQL: one wake per tool per batch.
+    """QueueTasks: Enqueues many tasks in one statement, with QueueTask's defaults and idempotency:
+    a key already stored (or repeated in the batch) yields its task. Rows are inserted in key order,
+    so concurrent batches sharing keys wait for each other instead of deadlocking. The wake
+    trigger's NOTIFYs of one transaction are folded by PostgreSQL: one wake per tool per batch.
 
     Any number of rows, into `tasks`.
     """
@@ -361,7 +376,8 @@ CLAIM_NEXT_TASK_LOADERS = rt.loaders(text=("jsonb", "uuid"), timestamps=("timest
 async def claim_next_task(
     conn: AsyncConnection[Any], request: task_pb2.ClaimNextTaskRequest
 ) -> task_pb2.ClaimNextTaskResponse:
-    """ClaimNextTask: Claims the tool's next task: a reclaimable zombie first, then by priority, then FIFO. Reclaiming a zombie (lease lapsed while processing) burns one retry.
+    """ClaimNextTask: Claims the tool's next task: a reclaimable zombie first, then by priority,
+    then FIFO. Reclaiming a zombie (lease lapsed while processing) burns one retry.
 
     Zero or one row, into `task` (left unset when there is none).
     """
@@ -439,7 +455,10 @@ CLAIM_TASKS_LOADERS = rt.loaders(text=("jsonb", "uuid"), timestamps=("timestampt
 async def claim_tasks(
     conn: AsyncConnection[Any], request: task_pb2.ClaimTasksRequest
 ) -> task_pb2.ClaimTasksResponse:
-    """ClaimTasks: The same claim for up to `limit` tasks at once, and at most about `max_bytes` of them: a locked candidate that would not fit the answer is left untouched (unlocked at commit), so no claim is committed that cannot reach the caller. The size bound over-estimates the encoded Task (the JSON text and strings plus 512 bytes for ids, numbers and timestamps).
+    """ClaimTasks: The same claim for up to `limit` tasks at once, and at most about `max_bytes` of
+    them: a locked candidate that would not fit the answer is left untouched (unlocked at commit),
+    so no claim is committed that cannot reach the caller. The size bound over-estimates the encoded
+    Task (the JSON text and strings plus 512 bytes for ids, numbers and timestamps).
 
     Any number of rows, into `tasks`.
     """
@@ -462,7 +481,12 @@ SET claim_expires_at = CASE WHEN task.status = 'processing' AND NOT COALESCE(tas
 FROM generation.tools AS tl
 WHERE tl.id = task.tool_id AND task.id = %(task_id)s AND task.lease_token = %(lease_token)s
   AND task.status IN ('processing', 'cancelled')
-RETURNING task.id, task.tool_id, task.status, task.priority, task.retry_count, task.max_retries, task.input, task.output, task.error, task.reported_usage, task.reserved_token_amount, task.billing_idempotency_key, task.w3c_traceparent, task.lease_token, task.claim_expires_at, task.created_at, task.started_at, task.completed_at, task.lease_seconds, task.run_at, task.attempted_at, task.max_runtime_seconds, task.errors, task.periodic_name, task.periodic_slot_at, task.status = 'cancelled' AS cancel_requested,
+RETURNING task.id, task.tool_id, task.status, task.priority, task.retry_count, task.max_retries,
+  task.input, task.output, task.error, task.reported_usage, task.reserved_token_amount,
+  task.billing_idempotency_key, task.w3c_traceparent, task.lease_token, task.claim_expires_at,
+  task.created_at, task.started_at, task.completed_at, task.lease_seconds, task.run_at,
+  task.attempted_at, task.max_runtime_seconds, task.errors, task.periodic_name,
+  task.periodic_slot_at, task.status = 'cancelled' AS cancel_requested,
   task.status = 'processing' AND COALESCE(task.attempted_at + COALESCE(task.max_runtime_seconds, tl.max_runtime_seconds) * INTERVAL '1 second' <= now(), false) AS runtime_exceeded
 """
 HEARTBEAT_TASK_EXISTS_SQL = "SELECT 1 FROM generation.tasks WHERE id = %(task_id)s"
@@ -502,7 +526,12 @@ SET status = 'completed',
     completed_at = now(),
     claim_expires_at = NULL
 WHERE id = %(task_id)s AND lease_token = %(lease_token)s AND status = 'processing'
-RETURNING tasks.id, tasks.tool_id, tasks.status, tasks.priority, tasks.retry_count, tasks.max_retries, tasks.input, tasks.output, tasks.error, tasks.reported_usage, tasks.reserved_token_amount, tasks.billing_idempotency_key, tasks.w3c_traceparent, tasks.lease_token, tasks.claim_expires_at, tasks.created_at, tasks.started_at, tasks.completed_at, tasks.lease_seconds, tasks.run_at, tasks.attempted_at, tasks.max_runtime_seconds, tasks.errors, tasks.periodic_name, tasks.periodic_slot_at
+RETURNING tasks.id, tasks.tool_id, tasks.status, tasks.priority, tasks.retry_count,
+  tasks.max_retries, tasks.input, tasks.output, tasks.error, tasks.reported_usage,
+  tasks.reserved_token_amount, tasks.billing_idempotency_key, tasks.w3c_traceparent,
+  tasks.lease_token, tasks.claim_expires_at, tasks.created_at, tasks.started_at, tasks.completed_at,
+  tasks.lease_seconds, tasks.run_at, tasks.attempted_at, tasks.max_runtime_seconds, tasks.errors,
+  tasks.periodic_name, tasks.periodic_slot_at
 """
 COMPLETE_TASK_EXISTS_SQL = "SELECT 1 FROM generation.tasks WHERE id = %(task_id)s"
 COMPLETE_TASK_LOADERS = rt.loaders(text=("jsonb", "uuid"), timestamps=("timestamptz",))
@@ -545,7 +574,10 @@ SET status = 'completed',
 FROM unnest(%(task_ids)s::uuid[], %(lease_tokens)s::uuid[], %(outputs)s::text[], %(reported_usages)s::text[])
   AS done (id, lease_token, output, reported_usage)
 WHERE t.id = done.id AND t.lease_token = done.lease_token AND t.status = 'processing'
-RETURNING t.id, t.tool_id, t.status, t.priority, t.retry_count, t.max_retries, t.input, t.output, t.error, t.reported_usage, t.reserved_token_amount, t.billing_idempotency_key, t.w3c_traceparent, t.lease_token, t.claim_expires_at, t.created_at, t.started_at, t.completed_at, t.lease_seconds, t.run_at, t.attempted_at, t.max_runtime_seconds, t.errors, t.periodic_name, t.periodic_slot_at
+RETURNING t.id, t.tool_id, t.status, t.priority, t.retry_count, t.max_retries, t.input, t.output,
+  t.error, t.reported_usage, t.reserved_token_amount, t.billing_idempotency_key, t.w3c_traceparent,
+  t.lease_token, t.claim_expires_at, t.created_at, t.started_at, t.completed_at, t.lease_seconds,
+  t.run_at, t.attempted_at, t.max_runtime_seconds, t.errors, t.periodic_name, t.periodic_slot_at
 """
 COMPLETE_TASKS_LOADERS = rt.loaders(text=("jsonb", "uuid"), timestamps=("timestamptz",))
 
@@ -553,7 +585,8 @@ COMPLETE_TASKS_LOADERS = rt.loaders(text=("jsonb", "uuid"), timestamps=("timesta
 async def complete_tasks(
     conn: AsyncConnection[Any], request: task_pb2.CompleteTasksRequest
 ) -> task_pb2.CompleteTasksResponse:
-    """CompleteTasks: Completes many tasks in one statement; entries whose lease was lost are skipped.
+    """CompleteTasks: Completes many tasks in one statement; entries whose lease was lost are
+    skipped.
 
     Any number of rows, into `tasks`.
     """
@@ -594,7 +627,12 @@ WHERE id = %(task_id)s
                      OR (status = 'processing' AND claim_expires_at < now()))
            ELSE status = 'processing' AND lease_token = %(lease_token)s
       END
-RETURNING tasks.id, tasks.tool_id, tasks.status, tasks.priority, tasks.retry_count, tasks.max_retries, tasks.input, tasks.output, tasks.error, tasks.reported_usage, tasks.reserved_token_amount, tasks.billing_idempotency_key, tasks.w3c_traceparent, tasks.lease_token, tasks.claim_expires_at, tasks.created_at, tasks.started_at, tasks.completed_at, tasks.lease_seconds, tasks.run_at, tasks.attempted_at, tasks.max_runtime_seconds, tasks.errors, tasks.periodic_name, tasks.periodic_slot_at
+RETURNING tasks.id, tasks.tool_id, tasks.status, tasks.priority, tasks.retry_count,
+  tasks.max_retries, tasks.input, tasks.output, tasks.error, tasks.reported_usage,
+  tasks.reserved_token_amount, tasks.billing_idempotency_key, tasks.w3c_traceparent,
+  tasks.lease_token, tasks.claim_expires_at, tasks.created_at, tasks.started_at, tasks.completed_at,
+  tasks.lease_seconds, tasks.run_at, tasks.attempted_at, tasks.max_runtime_seconds, tasks.errors,
+  tasks.periodic_name, tasks.periodic_slot_at
 """
 FAIL_TASK_EXISTS_SQL = "SELECT 1 FROM generation.tasks WHERE id = %(task_id)s"
 FAIL_TASK_LOADERS = rt.loaders(text=("jsonb", "uuid"), timestamps=("timestamptz",))
@@ -603,7 +641,8 @@ FAIL_TASK_LOADERS = rt.loaders(text=("jsonb", "uuid"), timestamps=("timestamptz"
 async def fail_task(
     conn: AsyncConnection[Any], request: task_pb2.FailTaskRequest
 ) -> task_pb2.FailTaskResponse:
-    """FailTask: Fails a task. With increment_retry it is re-queued while retries remain. Without lease_token (the reaper) it only applies to rows no live lease protects.
+    """FailTask: Fails a task. With increment_retry it is re-queued while retries remain. Without
+    lease_token (the reaper) it only applies to rows no live lease protects.
 
     Exactly one row, into `task`. No row: NOT_FOUND when the generation.tasks row does not exist, else FAILED_PRECONDITION.
     """
@@ -648,7 +687,10 @@ SET status = CASE WHEN t.retry_count + 1 < t.max_retries
 FROM unnest(%(task_ids)s::uuid[], %(lease_tokens)s::uuid[], %(errors)s::text[], %(retry_after_seconds)s::float8[])
        AS f (id, lease_token, error, retry_after)
 WHERE t.id = f.id AND t.lease_token = f.lease_token AND t.status = 'processing'
-RETURNING t.id, t.tool_id, t.status, t.priority, t.retry_count, t.max_retries, t.input, t.output, t.error, t.reported_usage, t.reserved_token_amount, t.billing_idempotency_key, t.w3c_traceparent, t.lease_token, t.claim_expires_at, t.created_at, t.started_at, t.completed_at, t.lease_seconds, t.run_at, t.attempted_at, t.max_runtime_seconds, t.errors, t.periodic_name, t.periodic_slot_at
+RETURNING t.id, t.tool_id, t.status, t.priority, t.retry_count, t.max_retries, t.input, t.output,
+  t.error, t.reported_usage, t.reserved_token_amount, t.billing_idempotency_key, t.w3c_traceparent,
+  t.lease_token, t.claim_expires_at, t.created_at, t.started_at, t.completed_at, t.lease_seconds,
+  t.run_at, t.attempted_at, t.max_runtime_seconds, t.errors, t.periodic_name, t.periodic_slot_at
 """
 FAIL_TASKS_LOADERS = rt.loaders(text=("jsonb", "uuid"), timestamps=("timestamptz",))
 
@@ -656,7 +698,8 @@ FAIL_TASKS_LOADERS = rt.loaders(text=("jsonb", "uuid"), timestamps=("timestamptz
 async def fail_tasks(
     conn: AsyncConnection[Any], request: task_pb2.FailTasksRequest
 ) -> task_pb2.FailTasksResponse:
-    """FailTasks: FailTask(increment_retry=true) for many leased tasks in one statement: each is re-queued while retries remain, else failed. Entries whose lease was lost are skipped.
+    """FailTasks: FailTask(increment_retry=true) for many leased tasks in one statement: each is
+    re-queued while retries remain, else failed. Entries whose lease was lost are skipped.
 
     Any number of rows, into `tasks`.
     """
@@ -675,7 +718,8 @@ async def fail_tasks(
 SET_TOOL_RETRY_POLICY_SQL = """\
 UPDATE generation.tools SET retry_base_seconds = %(retry_base_seconds)s, retry_cap_seconds = %(retry_cap_seconds)s
 WHERE id = %(tool_id)s
-RETURNING tools.id, tools.name, tools.created_at, tools.lease_seconds, tools.retry_base_seconds, tools.retry_cap_seconds, tools.max_runtime_seconds, tools.paused
+RETURNING tools.id, tools.name, tools.created_at, tools.lease_seconds, tools.retry_base_seconds,
+  tools.retry_cap_seconds, tools.max_runtime_seconds, tools.paused
 """
 SET_TOOL_RETRY_POLICY_EXISTS_SQL = "SELECT 1 FROM generation.tools WHERE id = %(tool_id)s"
 SET_TOOL_RETRY_POLICY_LOADERS = rt.loaders(text=("uuid",), timestamps=("timestamptz",))
@@ -684,7 +728,8 @@ SET_TOOL_RETRY_POLICY_LOADERS = rt.loaders(text=("uuid",), timestamps=("timestam
 async def set_tool_retry_policy(
     conn: AsyncConnection[Any], request: task_pb2.SetToolRetryPolicyRequest
 ) -> task_pb2.SetToolRetryPolicyResponse:
-    """SetToolRetryPolicy: Sets a tool's retry policy: the backoff of a failed attempt with retries left (FailTask without retry_after).
+    """SetToolRetryPolicy: Sets a tool's retry policy: the backoff of a failed attempt with retries
+    left (FailTask without retry_after).
 
     Exactly one row, into `tool`. No row: NOT_FOUND when the generation.tools row does not exist, else FAILED_PRECONDITION.
     """
@@ -710,7 +755,8 @@ async def set_tool_retry_policy(
 SET_TOOL_MAX_RUNTIME_SQL = """\
 UPDATE generation.tools SET max_runtime_seconds = %(max_runtime_seconds)s
 WHERE id = %(tool_id)s
-RETURNING tools.id, tools.name, tools.created_at, tools.lease_seconds, tools.retry_base_seconds, tools.retry_cap_seconds, tools.max_runtime_seconds, tools.paused
+RETURNING tools.id, tools.name, tools.created_at, tools.lease_seconds, tools.retry_base_seconds,
+  tools.retry_cap_seconds, tools.max_runtime_seconds, tools.paused
 """
 SET_TOOL_MAX_RUNTIME_EXISTS_SQL = "SELECT 1 FROM generation.tools WHERE id = %(tool_id)s"
 SET_TOOL_MAX_RUNTIME_LOADERS = rt.loaders(text=("uuid",), timestamps=("timestamptz",))
@@ -744,7 +790,8 @@ async def set_tool_max_runtime(
 PAUSE_TOOL_SQL = """\
 UPDATE generation.tools SET paused = true
 WHERE id = %(tool_id)s
-RETURNING tools.id, tools.name, tools.created_at, tools.lease_seconds, tools.retry_base_seconds, tools.retry_cap_seconds, tools.max_runtime_seconds, tools.paused
+RETURNING tools.id, tools.name, tools.created_at, tools.lease_seconds, tools.retry_base_seconds,
+  tools.retry_cap_seconds, tools.max_runtime_seconds, tools.paused
 """
 PAUSE_TOOL_EXISTS_SQL = "SELECT 1 FROM generation.tools WHERE id = %(tool_id)s"
 PAUSE_TOOL_LOADERS = rt.loaders(text=("uuid",), timestamps=("timestamptz",))
@@ -753,7 +800,8 @@ PAUSE_TOOL_LOADERS = rt.loaders(text=("uuid",), timestamps=("timestamptz",))
 async def pause_tool(
     conn: AsyncConnection[Any], request: task_pb2.PauseToolRequest
 ) -> task_pb2.PauseToolResponse:
-    """PauseTool: Pauses a tool: no claim started after this returns its tasks; tasks in flight finish normally.
+    """PauseTool: Pauses a tool: no claim started after this returns its tasks; tasks in flight
+    finish normally.
 
     Exactly one row, into `tool`. No row: NOT_FOUND when the generation.tools row does not exist, else FAILED_PRECONDITION.
     """
@@ -777,7 +825,8 @@ async def pause_tool(
 RESUME_TOOL_SQL = """\
 UPDATE generation.tools SET paused = false
 WHERE id = %(tool_id)s
-RETURNING tools.id, tools.name, tools.created_at, tools.lease_seconds, tools.retry_base_seconds, tools.retry_cap_seconds, tools.max_runtime_seconds, tools.paused
+RETURNING tools.id, tools.name, tools.created_at, tools.lease_seconds, tools.retry_base_seconds,
+  tools.retry_cap_seconds, tools.max_runtime_seconds, tools.paused
 """
 RESUME_TOOL_EXISTS_SQL = "SELECT 1 FROM generation.tools WHERE id = %(tool_id)s"
 RESUME_TOOL_LOADERS = rt.loaders(text=("uuid",), timestamps=("timestamptz",))
@@ -786,7 +835,8 @@ RESUME_TOOL_LOADERS = rt.loaders(text=("uuid",), timestamps=("timestamptz",))
 async def resume_tool(
     conn: AsyncConnection[Any], request: task_pb2.ResumeToolRequest
 ) -> task_pb2.ResumeToolResponse:
-    """ResumeTool: Resumes a paused tool. Its wake is not rung: workers find its tasks at their next poll.
+    """ResumeTool: Resumes a paused tool. Its wake is not rung: workers find its tasks at their next
+    poll.
 
     Exactly one row, into `tool`. No row: NOT_FOUND when the generation.tools row does not exist, else FAILED_PRECONDITION.
     """
@@ -814,7 +864,12 @@ SET status = CASE WHEN %(delay)s::interval > INTERVAL '0' THEN 'scheduled' ELSE 
     claim_expires_at = NULL,
     lease_token = NULL
 WHERE id = %(task_id)s AND lease_token = %(lease_token)s AND status = 'processing'
-RETURNING tasks.id, tasks.tool_id, tasks.status, tasks.priority, tasks.retry_count, tasks.max_retries, tasks.input, tasks.output, tasks.error, tasks.reported_usage, tasks.reserved_token_amount, tasks.billing_idempotency_key, tasks.w3c_traceparent, tasks.lease_token, tasks.claim_expires_at, tasks.created_at, tasks.started_at, tasks.completed_at, tasks.lease_seconds, tasks.run_at, tasks.attempted_at, tasks.max_runtime_seconds, tasks.errors, tasks.periodic_name, tasks.periodic_slot_at
+RETURNING tasks.id, tasks.tool_id, tasks.status, tasks.priority, tasks.retry_count,
+  tasks.max_retries, tasks.input, tasks.output, tasks.error, tasks.reported_usage,
+  tasks.reserved_token_amount, tasks.billing_idempotency_key, tasks.w3c_traceparent,
+  tasks.lease_token, tasks.claim_expires_at, tasks.created_at, tasks.started_at, tasks.completed_at,
+  tasks.lease_seconds, tasks.run_at, tasks.attempted_at, tasks.max_runtime_seconds, tasks.errors,
+  tasks.periodic_name, tasks.periodic_slot_at
 """
 SNOOZE_TASK_EXISTS_SQL = "SELECT 1 FROM generation.tasks WHERE id = %(task_id)s"
 SNOOZE_TASK_LOADERS = rt.loaders(text=("jsonb", "uuid"), timestamps=("timestamptz",))
@@ -823,7 +878,8 @@ SNOOZE_TASK_LOADERS = rt.loaders(text=("jsonb", "uuid"), timestamps=("timestampt
 async def snooze_task(
     conn: AsyncConnection[Any], request: task_pb2.SnoozeTaskRequest
 ) -> task_pb2.SnoozeTaskResponse:
-    """SnoozeTask: Puts a task held under lease_token back in the queue, claimable after `delay`: the lease is released and the retry count unchanged (not a failure).
+    """SnoozeTask: Puts a task held under lease_token back in the queue, claimable after `delay`:
+    the lease is released and the retry count unchanged (not a failure).
 
     Exactly one row, into `task`. No row: NOT_FOUND when the generation.tasks row does not exist, else FAILED_PRECONDITION.
     """
@@ -854,7 +910,12 @@ SET status = 'cancelled',
     claim_expires_at = CASE WHEN status = 'processing' THEN claim_expires_at END,
     lease_token = CASE WHEN status = 'processing' THEN lease_token END
 WHERE id = %(task_id)s AND status IN ('scheduled', 'queued', 'dispatched', 'processing')
-RETURNING tasks.id, tasks.tool_id, tasks.status, tasks.priority, tasks.retry_count, tasks.max_retries, tasks.input, tasks.output, tasks.error, tasks.reported_usage, tasks.reserved_token_amount, tasks.billing_idempotency_key, tasks.w3c_traceparent, tasks.lease_token, tasks.claim_expires_at, tasks.created_at, tasks.started_at, tasks.completed_at, tasks.lease_seconds, tasks.run_at, tasks.attempted_at, tasks.max_runtime_seconds, tasks.errors, tasks.periodic_name, tasks.periodic_slot_at
+RETURNING tasks.id, tasks.tool_id, tasks.status, tasks.priority, tasks.retry_count,
+  tasks.max_retries, tasks.input, tasks.output, tasks.error, tasks.reported_usage,
+  tasks.reserved_token_amount, tasks.billing_idempotency_key, tasks.w3c_traceparent,
+  tasks.lease_token, tasks.claim_expires_at, tasks.created_at, tasks.started_at, tasks.completed_at,
+  tasks.lease_seconds, tasks.run_at, tasks.attempted_at, tasks.max_runtime_seconds, tasks.errors,
+  tasks.periodic_name, tasks.periodic_slot_at
 """
 CANCEL_TASK_EXISTS_SQL = "SELECT 1 FROM generation.tasks WHERE id = %(task_id)s"
 CANCEL_TASK_LOADERS = rt.loaders(text=("jsonb", "uuid"), timestamps=("timestamptz",))
@@ -863,7 +924,11 @@ CANCEL_TASK_LOADERS = rt.loaders(text=("jsonb", "uuid"), timestamps=("timestampt
 async def cancel_task(
     conn: AsyncConnection[Any], request: task_pb2.CancelTaskRequest
 ) -> task_pb2.CancelTaskResponse:
-    """CancelTask: Cancels a task that has not finished: `cancelled` (terminal) at once. A running task keeps its lease token so its worker's next heartbeat answers cancel_requested (the schema's trigger also NOTIFYs task_cancel, which WatchTaskCancels relays); its late CompleteTask / FailTask is refused (FAILED_PRECONDITION), as every RPC that needs a `processing` row refuses it.
+    """CancelTask: Cancels a task that has not finished: `cancelled` (terminal) at once. A running
+    task keeps its lease token so its worker's next heartbeat answers cancel_requested (the schema's
+    trigger also NOTIFYs task_cancel, which WatchTaskCancels relays); its late CompleteTask /
+    FailTask is refused (FAILED_PRECONDITION), as every RPC that needs a `processing` row refuses
+    it.
 
     Exactly one row, into `task`. No row: NOT_FOUND when the generation.tasks row does not exist, else FAILED_PRECONDITION.
     """
@@ -893,7 +958,12 @@ SET status = 'cancelled',
     claim_expires_at = CASE WHEN status = 'processing' THEN claim_expires_at END,
     lease_token = CASE WHEN status = 'processing' THEN lease_token END
 WHERE id = ANY (%(task_ids)s::uuid[]) AND status IN ('scheduled', 'queued', 'dispatched', 'processing')
-RETURNING tasks.id, tasks.tool_id, tasks.status, tasks.priority, tasks.retry_count, tasks.max_retries, tasks.input, tasks.output, tasks.error, tasks.reported_usage, tasks.reserved_token_amount, tasks.billing_idempotency_key, tasks.w3c_traceparent, tasks.lease_token, tasks.claim_expires_at, tasks.created_at, tasks.started_at, tasks.completed_at, tasks.lease_seconds, tasks.run_at, tasks.attempted_at, tasks.max_runtime_seconds, tasks.errors, tasks.periodic_name, tasks.periodic_slot_at
+RETURNING tasks.id, tasks.tool_id, tasks.status, tasks.priority, tasks.retry_count,
+  tasks.max_retries, tasks.input, tasks.output, tasks.error, tasks.reported_usage,
+  tasks.reserved_token_amount, tasks.billing_idempotency_key, tasks.w3c_traceparent,
+  tasks.lease_token, tasks.claim_expires_at, tasks.created_at, tasks.started_at, tasks.completed_at,
+  tasks.lease_seconds, tasks.run_at, tasks.attempted_at, tasks.max_runtime_seconds, tasks.errors,
+  tasks.periodic_name, tasks.periodic_slot_at
 """
 CANCEL_TASKS_LOADERS = rt.loaders(text=("jsonb", "uuid"), timestamps=("timestamptz",))
 
@@ -934,7 +1004,9 @@ SELECT count(*) AS promoted FROM promoted
 async def promote_due_tasks(
     conn: AsyncConnection[Any], request: task_pb2.PromoteDueTasksRequest
 ) -> task_pb2.PromoteDueTasksResponse:
-    """PromoteDueTasks: Flips scheduled tasks now due to queued, oldest due first (idx_gen_tasks_scheduled), so the wake trigger rings their tools' workers. The reconciler calls it every tick; a claim does not wait for it (it takes due scheduled tasks itself).
+    """PromoteDueTasks: Flips scheduled tasks now due to queued, oldest due first
+    (idx_gen_tasks_scheduled), so the wake trigger rings their tools' workers. The reconciler calls
+    it every tick; a claim does not wait for it (it takes due scheduled tasks itself).
 
     Exactly one row. No row: NOT_FOUND.
     """
@@ -978,7 +1050,9 @@ SELECT count(*) AS reaped FROM reaped
 async def reap_overdue_tasks(
     conn: AsyncConnection[Any], request: task_pb2.ReapOverdueTasksRequest
 ) -> task_pb2.ReapOverdueTasksResponse:
-    """ReapOverdueTasks: The reaper's run-time limit: fails running attempts past their limit (the task's, else its tool's) with a clear error, re-queued while retries remain. Reads only running rows (idx_gen_tasks_running), skipping those a worker is reporting right now.
+    """ReapOverdueTasks: The reaper's run-time limit: fails running attempts past their limit (the
+    task's, else its tool's) with a clear error, re-queued while retries remain. Reads only running
+    rows (idx_gen_tasks_running), skipping those a worker is reporting right now.
 
     Exactly one row. No row: NOT_FOUND.
     """
@@ -1000,7 +1074,12 @@ SET status = 'queued', retry_count = 0, run_at = now(),
                                                             'ended_at', completed_at)),
     error = NULL, output = NULL, completed_at = NULL, attempted_at = NULL, claim_expires_at = NULL, lease_token = NULL
 WHERE id = %(task_id)s AND status IN ('failed', 'cancelled')
-RETURNING tasks.id, tasks.tool_id, tasks.status, tasks.priority, tasks.retry_count, tasks.max_retries, tasks.input, tasks.output, tasks.error, tasks.reported_usage, tasks.reserved_token_amount, tasks.billing_idempotency_key, tasks.w3c_traceparent, tasks.lease_token, tasks.claim_expires_at, tasks.created_at, tasks.started_at, tasks.completed_at, tasks.lease_seconds, tasks.run_at, tasks.attempted_at, tasks.max_runtime_seconds, tasks.errors, tasks.periodic_name, tasks.periodic_slot_at
+RETURNING tasks.id, tasks.tool_id, tasks.status, tasks.priority, tasks.retry_count,
+  tasks.max_retries, tasks.input, tasks.output, tasks.error, tasks.reported_usage,
+  tasks.reserved_token_amount, tasks.billing_idempotency_key, tasks.w3c_traceparent,
+  tasks.lease_token, tasks.claim_expires_at, tasks.created_at, tasks.started_at, tasks.completed_at,
+  tasks.lease_seconds, tasks.run_at, tasks.attempted_at, tasks.max_runtime_seconds, tasks.errors,
+  tasks.periodic_name, tasks.periodic_slot_at
 """
 RETRY_TASK_EXISTS_SQL = "SELECT 1 FROM generation.tasks WHERE id = %(task_id)s"
 RETRY_TASK_LOADERS = rt.loaders(text=("jsonb", "uuid"), timestamps=("timestamptz",))
@@ -1009,7 +1088,8 @@ RETRY_TASK_LOADERS = rt.loaders(text=("jsonb", "uuid"), timestamps=("timestamptz
 async def retry_task(
     conn: AsyncConnection[Any], request: task_pb2.RetryTaskRequest
 ) -> task_pb2.RetryTaskResponse:
-    """RetryTask: Redrive: a failed or cancelled task back to queued with a fresh attempt budget (retry_count 0); its last error and status are appended to `errors`.
+    """RetryTask: Redrive: a failed or cancelled task back to queued with a fresh attempt budget
+    (retry_count 0); its last error and status are appended to `errors`.
 
     Exactly one row, into `task`. No row: NOT_FOUND when the generation.tasks row does not exist, else FAILED_PRECONDITION.
     """
@@ -1056,7 +1136,9 @@ SELECT count(*) AS retried FROM redriven
 async def retry_tasks(
     conn: AsyncConnection[Any], request: task_pb2.RetryTasksRequest
 ) -> task_pb2.RetryTasksResponse:
-    """RetryTasks: RetryTask for a tool's failed and cancelled tasks matching a filter, a bounded batch per call, oldest ended first (idx_gen_tasks_redrive); rows another transaction holds are skipped.
+    """RetryTasks: RetryTask for a tool's failed and cancelled tasks matching a filter, a bounded
+    batch per call, oldest ended first (idx_gen_tasks_redrive); rows another transaction holds are
+    skipped.
 
     Exactly one row. No row: NOT_FOUND.
     """
@@ -1085,7 +1167,8 @@ VALUES (%(name)s, %(tool_id)s, %(cron)s,
 ON CONFLICT (name) DO UPDATE
   SET tool_id = EXCLUDED.tool_id, cron = EXCLUDED.cron, timezone = EXCLUDED.timezone, input = EXCLUDED.input,
       priority = EXCLUDED.priority, max_retries = EXCLUDED.max_retries, updated_at = now()
-RETURNING p.name, p.tool_id, p.cron, p.timezone, p.input, p.priority, p.max_retries, p.created_at, p.updated_at, p.last_slot_at
+RETURNING p.name, p.tool_id, p.cron, p.timezone, p.input, p.priority, p.max_retries, p.created_at,
+  p.updated_at, p.last_slot_at
 """
 UPSERT_PERIODIC_TASK_LOADERS = rt.loaders(text=("jsonb", "uuid"), timestamps=("timestamptz",))
 
@@ -1093,7 +1176,9 @@ UPSERT_PERIODIC_TASK_LOADERS = rt.loaders(text=("jsonb", "uuid"), timestamps=("t
 async def upsert_periodic_task(
     conn: AsyncConnection[Any], request: task_pb2.UpsertPeriodicTaskRequest
 ) -> task_pb2.UpsertPeriodicTaskResponse:
-    """UpsertPeriodicTask: Creates or replaces a cron schedule. The time zone is checked by PostgreSQL (an unknown one is refused); the slot already enqueued (last_slot_at) is kept, so a changed schedule resumes after it.
+    """UpsertPeriodicTask: Creates or replaces a cron schedule. The time zone is checked by
+    PostgreSQL (an unknown one is refused); the slot already enqueued (last_slot_at) is kept, so a
+    changed schedule resumes after it.
 
     Exactly one row, into `periodic_task`. No row: NOT_FOUND.
     """
@@ -1116,7 +1201,9 @@ async def upsert_periodic_task(
 
 DELETE_PERIODIC_TASK_SQL = """\
 DELETE FROM generation.periodic_tasks WHERE name = %(name)s
-RETURNING periodic_tasks.name, periodic_tasks.tool_id, periodic_tasks.cron, periodic_tasks.timezone, periodic_tasks.input, periodic_tasks.priority, periodic_tasks.max_retries, periodic_tasks.created_at, periodic_tasks.updated_at, periodic_tasks.last_slot_at
+RETURNING periodic_tasks.name, periodic_tasks.tool_id, periodic_tasks.cron, periodic_tasks.timezone,
+  periodic_tasks.input, periodic_tasks.priority, periodic_tasks.max_retries,
+  periodic_tasks.created_at, periodic_tasks.updated_at, periodic_tasks.last_slot_at
 """
 DELETE_PERIODIC_TASK_EXISTS_SQL = "SELECT 1 FROM generation.periodic_tasks WHERE name = %(name)s"
 DELETE_PERIODIC_TASK_LOADERS = rt.loaders(text=("jsonb", "uuid"), timestamps=("timestamptz",))
@@ -1147,7 +1234,10 @@ async def delete_periodic_task(
 
 
 LIST_PERIODIC_TASKS_SQL = """\
-SELECT periodic_tasks.name, periodic_tasks.tool_id, periodic_tasks.cron, periodic_tasks.timezone, periodic_tasks.input, periodic_tasks.priority, periodic_tasks.max_retries, periodic_tasks.created_at, periodic_tasks.updated_at, periodic_tasks.last_slot_at FROM generation.periodic_tasks
+SELECT periodic_tasks.name, periodic_tasks.tool_id, periodic_tasks.cron, periodic_tasks.timezone,
+  periodic_tasks.input, periodic_tasks.priority, periodic_tasks.max_retries,
+  periodic_tasks.created_at, periodic_tasks.updated_at, periodic_tasks.last_slot_at
+FROM generation.periodic_tasks
 WHERE name > %(after_name)s
 ORDER BY name
 LIMIT COALESCE(NULLIF(%(limit)s::int4, 0), 100)
@@ -1183,7 +1273,12 @@ SELECT p.tool_id, CASE WHEN %(slot_at)s::timestamptz > now() THEN 'scheduled' EL
        p.input, p.priority, p.max_retries, %(slot_at)s::timestamptz, %(name)s, %(slot_at)s::timestamptz
 FROM p
 ON CONFLICT (periodic_name, periodic_slot_at) WHERE periodic_name IS NOT NULL DO NOTHING
-RETURNING tasks.id, tasks.tool_id, tasks.status, tasks.priority, tasks.retry_count, tasks.max_retries, tasks.input, tasks.output, tasks.error, tasks.reported_usage, tasks.reserved_token_amount, tasks.billing_idempotency_key, tasks.w3c_traceparent, tasks.lease_token, tasks.claim_expires_at, tasks.created_at, tasks.started_at, tasks.completed_at, tasks.lease_seconds, tasks.run_at, tasks.attempted_at, tasks.max_runtime_seconds, tasks.errors, tasks.periodic_name, tasks.periodic_slot_at
+RETURNING tasks.id, tasks.tool_id, tasks.status, tasks.priority, tasks.retry_count,
+  tasks.max_retries, tasks.input, tasks.output, tasks.error, tasks.reported_usage,
+  tasks.reserved_token_amount, tasks.billing_idempotency_key, tasks.w3c_traceparent,
+  tasks.lease_token, tasks.claim_expires_at, tasks.created_at, tasks.started_at, tasks.completed_at,
+  tasks.lease_seconds, tasks.run_at, tasks.attempted_at, tasks.max_runtime_seconds, tasks.errors,
+  tasks.periodic_name, tasks.periodic_slot_at
 """
 ENQUEUE_PERIODIC_TASK_LOADERS = rt.loaders(text=("jsonb", "uuid"), timestamps=("timestamptz",))
 
@@ -1191,7 +1286,9 @@ ENQUEUE_PERIODIC_TASK_LOADERS = rt.loaders(text=("jsonb", "uuid"), timestamps=("
 async def enqueue_periodic_task(
     conn: AsyncConnection[Any], request: task_pb2.EnqueuePeriodicTaskRequest
 ) -> task_pb2.EnqueuePeriodicTaskResponse:
-    """EnqueuePeriodicTask: Enqueues a schedule's slot exactly once: the task carries (name, slot) under a unique index, so racing reconcilers create one task and the others get no task back. Advances the schedule's last_slot_at (never backwards). A future slot is queued `scheduled`.
+    """EnqueuePeriodicTask: Enqueues a schedule's slot exactly once: the task carries (name, slot)
+    under a unique index, so racing reconcilers create one task and the others get no task back.
+    Advances the schedule's last_slot_at (never backwards). A future slot is queued `scheduled`.
 
     Zero or one row, into `task` (left unset when there is none).
     """
@@ -1233,7 +1330,12 @@ LIST_STALE_TASKS_LOADERS = rt.loaders(text=("uuid",), timestamps=("timestamptz",
 async def list_stale_tasks(
     conn: AsyncConnection[Any], request: task_pb2.ListStaleTasksRequest
 ) -> task_pb2.ListStaleTasksResponse:
-    """ListStaleTasks: The rows no claim will recover: dead zombies past the grace window, unclaimable rows (retry_count >= max_retries) and abandoned queued rows. The reaper fails each. Only the columns the reaper needs, so a page is small whatever the rows hold. Two disjoint branches, each an ordered index scan that stops at `limit` (idx_gen_tasks_unclaimable, idx_gen_tasks_stale's range older than the cutoff), merged: one WHERE of ORs read every live row (the backlog).
+    """ListStaleTasks: The rows no claim will recover: dead zombies past the grace window,
+    unclaimable rows (retry_count >= max_retries) and abandoned queued rows. The reaper fails each.
+    Only the columns the reaper needs, so a page is small whatever the rows hold. Two disjoint
+    branches, each an ordered index scan that stops at `limit` (idx_gen_tasks_unclaimable,
+    idx_gen_tasks_stale's range older than the cutoff), merged: one WHERE of ORs read every live row
+    (the backlog).
 
     Any number of rows, into `tasks`.
     """
@@ -1268,7 +1370,12 @@ SELECT count(*) AS deleted FROM gone
 async def prune_tasks(
     conn: AsyncConnection[Any], request: task_pb2.PruneTasksRequest
 ) -> task_pb2.PruneTasksResponse:
-    """PruneTasks: Retention: deletes up to `limit` terminal rows finished more than `older_than_seconds` ago, oldest first (idx_gen_tasks_terminal), skipping rows another transaction holds. The batch's ids are gathered into an array first, so the DELETE is primary-key lookups and costs the batch, not the table: `WHERE id IN (subquery)` was planned as a hash join over a sequential scan of the whole table (docs/performance.md, "Reaper and retention").
+    """PruneTasks: Retention: deletes up to `limit` terminal rows finished more than
+    `older_than_seconds` ago, oldest first (idx_gen_tasks_terminal), skipping rows another
+    transaction holds. The batch's ids are gathered into an array first, so the DELETE is
+    primary-key lookups and costs the batch, not the table: `WHERE id IN (subquery)` was planned as
+    a hash join over a sequential scan of the whole table (docs/performance.md, "Reaper and
+    retention").
 
     Exactly one row. No row: NOT_FOUND.
     """
@@ -1285,7 +1392,12 @@ async def prune_tasks(
 
 
 GET_TASK_SQL = """\
-SELECT tasks.id, tasks.tool_id, tasks.status, tasks.priority, tasks.retry_count, tasks.max_retries, tasks.input, tasks.output, tasks.error, tasks.reported_usage, tasks.reserved_token_amount, tasks.billing_idempotency_key, tasks.w3c_traceparent, tasks.lease_token, tasks.claim_expires_at, tasks.created_at, tasks.started_at, tasks.completed_at, tasks.lease_seconds, tasks.run_at, tasks.attempted_at, tasks.max_runtime_seconds, tasks.errors, tasks.periodic_name, tasks.periodic_slot_at FROM generation.tasks WHERE id = %(task_id)s
+SELECT tasks.id, tasks.tool_id, tasks.status, tasks.priority, tasks.retry_count, tasks.max_retries,
+  tasks.input, tasks.output, tasks.error, tasks.reported_usage, tasks.reserved_token_amount,
+  tasks.billing_idempotency_key, tasks.w3c_traceparent, tasks.lease_token, tasks.claim_expires_at,
+  tasks.created_at, tasks.started_at, tasks.completed_at, tasks.lease_seconds, tasks.run_at,
+  tasks.attempted_at, tasks.max_runtime_seconds, tasks.errors, tasks.periodic_name,
+  tasks.periodic_slot_at FROM generation.tasks WHERE id = %(task_id)s
 """
 GET_TASK_LOADERS = rt.loaders(text=("jsonb", "uuid"), timestamps=("timestamptz",))
 
@@ -1327,7 +1439,12 @@ FROM batch AS b JOIN newest AS n ON n.task_id = b.task_id
 async def append_task_events(
     conn: AsyncConnection[Any], request: task_pb2.AppendTaskEventsRequest
 ) -> task_pb2.AppendTaskEventsResponse:
-    """AppendTaskEvents: Live task events without Redis: stores a batch of events, numbering each task's events after its newest stored one (two concurrent appends to one task: one fails on the primary key and is dropped by the best-effort emitter, never a gap or a duplicate number). `newest` is MATERIALIZED so each task's max(seq) is looked up once, before the first row is inserted: looked up per row, every lookup would step over the rows this statement had already inserted (invisible to it), quadratic in the batch size (49 ms -> 8 ms for 500).
+    """AppendTaskEvents: Live task events without Redis: stores a batch of events, numbering each
+    task's events after its newest stored one (two concurrent appends to one task: one fails on the
+    primary key and is dropped by the best-effort emitter, never a gap or a duplicate number).
+    `newest` is MATERIALIZED so each task's max(seq) is looked up once, before the first row is
+    inserted: looked up per row, every lookup would step over the rows this statement had already
+    inserted (invisible to it), quadratic in the batch size (49 ms -> 8 ms for 500).
 
     Returns no rows.
     """
@@ -1343,7 +1460,8 @@ async def append_task_events(
 
 
 LIST_TASK_EVENTS_SQL = """\
-SELECT task_events.task_id, task_events.seq, task_events.kind, task_events.data, task_events.emitted_at FROM generation.task_events
+SELECT task_events.task_id, task_events.seq, task_events.kind, task_events.data,
+  task_events.emitted_at FROM generation.task_events
 WHERE task_id = %(task_id)s AND seq > %(after_seq)s
 ORDER BY seq
 LIMIT %(limit)s
@@ -1395,7 +1513,13 @@ WHERE task_id = ANY (ARRAY(
 async def purge_task_events(
     conn: AsyncConnection[Any], request: task_pb2.PurgeTaskEventsRequest
 ) -> task_pb2.PurgeTaskEventsResponse:
-    """PurgeTaskEvents: Deletes the events of finished tasks past retention, and of abandoned ones past idle. Costs the tasks it deletes, not the table: the candidates are the terminal events older than the retention cutoff (idx_gen_task_events_terminal) and the first events older than the idle cutoff (idx_gen_task_events_first); each candidate's events are then checked by primary key against the rule itself (newest event terminal, every event older than the cutoff), and the ids gathered into an array so the DELETE is primary-key lookups. Grouping the whole table by task read every event on every run.
+    """PurgeTaskEvents: Deletes the events of finished tasks past retention, and of abandoned ones
+    past idle. Costs the tasks it deletes, not the table: the candidates are the terminal events
+    older than the retention cutoff (idx_gen_task_events_terminal) and the first events older than
+    the idle cutoff (idx_gen_task_events_first); each candidate's events are then checked by primary
+    key against the rule itself (newest event terminal, every event older than the cutoff), and the
+    ids gathered into an array so the DELETE is primary-key lookups. Grouping the whole table by
+    task read every event on every run.
 
     Returns no rows.
     """
@@ -1617,7 +1741,9 @@ class GenerationDataServiceHandlers(task_pb2_grpc.GenerationDataServiceServicer)
     async def WatchTaskCancels(
         self, request: task_pb2.WatchTaskCancelsRequest, context: grpc.aio.ServicerContext[Any, Any]
     ) -> AsyncIterator[task_pb2.WatchTaskCancelsResponse]:
-        """WatchTaskCancels: Rings when a running task is cancelled (the schema's trigger NOTIFYs task_cancel with its id), so its worker stops it at once rather than at its next heartbeat. Best-effort: the heartbeat answer (cancel_requested) is the floor.
+        """WatchTaskCancels: Rings when a running task is cancelled (the schema's trigger NOTIFYs
+        task_cancel with its id), so its worker stops it at once rather than at its next heartbeat.
+        Best-effort: the heartbeat answer (cancel_requested) is the floor.
 
         One response per NOTIFY on channel `task_cancel`, its payload in `task_id`; when
         `task_ids` is set, only the payloads it lists. Streams until the caller cancels.
@@ -1634,7 +1760,10 @@ class GenerationDataServiceHandlers(task_pb2_grpc.GenerationDataServiceServicer)
     async def WatchTaskWakes(
         self, request: task_pb2.WatchTaskWakesRequest, context: grpc.aio.ServicerContext[Any, Any]
     ) -> AsyncIterator[task_pb2.WatchTaskWakesResponse]:
-        """WatchTaskWakes: The wake signal without Redis: streams the tool_id of every task that becomes claimable, as the schema's trigger NOTIFYs it on channel task_wake inside the enqueue's own transaction (so only committed enqueues wake anyone). Best-effort, like any wake: workers keep polling. The initial metadata `pydb-listening` says the stream is live.
+        """WatchTaskWakes: The wake signal without Redis: streams the tool_id of every task that
+        becomes claimable, as the schema's trigger NOTIFYs it on channel task_wake inside the
+        enqueue's own transaction (so only committed enqueues wake anyone). Best-effort, like any
+        wake: workers keep polling. The initial metadata `pydb-listening` says the stream is live.
 
         One response per NOTIFY on channel `task_wake`, its payload in `tool_id`; when
         `tool_ids` is set, only the payloads it lists. Streams until the caller cancels.
@@ -1651,7 +1780,8 @@ class GenerationDataServiceHandlers(task_pb2_grpc.GenerationDataServiceServicer)
     async def WatchTaskEvents(
         self, request: task_pb2.WatchTaskEventsRequest, context: grpc.aio.ServicerContext[Any, Any]
     ) -> AsyncIterator[task_pb2.WatchTaskEventsResponse]:
-        """WatchTaskEvents: Rings when events of a task are committed (the schema's trigger NOTIFYs task_events with the task id); readers then ListTaskEvents from the last seq they saw.
+        """WatchTaskEvents: Rings when events of a task are committed (the schema's trigger NOTIFYs
+        task_events with the task id); readers then ListTaskEvents from the last seq they saw.
 
         One response per NOTIFY on channel `task_events`, its payload in `task_id`; when
         `task_ids` is set, only the payloads it lists. Streams until the caller cancels.
