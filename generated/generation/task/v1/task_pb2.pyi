@@ -4,10 +4,12 @@ isort:skip_file
 The generation task queue's data plane. Every RPC is one SQL statement, checked against
 the sibling schema.sql and turned into a typed handler by protoc-gen-pydb.
 
-Life of a task: QueueTask / QueueTasks (queued) -> ClaimNextTask / ClaimTasks (processing,
-leased for the tool's lease_seconds) -> HeartbeatTask while working -> CompleteTask(s)
-(completed) or FailTask(s) (queued again while retries remain, else failed).
-ListStaleTasks finds what no claim will recover; PruneTasks deletes old terminal rows.
+Life of a task: QueueTask / QueueTasks (queued, or scheduled until its run_at) -> ClaimNextTask /
+ClaimTasks (processing, leased for the tool's lease_seconds) -> HeartbeatTask while working ->
+CompleteTask(s) (completed) or FailTask(s) (scheduled after a backoff while retries remain, else
+failed); SnoozeTask re-queues without a retry; CancelTask(s) ends any unfinished task cancelled.
+ListStaleTasks finds what no claim will recover; PruneTasks deletes old terminal rows;
+PromoteDueTasks, ReapOverdueTasks and EnqueuePeriodicTask are the reconciler's schedule tick.
 """
 
 from collections import abc as _abc

@@ -246,8 +246,9 @@ class GenerationDataServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def ClaimNextTask(self, request, context):
-        """Claims the tool's next task: a reclaimable zombie first, then by priority, then FIFO.
-        Reclaiming a zombie (lease lapsed while processing) burns one retry.
+        """Claims the tool's next task: a reclaimable zombie first, then by priority, then FIFO; when
+        nothing queued is claimable, a scheduled task already due (no promotion needed). Nothing while
+        the tool is paused. Reclaiming a zombie (lease lapsed while processing) burns one retry.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -257,14 +258,18 @@ class GenerationDataServiceServicer:
         """The same claim for up to `limit` tasks at once, and at most about `max_bytes` of them: a
         locked candidate that would not fit the answer is left untouched (unlocked at commit), so no
         claim is committed that cannot reach the caller. The size bound over-estimates the encoded Task
-        (the JSON text and strings plus 512 bytes for ids, numbers and timestamps).
+        (the JSON text and strings plus 512 bytes for ids, numbers and timestamps). The tool's due
+        scheduled tasks (delayed, backed off, snoozed; `due`, from idx_gen_tasks_scheduled_tool) are
+        ranked with its queued ones; nothing is claimed while the tool is paused.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def HeartbeatTask(self, request, context):
-        """Extends the lease of a task still held under lease_token.
+        """Extends the lease of a task still held under lease_token, and tells its worker whether the
+        task was cancelled (cancel_requested) or the attempt ran past its run-time limit
+        (runtime_exceeded: the lease is not renewed).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -285,7 +290,8 @@ class GenerationDataServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def FailTask(self, request, context):
-        """Fails a task. With increment_retry it is re-queued while retries remain.
+        """Fails a task. With increment_retry it is re-queued while retries remain, claimable after
+        retry_after (unset: the tool's retry policy, computed here).
         Without lease_token (the reaper) it only applies to rows no live lease protects.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
@@ -294,7 +300,8 @@ class GenerationDataServiceServicer:
 
     def FailTasks(self, request, context):
         """FailTask(increment_retry=true) for many leased tasks in one statement: each is re-queued
-        while retries remain, else failed. Entries whose lease was lost are skipped.
+        (after its retry_after_seconds, else the tool's backoff) while retries remain, else failed.
+        Entries whose lease was lost are skipped.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

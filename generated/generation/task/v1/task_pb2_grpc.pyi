@@ -4,10 +4,12 @@ isort:skip_file
 The generation task queue's data plane. Every RPC is one SQL statement, checked against
 the sibling schema.sql and turned into a typed handler by protoc-gen-pydb.
 
-Life of a task: QueueTask / QueueTasks (queued) -> ClaimNextTask / ClaimTasks (processing,
-leased for the tool's lease_seconds) -> HeartbeatTask while working -> CompleteTask(s)
-(completed) or FailTask(s) (queued again while retries remain, else failed).
-ListStaleTasks finds what no claim will recover; PruneTasks deletes old terminal rows.
+Life of a task: QueueTask / QueueTasks (queued, or scheduled until its run_at) -> ClaimNextTask /
+ClaimTasks (processing, leased for the tool's lease_seconds) -> HeartbeatTask while working ->
+CompleteTask(s) (completed) or FailTask(s) (scheduled after a backoff while retries remain, else
+failed); SnoozeTask re-queues without a retry; CancelTask(s) ends any unfinished task cancelled.
+ListStaleTasks finds what no claim will recover; PruneTasks deletes old terminal rows;
+PromoteDueTasks, ReapOverdueTasks and EnqueuePeriodicTask are the reconciler's schedule tick.
 """
 
 from collections import abc as _abc
@@ -51,28 +53,36 @@ class GenerationDataServiceStub:
     NOTIFYs of one transaction are folded by PostgreSQL: one wake per tool per batch.
     """
     ClaimNextTask: _grpc.UnaryUnaryMultiCallable[_task_pb2.ClaimNextTaskRequest, _task_pb2.ClaimNextTaskResponse]
-    """Claims the tool's next task: a reclaimable zombie first, then by priority, then FIFO.
-    Reclaiming a zombie (lease lapsed while processing) burns one retry.
+    """Claims the tool's next task: a reclaimable zombie first, then by priority, then FIFO; when
+    nothing queued is claimable, a scheduled task already due (no promotion needed). Nothing while
+    the tool is paused. Reclaiming a zombie (lease lapsed while processing) burns one retry.
     """
     ClaimTasks: _grpc.UnaryUnaryMultiCallable[_task_pb2.ClaimTasksRequest, _task_pb2.ClaimTasksResponse]
     """The same claim for up to `limit` tasks at once, and at most about `max_bytes` of them: a
     locked candidate that would not fit the answer is left untouched (unlocked at commit), so no
     claim is committed that cannot reach the caller. The size bound over-estimates the encoded Task
-    (the JSON text and strings plus 512 bytes for ids, numbers and timestamps).
+    (the JSON text and strings plus 512 bytes for ids, numbers and timestamps). The tool's due
+    scheduled tasks (delayed, backed off, snoozed; `due`, from idx_gen_tasks_scheduled_tool) are
+    ranked with its queued ones; nothing is claimed while the tool is paused.
     """
     HeartbeatTask: _grpc.UnaryUnaryMultiCallable[_task_pb2.HeartbeatTaskRequest, _task_pb2.HeartbeatTaskResponse]
-    """Extends the lease of a task still held under lease_token."""
+    """Extends the lease of a task still held under lease_token, and tells its worker whether the
+    task was cancelled (cancel_requested) or the attempt ran past its run-time limit
+    (runtime_exceeded: the lease is not renewed).
+    """
     CompleteTask: _grpc.UnaryUnaryMultiCallable[_task_pb2.CompleteTaskRequest, _task_pb2.CompleteTaskResponse]
     """Marks a task held under lease_token completed."""
     CompleteTasks: _grpc.UnaryUnaryMultiCallable[_task_pb2.CompleteTasksRequest, _task_pb2.CompleteTasksResponse]
     """Completes many tasks in one statement; entries whose lease was lost are skipped."""
     FailTask: _grpc.UnaryUnaryMultiCallable[_task_pb2.FailTaskRequest, _task_pb2.FailTaskResponse]
-    """Fails a task. With increment_retry it is re-queued while retries remain.
+    """Fails a task. With increment_retry it is re-queued while retries remain, claimable after
+    retry_after (unset: the tool's retry policy, computed here).
     Without lease_token (the reaper) it only applies to rows no live lease protects.
     """
     FailTasks: _grpc.UnaryUnaryMultiCallable[_task_pb2.FailTasksRequest, _task_pb2.FailTasksResponse]
     """FailTask(increment_retry=true) for many leased tasks in one statement: each is re-queued
-    while retries remain, else failed. Entries whose lease was lost are skipped.
+    (after its retry_after_seconds, else the tool's backoff) while retries remain, else failed.
+    Entries whose lease was lost are skipped.
     """
     SetToolRetryPolicy: _grpc.UnaryUnaryMultiCallable[_task_pb2.SetToolRetryPolicyRequest, _task_pb2.SetToolRetryPolicyResponse]
     """Sets a tool's retry policy: the backoff of a failed attempt with retries left (FailTask
@@ -193,28 +203,36 @@ class GenerationDataServiceAsyncStub(GenerationDataServiceStub):
     NOTIFYs of one transaction are folded by PostgreSQL: one wake per tool per batch.
     """
     ClaimNextTask: _aio.UnaryUnaryMultiCallable[_task_pb2.ClaimNextTaskRequest, _task_pb2.ClaimNextTaskResponse]  # type: ignore[assignment]
-    """Claims the tool's next task: a reclaimable zombie first, then by priority, then FIFO.
-    Reclaiming a zombie (lease lapsed while processing) burns one retry.
+    """Claims the tool's next task: a reclaimable zombie first, then by priority, then FIFO; when
+    nothing queued is claimable, a scheduled task already due (no promotion needed). Nothing while
+    the tool is paused. Reclaiming a zombie (lease lapsed while processing) burns one retry.
     """
     ClaimTasks: _aio.UnaryUnaryMultiCallable[_task_pb2.ClaimTasksRequest, _task_pb2.ClaimTasksResponse]  # type: ignore[assignment]
     """The same claim for up to `limit` tasks at once, and at most about `max_bytes` of them: a
     locked candidate that would not fit the answer is left untouched (unlocked at commit), so no
     claim is committed that cannot reach the caller. The size bound over-estimates the encoded Task
-    (the JSON text and strings plus 512 bytes for ids, numbers and timestamps).
+    (the JSON text and strings plus 512 bytes for ids, numbers and timestamps). The tool's due
+    scheduled tasks (delayed, backed off, snoozed; `due`, from idx_gen_tasks_scheduled_tool) are
+    ranked with its queued ones; nothing is claimed while the tool is paused.
     """
     HeartbeatTask: _aio.UnaryUnaryMultiCallable[_task_pb2.HeartbeatTaskRequest, _task_pb2.HeartbeatTaskResponse]  # type: ignore[assignment]
-    """Extends the lease of a task still held under lease_token."""
+    """Extends the lease of a task still held under lease_token, and tells its worker whether the
+    task was cancelled (cancel_requested) or the attempt ran past its run-time limit
+    (runtime_exceeded: the lease is not renewed).
+    """
     CompleteTask: _aio.UnaryUnaryMultiCallable[_task_pb2.CompleteTaskRequest, _task_pb2.CompleteTaskResponse]  # type: ignore[assignment]
     """Marks a task held under lease_token completed."""
     CompleteTasks: _aio.UnaryUnaryMultiCallable[_task_pb2.CompleteTasksRequest, _task_pb2.CompleteTasksResponse]  # type: ignore[assignment]
     """Completes many tasks in one statement; entries whose lease was lost are skipped."""
     FailTask: _aio.UnaryUnaryMultiCallable[_task_pb2.FailTaskRequest, _task_pb2.FailTaskResponse]  # type: ignore[assignment]
-    """Fails a task. With increment_retry it is re-queued while retries remain.
+    """Fails a task. With increment_retry it is re-queued while retries remain, claimable after
+    retry_after (unset: the tool's retry policy, computed here).
     Without lease_token (the reaper) it only applies to rows no live lease protects.
     """
     FailTasks: _aio.UnaryUnaryMultiCallable[_task_pb2.FailTasksRequest, _task_pb2.FailTasksResponse]  # type: ignore[assignment]
     """FailTask(increment_retry=true) for many leased tasks in one statement: each is re-queued
-    while retries remain, else failed. Entries whose lease was lost are skipped.
+    (after its retry_after_seconds, else the tool's backoff) while retries remain, else failed.
+    Entries whose lease was lost are skipped.
     """
     SetToolRetryPolicy: _aio.UnaryUnaryMultiCallable[_task_pb2.SetToolRetryPolicyRequest, _task_pb2.SetToolRetryPolicyResponse]  # type: ignore[assignment]
     """Sets a tool's retry policy: the backoff of a failed attempt with retries left (FailTask
@@ -362,8 +380,9 @@ class GenerationDataServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _task_pb2.ClaimNextTaskRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_task_pb2.ClaimNextTaskResponse, _abc.Awaitable[_task_pb2.ClaimNextTaskResponse]]:
-        """Claims the tool's next task: a reclaimable zombie first, then by priority, then FIFO.
-        Reclaiming a zombie (lease lapsed while processing) burns one retry.
+        """Claims the tool's next task: a reclaimable zombie first, then by priority, then FIFO; when
+        nothing queued is claimable, a scheduled task already due (no promotion needed). Nothing while
+        the tool is paused. Reclaiming a zombie (lease lapsed while processing) burns one retry.
         """
 
     @_abc_1.abstractmethod
@@ -375,7 +394,9 @@ class GenerationDataServiceServicer(metaclass=_abc_1.ABCMeta):
         """The same claim for up to `limit` tasks at once, and at most about `max_bytes` of them: a
         locked candidate that would not fit the answer is left untouched (unlocked at commit), so no
         claim is committed that cannot reach the caller. The size bound over-estimates the encoded Task
-        (the JSON text and strings plus 512 bytes for ids, numbers and timestamps).
+        (the JSON text and strings plus 512 bytes for ids, numbers and timestamps). The tool's due
+        scheduled tasks (delayed, backed off, snoozed; `due`, from idx_gen_tasks_scheduled_tool) are
+        ranked with its queued ones; nothing is claimed while the tool is paused.
         """
 
     @_abc_1.abstractmethod
@@ -384,7 +405,10 @@ class GenerationDataServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _task_pb2.HeartbeatTaskRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_task_pb2.HeartbeatTaskResponse, _abc.Awaitable[_task_pb2.HeartbeatTaskResponse]]:
-        """Extends the lease of a task still held under lease_token."""
+        """Extends the lease of a task still held under lease_token, and tells its worker whether the
+        task was cancelled (cancel_requested) or the attempt ran past its run-time limit
+        (runtime_exceeded: the lease is not renewed).
+        """
 
     @_abc_1.abstractmethod
     def CompleteTask(
@@ -408,7 +432,8 @@ class GenerationDataServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _task_pb2.FailTaskRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_task_pb2.FailTaskResponse, _abc.Awaitable[_task_pb2.FailTaskResponse]]:
-        """Fails a task. With increment_retry it is re-queued while retries remain.
+        """Fails a task. With increment_retry it is re-queued while retries remain, claimable after
+        retry_after (unset: the tool's retry policy, computed here).
         Without lease_token (the reaper) it only applies to rows no live lease protects.
         """
 
@@ -419,7 +444,8 @@ class GenerationDataServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_task_pb2.FailTasksResponse, _abc.Awaitable[_task_pb2.FailTasksResponse]]:
         """FailTask(increment_retry=true) for many leased tasks in one statement: each is re-queued
-        while retries remain, else failed. Entries whose lease was lost are skipped.
+        (after its retry_after_seconds, else the tool's backoff) while retries remain, else failed.
+        Entries whose lease was lost are skipped.
         """
 
     @_abc_1.abstractmethod

@@ -349,7 +349,6 @@ WHERE tl.id = t.tool_id AND t.id = COALESCE((
   LIMIT 1
   FOR UPDATE SKIP LOCKED
 ), (
-  -- Nothing queued: a scheduled task already due that no PromoteDueTasks has flipped yet.
   SELECT id FROM generation.tasks
   WHERE tool_id = %(tool_id)s AND status = 'scheduled' AND run_at <= now()
     AND retry_count < max_retries
@@ -377,7 +376,9 @@ async def claim_next_task(
     conn: AsyncConnection[Any], request: task_pb2.ClaimNextTaskRequest
 ) -> task_pb2.ClaimNextTaskResponse:
     """ClaimNextTask: Claims the tool's next task: a reclaimable zombie first, then by priority,
-    then FIFO. Reclaiming a zombie (lease lapsed while processing) burns one retry.
+    then FIFO; when nothing queued is claimable, a scheduled task already due (no promotion needed).
+    Nothing while the tool is paused. Reclaiming a zombie (lease lapsed while processing) burns one
+    retry.
 
     Zero or one row, into `task` (left unset when there is none).
     """
@@ -410,8 +411,6 @@ WITH picked AS MATERIALIZED (
   LIMIT %(limit)s
   FOR UPDATE SKIP LOCKED
 ), due AS MATERIALIZED (
-  -- Scheduled tasks already due (delayed, backed off, snoozed) that no PromoteDueTasks has
-  -- flipped to queued yet: ranked as queued ones, so none waits for the promotion.
   SELECT id, 'queued'::generation.task_status AS status, priority, created_at,
          512 + octet_length(input::text) + COALESCE(octet_length(output::text), 0)
                + COALESCE(octet_length(error), 0) + COALESCE(octet_length(reported_usage::text), 0)
@@ -458,7 +457,9 @@ async def claim_tasks(
     """ClaimTasks: The same claim for up to `limit` tasks at once, and at most about `max_bytes` of
     them: a locked candidate that would not fit the answer is left untouched (unlocked at commit),
     so no claim is committed that cannot reach the caller. The size bound over-estimates the encoded
-    Task (the JSON text and strings plus 512 bytes for ids, numbers and timestamps).
+    Task (the JSON text and strings plus 512 bytes for ids, numbers and timestamps). The tool's due
+    scheduled tasks (delayed, backed off, snoozed; `due`, from idx_gen_tasks_scheduled_tool) are
+    ranked with its queued ones; nothing is claimed while the tool is paused.
 
     Any number of rows, into `tasks`.
     """
@@ -496,7 +497,9 @@ HEARTBEAT_TASK_LOADERS = rt.loaders(text=("jsonb", "uuid"), timestamps=("timesta
 async def heartbeat_task(
     conn: AsyncConnection[Any], request: task_pb2.HeartbeatTaskRequest
 ) -> task_pb2.HeartbeatTaskResponse:
-    """HeartbeatTask: Extends the lease of a task still held under lease_token.
+    """HeartbeatTask: Extends the lease of a task still held under lease_token, and tells its worker
+    whether the task was cancelled (cancel_requested) or the attempt ran past its run-time limit
+    (runtime_exceeded: the lease is not renewed).
 
     Exactly one row. No row: NOT_FOUND when the generation.tasks row does not exist, else FAILED_PRECONDITION.
     """
@@ -641,8 +644,9 @@ FAIL_TASK_LOADERS = rt.loaders(text=("jsonb", "uuid"), timestamps=("timestamptz"
 async def fail_task(
     conn: AsyncConnection[Any], request: task_pb2.FailTaskRequest
 ) -> task_pb2.FailTaskResponse:
-    """FailTask: Fails a task. With increment_retry it is re-queued while retries remain. Without
-    lease_token (the reaper) it only applies to rows no live lease protects.
+    """FailTask: Fails a task. With increment_retry it is re-queued while retries remain, claimable
+    after retry_after (unset: the tool's retry policy, computed here). Without lease_token (the
+    reaper) it only applies to rows no live lease protects.
 
     Exactly one row, into `task`. No row: NOT_FOUND when the generation.tasks row does not exist, else FAILED_PRECONDITION.
     """
@@ -699,7 +703,8 @@ async def fail_tasks(
     conn: AsyncConnection[Any], request: task_pb2.FailTasksRequest
 ) -> task_pb2.FailTasksResponse:
     """FailTasks: FailTask(increment_retry=true) for many leased tasks in one statement: each is
-    re-queued while retries remain, else failed. Entries whose lease was lost are skipped.
+    re-queued (after its retry_after_seconds, else the tool's backoff) while retries remain, else
+    failed. Entries whose lease was lost are skipped.
 
     Any number of rows, into `tasks`.
     """
