@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import bench_schedule
 import report_deploy
 from common import Json, spread
 
@@ -101,6 +102,8 @@ def headline(r: Json) -> list[tuple[str, str, str, str]]:
             after = bl["settings"][name]["after"]["p50_ms"]
             rows.append((f"Claim p50 after {bl['churn_seconds']:.0f} s churn at {bl['churn_depth']:,} rows, {name}",
                          f"{after:.2f} ms = {ratio:.2f}x of {int(first):,}", "≤ 1.5x", _met(ratio <= TARGETS["backlog_ratio"])))  # fmt: skip
+    if r.get("schedule") and not r.get("quick"):
+        rows += bench_schedule.headline(r["schedule"])
     return rows
 
 
@@ -524,6 +527,7 @@ def markdown(r: Json) -> str:
         ("partition", _partition),
         ("autofailover", report_deploy.autofailover),
         ("longtx", report_deploy.longtx),
+        ("schedule", bench_schedule.section),
     ):
         if name in r:
             out += section(r)

@@ -6,6 +6,7 @@ redis. See docs/worker.md.
 
 from __future__ import annotations
 
+from .cancels import CancelWatcher
 from .config import environment, redis_url, wake_channel
 from .connect import ChannelSettings, ConnectionSetupError, open_channel
 from .events import (
@@ -18,12 +19,13 @@ from .events import (
     TaskEvent,
     watch_task_events,
 )
-from .fleet import FleetStats, Process, TaskContext, TaskResult, WorkerFleet
+from .fleet import FleetStats, Process, RetryAfter, Snooze, TaskContext, TaskResult, WorkerFleet
 from .reconciler import Reconciler, SweepResult
 from .run import run_reconciler, run_worker
 from .wake import ListenWakeSubscriber, RedisWakeSubscriber, WakePublisher, enqueue
 
 __all__ = [
+    "CancelWatcher",
     "ChannelSettings",
     "ConnectionSetupError",
     "EventEmitter",
@@ -37,6 +39,8 @@ __all__ = [
     "RedisEventSource",
     "RedisEventTransport",
     "RedisWakeSubscriber",
+    "RetryAfter",
+    "Snooze",
     "SweepResult",
     "TaskContext",
     "TaskEvent",

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import datetime
 import logging
 from collections import deque
 from dataclasses import dataclass, field
@@ -28,6 +29,7 @@ from typing import TYPE_CHECKING, Literal
 import grpc
 from generation.task.v1 import task_pb2 as pb
 from generation.task.v1 import task_pb2_grpc
+from google.protobuf import duration_pb2
 
 log = logging.getLogger("taskworker.reports")
 
@@ -58,6 +60,8 @@ class Outcome:
     output: str = ""
     reported_usage: str = ""
     error: str = ""
+    # kind fail: claimable again after this many seconds; None: the tool's retry policy.
+    retry_after: float | None = None
     landed: asyncio.Future[bool] = field(default_factory=lambda: asyncio.get_running_loop().create_future())
     # Sent at least once without an answer: it may already have landed.
     uncertain: bool = False
@@ -207,7 +211,13 @@ class ReportBatcher:
             )
             return list(done.tasks)
         failed = await self.stub.FailTasks(
-            pb.FailTasksRequest(task_ids=ids, lease_tokens=tokens, errors=[o.error for o in batch]),
+            pb.FailTasksRequest(
+                task_ids=ids,
+                lease_tokens=tokens,
+                errors=[o.error for o in batch],
+                # -1: the tool's retry policy (FailTasks' convention for "unset").
+                retry_after_seconds=[-1.0 if o.retry_after is None else max(o.retry_after, 0.0) for o in batch],
+            ),
             timeout=self.rpc_timeout,
             wait_for_ready=True,
         )
@@ -236,7 +246,11 @@ class ReportBatcher:
             else:
                 await self.stub.FailTask(
                     pb.FailTaskRequest(
-                        task_id=task.id, lease_token=task.lease_token, error=outcome.error, increment_retry=True
+                        task_id=task.id,
+                        lease_token=task.lease_token,
+                        error=outcome.error,
+                        increment_retry=True,
+                        retry_after=None if outcome.retry_after is None else _duration(outcome.retry_after),
                     ),
                     timeout=self.rpc_timeout,
                     wait_for_ready=True,
@@ -291,3 +305,9 @@ def landed_earlier(outcome: Outcome, row: pb.Task) -> bool:
         and row.retry_count == task.retry_count + 1
         and row.error == outcome.error
     )
+
+
+def _duration(seconds: float) -> duration_pb2.Duration:
+    d = duration_pb2.Duration()
+    d.FromTimedelta(datetime.timedelta(seconds=max(seconds, 0.0)))
+    return d

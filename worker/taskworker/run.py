@@ -8,7 +8,11 @@ POLL_INTERVAL_SECONDS, HEARTBEAT_INTERVAL_SECONDS, DRAIN_TIMEOUT_SECONDS, REPORT
 REPORT_BATCH_SIZE (batched reports: fleet.py),
 RECONCILE_INTERVAL_SECONDS, PRUNE_INTERVAL_SECONDS, RETENTION_SECONDS (the reconciler's pruning of
 terminal tasks), EVENTS (live task events: redis | postgres | none; default redis),
-EVENTS_RETENTION_SECONDS (kept after a task's terminal event; default 3600).
+EVENTS_RETENTION_SECONDS (kept after a task's terminal event; default 3600),
+CANCEL_GRACE_SECONDS (a cancelled task's coroutine is cancelled this long after it was told; 5),
+RECONCILE_TICK_SECONDS (promotion of due tasks, run-time limits, periodic slots; default 1) and
+PERIODIC_MAX_CATCH_UP (missed periodic slots enqueued after downtime, per schedule; default 1).
+With WAKE=listen the worker also follows WatchTaskCancels (a running task cancelled stops at once).
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ import grpc
 from generation.task.v1 import task_pb2 as pb
 from generation.task.v1 import task_pb2_grpc
 
+from .cancels import CancelWatcher
 from .connect import ChannelSettings, ConnectionSetupError, open_channel, wait_for_server
 from .events import (
     DEFAULT_RETENTION,
@@ -75,6 +80,7 @@ async def run_worker(
         "drain_timeout": _env_float("DRAIN_TIMEOUT_SECONDS", 30.0),
         "report_window": _env_float("REPORT_WINDOW_SECONDS", 0.002),
         "report_batch": int(_env_float("REPORT_BATCH_SIZE", 500)),
+        "cancel_grace": _env_float("CANCEL_GRACE_SECONDS", 5.0),
         **fleet_options,
     }
     settings = ChannelSettings.from_env() if channel_settings is None else channel_settings
@@ -99,6 +105,7 @@ async def run_worker(
             fleet.add_background(RedisWakeSubscriber(fleet.wake).run())
         elif wake == "listen":
             fleet.add_background(ListenWakeSubscriber(stub, fleet.wake, list(fleet.lanes)).run())
+            fleet.add_background(CancelWatcher(stub, fleet.request_cancel).run())
         fleet.install_signal_handlers()
         try:
             await fleet.run()
@@ -147,6 +154,8 @@ async def run_reconciler(address: str | None = None, channel_settings: ChannelSe
             interval=interval,
             prune_interval=_env_float("PRUNE_INTERVAL_SECONDS", 600.0),
             retention_seconds=int(_env_float("RETENTION_SECONDS", 7 * 24 * 3600)),
+            tick=_env_float("RECONCILE_TICK_SECONDS", 1.0),
+            max_catch_up=int(_env_float("PERIODIC_MAX_CATCH_UP", 1)),
         )
         jobs = [reconciler.run(stop)]
         if _events_setting(None) == "postgres":
