@@ -30,7 +30,7 @@ async def private(pg_server: tuple[str, Cluster | None]) -> AsyncIterator[tuple[
 @pytest.fixture(scope="module")
 async def stub(private: tuple[str, RunningServer]) -> AsyncIterator[task_pb2_grpc.GenerationDataServiceAsyncStub]:
     async with grpc.aio.insecure_channel(private[1].address) as ch:
-        yield task_pb2_grpc.GenerationDataServiceStub(ch)  # type: ignore[misc]
+        yield task_pb2_grpc.GenerationDataServiceStub(ch)
 
 
 async def test_calls_latency_and_status_codes_move_per_call(stub: task_pb2_grpc.GenerationDataServiceAsyncStub) -> None:
@@ -43,9 +43,11 @@ async def test_calls_latency_and_status_codes_move_per_call(stub: task_pb2_grpc.
     after = await scrape(METRICS_PORT)
     calls = "pydb_rpc_calls_total"
     assert value(after, calls, method="QueueTask", code="OK") - value(before, calls, method="QueueTask", code="OK") == 2
-    assert value(after, calls, method="GetTask", code="NOT_FOUND") - value(
-        before, calls, method="GetTask", code="NOT_FOUND"
-    ) == 1
+    assert (
+        value(after, calls, method="GetTask", code="NOT_FOUND")
+        - value(before, calls, method="GetTask", code="NOT_FOUND")
+        == 1
+    )
     count = "pydb_rpc_duration_seconds_count"
     assert value(after, count, method="QueueTask") - value(before, count, method="QueueTask") == 2
     # Every observed latency is in some bucket: the +Inf bucket counts them all.
@@ -64,9 +66,11 @@ async def test_database_errors_by_sqlstate_class(stub: task_pb2_grpc.GenerationD
     assert err.code() == grpc.StatusCode.NOT_FOUND
     after = await scrape(METRICS_PORT)
     name = "pydb_database_errors_total"
-    assert value(after, name, method="QueueTask", sqlstate_class="23") - value(
-        before, name, method="QueueTask", sqlstate_class="23"
-    ) == 2
+    assert (
+        value(after, name, method="QueueTask", sqlstate_class="23")
+        - value(before, name, method="QueueTask", sqlstate_class="23")
+        == 2
+    )
     # A handler's own refusal (a malformed id) is no database error.
     await rpc_error(stub.GetTask, pb.GetTaskRequest(task_id="not-a-uuid"))
     assert value(await scrape(METRICS_PORT), name, method="GetTask", sqlstate_class="22") == 0

@@ -19,6 +19,7 @@ from .events import (
     watch_task_events,
 )
 from .fleet import FleetStats, Process, TaskContext, TaskResult, WorkerFleet
+from .metrics import FleetObserver, serve_metrics
 from .reconciler import Reconciler, SweepResult
 from .run import run_reconciler, run_worker
 from .wake import ListenWakeSubscriber, RedisWakeSubscriber, WakePublisher, enqueue
@@ -28,6 +29,7 @@ __all__ = [
     "ConnectionSetupError",
     "EventEmitter",
     "EventPurger",
+    "FleetObserver",
     "FleetStats",
     "ListenWakeSubscriber",
     "PostgresEventSource",
@@ -49,6 +51,7 @@ __all__ = [
     "redis_url",
     "run_reconciler",
     "run_worker",
+    "serve_metrics",
     "wake_channel",
     "watch_task_events",
 ]

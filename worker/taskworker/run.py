@@ -8,7 +8,9 @@ POLL_INTERVAL_SECONDS, HEARTBEAT_INTERVAL_SECONDS, DRAIN_TIMEOUT_SECONDS, REPORT
 REPORT_BATCH_SIZE (batched reports: fleet.py),
 RECONCILE_INTERVAL_SECONDS, PRUNE_INTERVAL_SECONDS, RETENTION_SECONDS (the reconciler's pruning of
 terminal tasks), EVENTS (live task events: redis | postgres | none; default redis),
-EVENTS_RETENTION_SECONDS (kept after a task's terminal event; default 3600).
+EVENTS_RETENTION_SECONDS (kept after a task's terminal event; default 3600),
+METRICS_ADDR (host:port of the fleet's, or the reconciler's, Prometheus /metrics; unset: none) and
+TRACING (true: a span per task, continuing its enqueue's trace; metrics.py, docs/operations.md).
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import asyncio
 import logging
 import os
 import signal
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import grpc
@@ -34,6 +36,7 @@ from .events import (
     RedisEventTransport,
 )
 from .fleet import Process, WorkerFleet
+from .metrics import FleetObserver, new_registry, serve_metrics
 from .reconciler import Reconciler
 from .wake import ListenWakeSubscriber, RedisWakeSubscriber
 
@@ -89,7 +92,9 @@ async def run_worker(
             else None
         )
         emitter = None if transport is None else EventEmitter(transport)
-        fleet = WorkerFleet(stub, events=emitter, **options)
+        observer = _observer()
+        fleet = WorkerFleet(stub, events=emitter, observer=observer, **options)
+        stop_metrics = _serve_fleet_metrics(fleet)
         for name, process in tools.items():
             tool = (await _register(stub, name, address)).tool
             lanes = concurrency if isinstance(concurrency, int) else concurrency.get(name, 1)
@@ -103,9 +108,27 @@ async def run_worker(
         try:
             await fleet.run()
         finally:
+            stop_metrics()
             if emitter is not None:
                 await emitter.aclose()
         return fleet
+
+
+def _observer() -> FleetObserver | None:
+    """METRICS_ADDR and TRACING as a FleetObserver; None (nothing imported) when both are unset."""
+    addr, tracing = os.environ.get("METRICS_ADDR", ""), os.environ.get("TRACING", "").lower() in ("1", "true", "yes")
+    if not addr and not tracing:
+        return None
+    return FleetObserver(new_registry() if addr else None, tracing=tracing)
+
+
+def _serve_fleet_metrics(fleet: WorkerFleet) -> Callable[[], None]:
+    addr = os.environ.get("METRICS_ADDR", "")
+    if not addr:
+        return lambda: None
+    port, stop = serve_metrics(addr, fleet)
+    log.info("metrics on %s (port %d)", addr, port)
+    return stop
 
 
 def _events_setting(events: str | None) -> str:

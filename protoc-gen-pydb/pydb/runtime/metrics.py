@@ -79,7 +79,7 @@ def rows(response: object) -> int:
     if not isinstance(response, Message):
         return 0
     for field, value in response.ListFields():
-        if field.message_type is not None and field.label == field.LABEL_REPEATED:
+        if field.message_type is not None and field.is_repeated:
             return len(value)
     return 1 if response.ListFields() else 0
 
@@ -134,6 +134,6 @@ def start_metrics_server(
 
     host, _, port = addr.rpartition(":")
     registry = CollectorRegistry()
-    registry.register(PoolCollector(pools))  # type: ignore[arg-type]
+    registry.register(PoolCollector(pools))
     httpd, _thread = start_http_server(int(port), addr=host.strip("[]") or "127.0.0.1", registry=registry)
     return registry, int(httpd.server_address[1]), httpd.shutdown
