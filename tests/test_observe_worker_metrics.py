@@ -4,13 +4,14 @@ fleet claims, completes, fails and loses leases on the generated data plane."""
 from __future__ import annotations
 
 import asyncio
+import uuid
 from typing import TYPE_CHECKING
 
 from generation.task.v1 import task_pb2 as pb
 from generation.task.v1 import task_pb2_grpc
 from observe_support import scrape, value
-from taskworker import FleetObserver, TaskContext, WorkerFleet, serve_metrics
-from taskworker.metrics import new_registry
+from taskworker import FleetObserver, QueueGauges, TaskContext, WorkerFleet, serve_metrics
+from taskworker.metrics import new_registry, serve_registry
 from worker_support import sql, wait_until
 
 if TYPE_CHECKING:
@@ -74,3 +75,35 @@ async def test_every_fleet_metric_moves_with_its_event(stub: Stub, tool: pb.Tool
 async def test_no_observer_no_metrics(stub: Stub) -> None:
     fleet = WorkerFleet(stub)
     assert fleet.observer is None and fleet.reports.on_batch is None
+
+
+async def test_queue_gauges_follow_the_queue_on_their_interval(stub: Stub, database_url: str) -> None:
+    """The gauges move when a refresh runs (one GetQueueStats on the interval), not per scrape."""
+    tool = (await stub.RegisterTool(pb.RegisterToolRequest(name=f"gauges-{uuid.uuid4().hex[:8]}"))).tool
+    gauges = QueueGauges(stub, interval=3600)
+    registry = new_registry()
+    registry.register(gauges)
+    port, stop_metrics = serve_registry("127.0.0.1:0", registry)
+    try:
+        await gauges.refresh()
+        labels = {"tool": tool.id, "tool_name": tool.name}
+        empty = await scrape(port)
+        assert value(empty, "taskqueue_tasks", status="queued", **labels) == 0
+        assert ("taskqueue_tasks", frozenset({**labels, "status": "queued"}.items())) in empty, "an idle tool shows 0"
+        await stub.QueueTasks(pb.QueueTasksRequest(tool_ids=[tool.id] * 3))
+        await sql(database_url, "UPDATE generation.tasks SET created_at = now() - interval '90 seconds' WHERE tool_id = %s",
+                  tool.id)  # fmt: skip
+        await stub.ClaimNextTask(pb.ClaimNextTaskRequest(tool_id=tool.id))
+        unchanged = await scrape(port)
+        assert value(unchanged, "taskqueue_tasks", status="queued", **labels) == 0, "a scrape runs no statement"
+        await gauges.refresh()
+        now = await scrape(port)
+        assert value(now, "taskqueue_tasks", status="queued", **labels) == 2
+        assert value(now, "taskqueue_tasks", status="processing", **labels) == 1
+        assert 90 <= value(now, "taskqueue_oldest_age_seconds", status="queued", **labels) < 200
+        stop = asyncio.Event()
+        runner = asyncio.create_task(QueueGauges(stub, interval=0.05).run(stop))
+        stop.set()
+        await asyncio.wait_for(runner, 10)
+    finally:
+        stop_metrics()

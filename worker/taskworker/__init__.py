@@ -19,7 +19,7 @@ from .events import (
     watch_task_events,
 )
 from .fleet import FleetStats, Process, TaskContext, TaskResult, WorkerFleet
-from .metrics import FleetObserver, serve_metrics
+from .metrics import FleetObserver, QueueGauges, serve_metrics
 from .reconciler import Reconciler, SweepResult
 from .run import run_reconciler, run_worker
 from .wake import ListenWakeSubscriber, RedisWakeSubscriber, WakePublisher, enqueue
@@ -35,6 +35,7 @@ __all__ = [
     "PostgresEventSource",
     "PostgresEventTransport",
     "Process",
+    "QueueGauges",
     "Reconciler",
     "RedisEventSource",
     "RedisEventTransport",

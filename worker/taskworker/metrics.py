@@ -103,18 +103,84 @@ class _InFlight:
         yield gauge
 
 
+class QueueGauges:
+    """The queue's depth by tool and status and its oldest task's age, refreshed every `interval`
+    seconds by one GetQueueStats call (the live rows, an index-only scan) and one ListTools (the
+    names), not per scrape: a scrape reads the last snapshot. Run by the reconciler
+    (`python -m taskworker reconcile` with METRICS_ADDR): one per deployment is enough."""
+
+    def __init__(self, stub: Any, interval: float = 15.0, rpc_timeout: float = 10.0) -> None:
+        self.stub = stub
+        self.interval = interval
+        self.rpc_timeout = rpc_timeout
+        self.refreshed = 0
+        # (tool id, tool name, status) -> (tasks, oldest age); replaced whole, so a scrape (another
+        # thread) never sees half a refresh.
+        self._snapshot: dict[tuple[str, str, str], tuple[int, float]] = {}
+
+    async def refresh(self) -> None:
+        stats = await self.stub.GetQueueStats(pb.GetQueueStatsRequest(), timeout=self.rpc_timeout)
+        tools = await self.stub.ListTools(pb.ListToolsRequest(), timeout=self.rpc_timeout)
+        names = {t.id: t.name for t in tools.tools}
+        snapshot: dict[tuple[str, str, str], tuple[int, float]] = {}
+        for tool_id in names:  # a tool with nothing queued shows 0, not a stale count
+            for status in ("queued", "processing"):
+                snapshot[(tool_id, names[tool_id], status)] = (0, 0.0)
+        for stat in stats.stats:
+            status = pb.TaskStatus.Name(stat.status).removeprefix("TASK_STATUS_").lower()
+            snapshot[(stat.tool_id, names.get(stat.tool_id, ""), status)] = (stat.tasks, stat.oldest_age_seconds)
+        self._snapshot = snapshot
+        self.refreshed += 1
+
+    async def run(self, stop: Any) -> None:
+        """Refresh every `interval` until `stop` (an asyncio.Event) is set; errors are logged."""
+        import asyncio
+        import logging
+
+        import grpc
+
+        while not stop.is_set():
+            try:
+                await self.refresh()
+            except grpc.aio.AioRpcError as err:
+                logging.getLogger("taskworker.metrics").warning("queue gauges: %s", err.code().name)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), self.interval)
+
+    def describe(self) -> list[Metric]:
+        return []
+
+    def collect(self) -> Iterator[Metric]:
+        from prometheus_client.core import GaugeMetricFamily
+
+        labels = ["tool", "tool_name", "status"]
+        depth = GaugeMetricFamily("taskqueue_tasks", "Live tasks by tool and status (GetQueueStats)", labels=labels)
+        age = GaugeMetricFamily(
+            "taskqueue_oldest_age_seconds", "Age of the oldest live task by tool and status", labels=labels
+        )
+        for key, (tasks, oldest) in self._snapshot.items():
+            depth.add_metric(list(key), tasks)
+            age.add_metric(list(key), oldest)
+        yield from (depth, age)
+
+
+def serve_registry(addr: str, registry: CollectorRegistry) -> tuple[int, Callable[[], None]]:
+    """/metrics of `registry` on `addr` (host:port; port 0 picks one): the port, and what stops it."""
+    from prometheus_client import start_http_server
+
+    host, _, port = addr.rpartition(":")
+    httpd, _thread = start_http_server(int(port), addr=host.strip("[]") or "127.0.0.1", registry=registry)
+    return int(httpd.server_address[1]), httpd.shutdown
+
+
 def serve_metrics(addr: str, fleet: WorkerFleet) -> tuple[int, Callable[[], None]]:
     """/metrics of `fleet` (whose observer has a registry) on `addr` (host:port; port 0 picks one):
     the port bound, and what stops the endpoint."""
-    from prometheus_client import start_http_server
-
     observer = fleet.observer
     if observer is None or observer.registry is None:
         raise ValueError("the fleet has no FleetObserver with a registry")
     observer.registry.register(_InFlight(fleet))
-    host, _, port = addr.rpartition(":")
-    httpd, _thread = start_http_server(int(port), addr=host.strip("[]") or "127.0.0.1", registry=observer.registry)
-    return int(httpd.server_address[1]), httpd.shutdown
+    return serve_registry(addr, observer.registry)
 
 
 def new_registry() -> CollectorRegistry:

@@ -9,7 +9,8 @@ REPORT_BATCH_SIZE (batched reports: fleet.py),
 RECONCILE_INTERVAL_SECONDS, PRUNE_INTERVAL_SECONDS, RETENTION_SECONDS (the reconciler's pruning of
 terminal tasks), EVENTS (live task events: redis | postgres | none; default redis),
 EVENTS_RETENTION_SECONDS (kept after a task's terminal event; default 3600),
-METRICS_ADDR (host:port of the fleet's, or the reconciler's, Prometheus /metrics; unset: none) and
+METRICS_ADDR (host:port of the fleet's, or the reconciler's, Prometheus /metrics; unset: none; the
+reconciler's has the queue gauges, refreshed every QUEUE_GAUGES_INTERVAL_SECONDS, default 15) and
 TRACING (true: a span per task, continuing its enqueue's trace; metrics.py, docs/operations.md).
 """
 
@@ -36,7 +37,7 @@ from .events import (
     RedisEventTransport,
 )
 from .fleet import Process, WorkerFleet
-from .metrics import FleetObserver, new_registry, serve_metrics
+from .metrics import FleetObserver, QueueGauges, new_registry, serve_metrics, serve_registry
 from .reconciler import Reconciler
 from .wake import ListenWakeSubscriber, RedisWakeSubscriber
 
@@ -172,7 +173,18 @@ async def run_reconciler(address: str | None = None, channel_settings: ChannelSe
             retention_seconds=int(_env_float("RETENTION_SECONDS", 7 * 24 * 3600)),
         )
         jobs = [reconciler.run(stop)]
+        stop_metrics: Callable[[], None] = lambda: None  # noqa: E731
+        if addr := os.environ.get("METRICS_ADDR", ""):
+            gauges = QueueGauges(stub, interval=_env_float("QUEUE_GAUGES_INTERVAL_SECONDS", 15.0))
+            registry = new_registry()
+            registry.register(gauges)
+            port, stop_metrics = serve_registry(addr, registry)
+            log.info("queue gauges on %s (port %d)", addr, port)
+            jobs.append(gauges.run(stop))
         if _events_setting(None) == "postgres":
             retention = _env_float("EVENTS_RETENTION_SECONDS", DEFAULT_RETENTION)
             jobs.append(EventPurger(stub, retention=retention, interval=interval).run(stop))
-        await asyncio.gather(*jobs)
+        try:
+            await asyncio.gather(*jobs)
+        finally:
+            stop_metrics()
