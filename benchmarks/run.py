@@ -1,7 +1,7 @@
 """`make bench`: run every benchmark, then write benchmarks/RESULTS.md, results.json and the plots.
 
     python benchmarks/run.py                 # everything (about 10 minutes)
-    python benchmarks/run.py --only codegen  # one or more of: codegen overhead throughput backlog partition events fleet replication
+    python benchmarks/run.py --only codegen  # one or more of: codegen overhead throughput backlog partition events fleet replication observe
     python benchmarks/run.py --quick         # tiny sizes, a smoke run (numbers mean nothing)
     python benchmarks/run.py --render-only   # re-write RESULTS.md and plots from results.json
 
@@ -24,7 +24,7 @@ import common
 import report
 from common import Json
 
-NAMES = ("codegen", "overhead", "throughput", "backlog", "partition", "events", "fleet", "replication")
+NAMES = ("codegen", "overhead", "throughput", "backlog", "partition", "events", "fleet", "replication", "observe")
 
 
 def run_all(names: list[str], quick: bool) -> Json:
@@ -32,6 +32,7 @@ def run_all(names: list[str], quick: bool) -> Json:
     import bench_codegen
     import bench_events
     import bench_fleet
+    import bench_observe
     import bench_overhead
     import bench_partition
     import bench_replication
@@ -62,6 +63,8 @@ def run_all(names: list[str], quick: bool) -> Json:
                     results[name] = bench_fleet.run(server, quick=quick)
                 elif name == "replication":
                     results[name] = bench_replication.run(server, quick=quick)
+                elif name == "observe":
+                    results[name] = bench_observe.run(server, quick=quick)
             except Exception:  # one broken benchmark must not lose the others' results
                 traceback.print_exc()
                 results.setdefault("failed", {})[name] = traceback.format_exc(limit=3)
