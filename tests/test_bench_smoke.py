@@ -116,3 +116,10 @@ def test_replication(pg_server: tuple[str, Cluster | None], tmp_path: Path) -> N
     assert result["servers"]["one_server_tasks_per_s"]["median"] > 0
     assert result["servers"]["three_servers_tasks_per_s"]["median"] > 0
     assert "## 7. Failover and several server processes" in render({"replication": result}, tmp_path)
+
+
+def test_observe(pg_server: tuple[str, Cluster | None], tmp_path: Path) -> None:
+    result = bench("bench_observe").run(pg_server[0], quick=True)
+    assert result["overhead"]["tasks_per_s_off"] > 0 and result["overhead"]["tasks_per_s_on"] > 0
+    assert set(result["dashboard"]["pages"]) >= {"queues", "tasks", "tasks_page_21", "task_detail"}
+    assert "## 9. Observability" in render({"observe": result}, tmp_path)
