@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import report_deploy
 from common import Json, spread
 
 TARGETS = {
@@ -370,7 +371,7 @@ def _observe(r: Json) -> list[str]:
     ob = r["observe"]
     ov, da = ob["overhead"], ob["dashboard"]
     out = [
-        "## 9. Observability: metrics, tracing, the dashboard",
+        "## 11. Observability: metrics, tracing, the dashboard",
         "",
         f"Batched path (ClaimTasks 100 + CompleteTasks, 8 clients in 2 processes), servers with metrics and tracing "
         f"off, then on (`--metrics-addr`, `--tracing`, the OpenTelemetry SDK with a BatchSpanProcessor dropping the "
@@ -452,7 +453,7 @@ def _partition(r: Json) -> list[str]:
     out = [
         "## 8. Partitioning the queue table",
         "",
-        "generation.tasks plain (schema.sql) vs partitioned (tests/queue_layouts.py): `by_tool` = HASH (tool_id), "
+        "generation.tasks plain (schema.sql) vs partitioned (tests/support/queue_layouts.py): `by_tool` = HASH (tool_id), "
         f"{pt['partitions_by_tool']} partitions; `by_status` = LIST (status), live and terminal partitions. Each layout "
         f"in its own database, {pt['tools']} tools, the generated module's SQL run by raw psycopg with prepared "
         "statements (as the handlers run it), synchronous_commit=off. Latency: one connection per layout, claim + "
@@ -537,6 +538,8 @@ def markdown(r: Json) -> str:
         ("fleet", _fleet),
         ("replication", _replication),
         ("partition", _partition),
+        ("autofailover", report_deploy.autofailover),
+        ("longtx", report_deploy.longtx),
         ("observe", _observe),
     ):
         if name in r:

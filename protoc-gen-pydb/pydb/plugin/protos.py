@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import keyword
 import re
 from dataclasses import dataclass
 
@@ -37,13 +36,6 @@ class Field:
     type_name: str  # full name of the enum or message, "" for scalars
     repeated: bool
     has_presence: bool
-
-    @property
-    def python_access(self) -> str:
-        """How generated code reads it from `request` (keywords need getattr)."""
-        if keyword.iskeyword(self.name):
-            return f'getattr(request, "{self.name}")'
-        return f"request.{self.name}"
 
     def describe(self) -> str:
         base = self.type_name if self.type in ("enum",) or "." in self.type else self.type

@@ -9,14 +9,13 @@ and an exporter) is the deployment's choice. With the API but no SDK every span 
 from __future__ import annotations
 
 import inspect
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from typing import Any
 
 import grpc
-from opentelemetry import context as otel_context
 from opentelemetry import propagate, trace
 
-from .decoding import original_behaviour, rebuild_handler
+from .interceptors import Context, Handler, WrapOnce, original_behaviour, rebuild_handler
 
 TRACER_NAME = "pydb"
 
@@ -43,53 +42,40 @@ def current_traceparent() -> str | None:
     return carrier.get("traceparent")
 
 
-class TracingInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[type-arg]
-    """Each call's behaviour runs inside a SERVER span that continues the caller's trace."""
+class TracingInterceptor(WrapOnce):
+    """Each unary-request call's behaviour runs inside a SERVER span continuing the caller's trace."""
 
     def __init__(self) -> None:
+        super().__init__()
         self.tracer = trace.get_tracer(TRACER_NAME)
-        self._wrapped: dict[str, tuple[grpc.RpcMethodHandler[Any, Any], grpc.RpcMethodHandler[Any, Any]]] = {}
 
-    async def intercept_service(
-        self,
-        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler[Any, Any]]],
-        handler_call_details: grpc.HandlerCallDetails,
-    ) -> grpc.RpcMethodHandler[Any, Any]:
-        handler = await continuation(handler_call_details)
-        if handler is None or handler.request_streaming:
-            return handler
-        method = handler_call_details.method
-        cached = self._wrapped.get(method)
-        if cached is None or cached[0] is not handler:
-            cached = (handler, rebuild_handler(handler, self._traced(handler, method), handler.request_deserializer))
-            self._wrapped[method] = cached
-        return cached[1]
+    def applies(self, handler: Handler, method: str) -> bool:
+        return not handler.request_streaming
 
-    def _traced(self, handler: grpc.RpcMethodHandler[Any, Any], method: str) -> Callable[..., Any]:
+    def wrap(self, handler: Handler, method: str) -> Handler:
         inner = original_behaviour(handler)
-        service, _, name = method.strip("/").rpartition("/")
-        attributes = {"rpc.system": "grpc", "rpc.service": service, "rpc.method": name}
+        name = method.strip("/")
+        service, _, rpc = name.rpartition("/")
+        attributes = {"rpc.system": "grpc", "rpc.service": service, "rpc.method": rpc}
         tracer = self.tracer
 
-        def parent(context: grpc.aio.ServicerContext[Any, Any]) -> otel_context.Context:
+        def span(context: Context) -> Any:
             carrier = {k: v for k, v in context.invocation_metadata() or () if isinstance(v, str)}
-            return propagate.extract(carrier)
+            return tracer.start_as_current_span(
+                name, context=propagate.extract(carrier), kind=trace.SpanKind.SERVER, attributes=attributes
+            )
 
         if inspect.isasyncgenfunction(inner):
 
-            async def streaming(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> AsyncIterator[Any]:
-                with tracer.start_as_current_span(
-                    method.strip("/"), context=parent(context), kind=trace.SpanKind.SERVER, attributes=attributes
-                ):
+            async def streaming(request: Any, context: Context) -> AsyncIterator[Any]:
+                with span(context):
                     async for response in inner(request, context):
                         yield response
 
-            return streaming
+            return rebuild_handler(handler, streaming, handler.request_deserializer)
 
-        async def unary(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
-            with tracer.start_as_current_span(
-                method.strip("/"), context=parent(context), kind=trace.SpanKind.SERVER, attributes=attributes
-            ):
+        async def unary(request: Any, context: Context) -> Any:
+            with span(context):
                 return await inner(request, context)
 
-        return unary
+        return rebuild_handler(handler, unary, handler.request_deserializer)

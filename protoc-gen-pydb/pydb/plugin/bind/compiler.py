@@ -15,13 +15,9 @@ from google.protobuf import descriptor_pb2
 
 from pydb.v1 import options_pb2
 
-from ..diagnostics import Diagnostic, Severity, SqlSpan
+from ..diagnostics import Diagnostic
 from ..protos import Message, ProtoIndex, leading_comment, location
-from ..sql.analysis import Analysis
-from ..sql.analyze import analyze
-from ..sql.catalog import Catalog
-from ..sql.names import QualifiedName
-from ..sql.schema_source import SchemaRoots, load_catalog, read_files, schema_path
+from ..sql import Analysis, Catalog, QualifiedName, SchemaRoots, analyze, load_catalog, read_files, schema_path
 from . import ir, syntax
 from .params import bind_params, field_ref
 from .report import Reporter, method_path
@@ -65,17 +61,7 @@ class FileCompiler:
         self.catalogs = catalogs
         self.report = Reporter(file, index)
         self.diagnostics = self.report.diagnostics
-
-    def at_method(
-        self,
-        si: int,
-        mi: int,
-        message: str,
-        sql: str | None = None,
-        span: SqlSpan | None = None,
-        severity: Severity = "error",
-    ) -> None:
-        self.report.at_method(si, mi, message, sql, span, severity)
+        self.at_method = self.report.at_method
 
     # -- schema ----------------------------------------------------------------------------
     def catalog(self) -> Catalog | None:
@@ -239,7 +225,7 @@ class FileCompiler:
         if target is not None and analysis.columns is not None and self.report.error_count() == errors_before:
 
             def null_literals() -> frozenset[str]:
-                parsed = syntax.parse(sql, analysis)
+                parsed = syntax.parse(analysis)
                 return parsed.null_columns() if parsed is not None else frozenset()
 
             row = bind_row(
@@ -282,12 +268,12 @@ def statement(sql: str, analysis: Analysis) -> ir.Statement:
     unplaced = [p.name for p in analysis.params if not p.spans]
     if unplaced:  # it would reach PostgreSQL as `@name`: fail the build, not the first call
         raise ValueError(f"parameter @{unplaced[0]} has no place in the statement text")
-    rewrites: list[tuple[int, int, str | ir.ParamRef]] = [
+    rewrites: list[tuple[int, int, ir.ParamRef | ir.ColumnList]] = [
         (span.start, span.end, ir.ParamRef(p.name)) for p in analysis.params for span in p.spans
     ]
-    rewrites += [(e.span.start, e.span.end, e.text) for e in analysis.expansions]
+    rewrites += [(e.span.start, e.span.end, ir.ColumnList(column_list(e.text))) for e in analysis.expansions]
     rewrites.sort(key=lambda r: r[0])
-    pieces: list[str | ir.ParamRef] = []
+    pieces: list[str | ir.ParamRef | ir.ColumnList] = []
     pos = 0
     for start, end, replacement in rewrites:
         if start < pos:
@@ -295,13 +281,36 @@ def statement(sql: str, analysis: Analysis) -> ir.Statement:
         pieces += [sql[pos:start], replacement]
         pos = end + 1
     pieces.append(sql[pos:])
-    merged: list[str | ir.ParamRef] = []
+    merged: list[str | ir.ParamRef | ir.ColumnList] = []
     for piece in pieces:
         if isinstance(piece, str) and merged and isinstance(merged[-1], str):
             merged[-1] += piece
         elif piece != "":
             merged.append(piece)
     return ir.Statement(tuple(merged))
+
+
+def column_list(text: str) -> tuple[str, ...]:
+    """An expansion's `a, b, "c, d", f(x, y)` as its items: split at the commas outside quoted
+    identifiers, string literals and parentheses."""
+    items: list[str] = []
+    depth, quote, start = 0, "", 0
+    for i, ch in enumerate(text):
+        if quote:
+            quote = "" if ch == quote else quote  # a doubled quote closes and reopens: the same
+        elif ch in "\"'":
+            quote = ch
+        elif ch == "(":
+            depth += 1
+        elif ch == ")":
+            depth -= 1
+        elif ch == "," and depth == 0:
+            items.append(text[start:i].strip())
+            start = i + 1
+    items.append(text[start:].strip())
+    if quote or depth or "" in items:
+        raise ValueError(f"not a column list: {text!r}")
+    return tuple(items)
 
 
 def _probe(analysis: Analysis, cardinality: ir.Cardinality) -> ir.Probe | None:

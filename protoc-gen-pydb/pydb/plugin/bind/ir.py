@@ -7,8 +7,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
-from ..sql.names import QualifiedName
-from ..sql.types import PgType
+from ..sql import PgType, QualifiedName
 
 
 class Cardinality(enum.Enum):
@@ -96,12 +95,21 @@ class ParamRef:
 
 
 @dataclass(frozen=True)
-class Statement:
-    """The SQL, as pieces: text (with `*` and whole-row references already expanded into
-    explicit, quoted column lists) and parameters. A generator writes the text as its driver
-    wants it (escaping) and each parameter as its driver's placeholder."""
+class ColumnList:
+    """What a `*` or whole-row reference expands to: explicit, quoted column expressions, in the
+    order PostgreSQL would produce them. A generator joins them with commas, laid out as it likes
+    (whitespace between them is the only freedom)."""
 
-    pieces: tuple[str | ParamRef, ...]
+    columns: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Statement:
+    """The SQL, as pieces: text, the column lists of `*` and whole-row references, and
+    parameters. A generator writes the text as its driver wants it (escaping) and each parameter
+    as its driver's placeholder."""
+
+    pieces: tuple[str | ParamRef | ColumnList, ...]
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,236 @@
+"""Statement analysis: one SQL statement + the Catalog -> its parameters and result columns.
+
+Walks sqlglot's AST with explicit scopes (FROM items, CTEs, outer queries for correlated
+subqueries). Every `@name` gets a type from the context it is used in; every output column
+gets a type and a nullability. Problems carry spans into the statement text. The work is split
+by concern: scope.py, infer.py, operators.py, functions.py, grouping.py, statements.py.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import replace
+
+import sqlglot
+from pglast import ast
+from sqlglot import exp
+from sqlglot.errors import ParseError, TokenError
+
+from ...diagnostics import Problem, SqlSpan, sqlglot_limit
+from ..bridge.call_standins import with_call_standins
+from ..bridge.operator_standins import sqlglot_text
+from ..bridge.type_standins import (
+    PositionedPostgres,
+    resolve_type_name,
+    type_names,
+    unknown_type_message,
+    with_type_standins,
+)
+from ..catalog import types as t
+from ..catalog.identifiers import fold
+from ..catalog.model import Catalog, Table
+from ..syntax.grammar import check_statement
+from .calls import FunctionCalls, is_volatile
+from .expressions import ExpressionInference
+from .from_items import FromItems
+from .grouping import Grouping
+from .operators import Operators
+from .result import Analysis, Param, ResultColumn, StatementKind
+from .scope import Scope, Typed
+from .utility import analyze_utility
+from .writes import Writes
+
+__all__ = ["Analyzer", "analyze"]
+
+
+class Analyzer(Writes, Grouping, FromItems, ExpressionInference, Operators, FunctionCalls):
+    """One statement's analysis: the mixins joined, and the entry point."""
+
+    def analyze(self) -> Analysis | None:
+        tree = self.grammar.tree
+        if self.grammar.kind == "other" or (isinstance(tree, ast.SelectStmt) and tree.intoClause is not None):
+            # CALL, TRUNCATE, NOTIFY, DDL (whose type names are its own: serial, a type it drops),
+            # SELECT INTO (a CREATE TABLE AS): PostgreSQL's tree, not sqlglot's.
+            utility = analyze_utility(self.sql, self.grammar, self.catalog, analyze)
+            self.problems.extend(utility.problems)
+            return utility
+        if not self.type_names_exist():
+            return None
+        try:
+            statements = [s for s in sqlglot.parse(self.sqlglot_text(), read=PositionedPostgres) if s is not None]
+        except (TokenError, ParseError) as err:
+            # analyze() ran PostgreSQL's grammar first: the SQL is valid, sqlglot cannot read it.
+            self.problems.append(sqlglot_limit(self.sql, err))
+            return None
+        if len(statements) != 1:  # PostgreSQL's grammar found exactly one
+            self.problems.append(Problem(f"pydb cannot analyse this statement (sqlglot reads {len(statements)})"))
+            return None
+        stmt = statements[0]
+        assert stmt is not None
+        _fold_identifiers(stmt)
+        _unwrap_parameters(stmt)
+        _row_constructors(stmt)
+        self.top_level = {id(node) for node in _result_lists(stmt)}
+        scope = Scope()
+        key_param: str | None = None
+        target: Table | None = None
+        conflict_do_nothing = False
+        columns: list[tuple[str, Typed, SqlSpan | None]] | None
+        if isinstance(stmt, (exp.Select, exp.Union, exp.Intersect, exp.Except, exp.Values)):
+            kind: StatementKind = "select"
+            columns = self.query(stmt, scope)
+        elif isinstance(stmt, exp.Insert):
+            kind = "insert"
+            target, columns, conflict_do_nothing = self.insert(stmt, scope)
+        elif isinstance(stmt, exp.Update):
+            kind = "update"
+            target, columns, key_param = self.update(stmt, scope)
+        elif isinstance(stmt, exp.Delete):
+            kind = "delete"
+            target, columns, key_param = self.delete(stmt, scope)
+        else:
+            first_word = self.sql.split()[0].upper() if self.sql.split() else "?"
+            start = len(self.sql) - len(self.sql.lstrip())
+            self.error(
+                f"unsupported statement {first_word}: expected SELECT, INSERT, UPDATE or DELETE",
+                span=SqlSpan(start, start + len(first_word) - 1),
+            )
+            return None
+        for name in self.param_spans:
+            self.see_param(name)
+        params = []
+        # After another error a parameter's context may be what failed: do not pile on.
+        report_untyped = not self.problems
+        for name in self._param_order:
+            ptype = self.param_types[name]
+            if ptype is None and report_untyped:
+                self.error(
+                    f"cannot infer the type of parameter @{name}; add a cast, e.g. @{name}::text",
+                    span=self.param_span(name),
+                )
+            params.append(Param(name, ptype, tuple(self.param_spans.get(name, ()))))
+        result = None
+        if columns is not None:
+            # Postgres resolves an untyped literal in the output to text.
+            result = tuple(_result_column(n, typed, span) for n, typed, span in columns)
+            self._check_duplicate_columns(result)
+            if not self.problems:
+                for col in result:
+                    if col.type is None or col.type == t.NULL:
+                        self.error(
+                            f"cannot tell the type of result column {col.name}; add a cast, e.g. (...)::text AS {col.name}",
+                            span=col.span,
+                        )
+        return Analysis(
+            kind,
+            tuple(params),
+            result,
+            target,
+            key_param,
+            conflict_do_nothing,
+            tuple(self.problems),
+            expansions=tuple(sorted(self.expansions, key=lambda e: e.span.start)),
+            read_only=kind == "select" and _reads_only(stmt, self.catalog),
+        )
+
+    def sqlglot_text(self) -> str:
+        """The statement as sqlglot is given it: with stand-ins of the same length for the
+        operators, type names and function names sqlglot cannot read or reads as other
+        constructs (every offset is the statement's)."""
+        return with_call_standins(with_type_standins(sqlglot_text(self.grammar), self.grammar), self.calls)
+
+    def type_names_exist(self) -> bool:
+        """Every type the statement names exists (sqlglot would read other dialects' names such
+        as STRING or INT64 as text or bigint): a built-in (the grammar qualifies its own
+        spellings such as `int` or `double precision` with pg_catalog), a type the schema made,
+        or a table's row type, found along the search_path."""
+        ok = True
+        for type_name in type_names(self.grammar.tree):
+            if resolve_type_name(type_name, self.catalog) is None:
+                where = self.grammar.original_offset(type_name.location or 0)
+                written = ".".join(str(part.sval) for part in type_name.names or () if isinstance(part, ast.String))
+                message = unknown_type_message(type_name, self.catalog)
+                self.error(message, span=SqlSpan(where, where + len(written) - 1))
+                ok = False
+        return ok
+
+    def _check_duplicate_columns(self, columns: tuple[ResultColumn, ...]) -> None:
+        seen: set[str] = set()
+        for col in columns:
+            if col.name in seen:
+                self.error(f"result column {col.name} appears more than once; give it an alias", span=col.span)
+            seen.add(col.name)
+
+
+def analyze(
+    sql: str, catalog: Catalog, nullable_params: frozenset[str] = frozenset()
+) -> tuple[Analysis | None, list[Problem]]:
+    # PostgreSQL's grammar first: sqlglot never sees text PostgreSQL rejects.
+    grammar = check_statement(sql, frozenset(op.name for op in catalog.operators))
+    if grammar.problems:
+        return None, list(grammar.problems)
+    analyzer = Analyzer(sql, catalog, grammar, nullable_params)
+    result = analyzer.analyze()
+    if result is not None:
+        numbers = {p.number: p.name for p in grammar.parameters}
+        names = tuple(numbers.get(n, "") for n in range(1, max(numbers, default=0) + 1))
+        result = replace(result, tree=grammar.tree, positional_names=names)
+    return result, [*analyzer.problems, *analyzer.warnings]
+
+
+def _result_column(name: str, typed: Typed, span: SqlSpan | None) -> ResultColumn:
+    # Postgres resolves an untyped literal in the output to text.
+    pgtype = t.TEXT if typed.type == t.UNKNOWN else typed.type
+    embedded = None
+    if typed.embedded is not None:
+        embedded = tuple(_result_column(n, inner, None) for n, inner in typed.embedded)
+    return ResultColumn(name, pgtype, typed.nullable, span, embedded)
+
+
+def _result_lists(stmt: exp.Expr) -> Iterator[exp.Expr]:
+    """The nodes whose select list or RETURNING list makes the statement's rows: the statement
+    itself, or every branch of a set operation."""
+    if isinstance(stmt, exp.SetOperation):
+        yield from _result_lists(stmt.this)
+        yield from _result_lists(stmt.expression)
+    elif isinstance(stmt, exp.Subquery):
+        yield from _result_lists(stmt.this)
+    else:
+        yield stmt
+
+
+def _reads_only(stmt: exp.Expr, catalog: Catalog) -> bool:
+    """No row lock (FOR UPDATE/SHARE), no data-modifying WITH, no volatile function: a
+    read-only transaction (a replica) could run it."""
+    for node in stmt.walk():
+        if isinstance(node, (exp.Lock, exp.Insert, exp.Update, exp.Delete, exp.Merge)):
+            return False
+        if isinstance(node, exp.Func) and is_volatile(node, catalog):
+            return False
+    return True
+
+
+def _fold_identifiers(stmt: exp.Expr) -> None:
+    """Every name in the statement as PostgreSQL reads it: unquoted identifiers folded to lower
+    case (`SELECT F FROM T` reads column f of table t; `AS MaxDate` names maxdate), quoted
+    ones kept. Parameters are Vars, not Identifiers: `@userId` keeps its spelling."""
+    for ident in stmt.find_all(exp.Identifier):
+        if not ident.quoted:
+            ident.set("this", fold(str(ident.this)))
+
+
+def _row_constructors(stmt: exp.Expr) -> None:
+    """`ROW(a, b)` as PostgreSQL's tree has it: the row constructor `(a, b)` (sqlglot reads a
+    call of a function row, which a keyword cannot name unquoted)."""
+    for call in list(stmt.find_all(exp.Anonymous)):
+        if str(call.this).lower() == "row" and call.parent is not None:
+            call.replace(exp.Tuple(expressions=list(call.expressions)))
+
+
+def _unwrap_parameters(stmt: exp.Expr) -> None:
+    """`(@p)` as PostgreSQL's tree has it: the parameter itself, untyped wherever it stands
+    (`(@tag) = ANY(tags)`, `timeout + (@extra)`). A parameter's span comes from the tokens."""
+    for paren in list(stmt.find_all(exp.Paren)):
+        inner = paren.unnest()
+        if isinstance(inner, exp.Parameter) and paren.parent is not None:
+            paren.replace(inner)

@@ -1,0 +1,502 @@
+"""Expression inference: the type and nullability of an expression from what it is (`infer`) or
+where it is used (`expect`, `assign`), literal checks, casts, CASE, and output column names."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from sqlglot import exp
+
+from ..bridge.call_standins import function_name
+from ..bridge.operator_standins import GENERIC_OPERATORS, written_operator
+from ..bridge.type_standins import parse_type_name, resolve_type_name, unknown_type_message
+from ..catalog import types as t
+from ..catalog.identifiers import did_you_mean
+from ..catalog.types import PgType
+from ..rules.casts import assignable, castable, describe, is_untyped
+from ..rules.coercion import ResolveError, common_type
+from ..rules.literals import BOOLEAN_INPUTS, is_date_like, is_int, is_interval, is_json, is_number, is_temporal, is_uuid
+from .core import AnalyzerCore
+from .grouping import aggregates
+from .operators import ARITHMETIC, COMPARISONS, CONTAINMENT, KEY_TESTS
+from .scope import Scope, Typed
+
+
+class ExpressionInference(AnalyzerCore):
+    """Types and nullability of expressions."""
+
+    def expect(self, node: exp.Expr, want: PgType, scope: Scope) -> Typed:
+        """Type `node` where a value of type `want` is required: binds parameters, checks
+        literals (enum labels, numbers, UUIDs) and rejects plainly incompatible types."""
+        if isinstance(node, exp.Paren):
+            return self.expect(node.this, want, scope)
+        if isinstance(node, exp.Parameter):
+            self.bind(node, want)
+            return Typed(want, node.name in self.nullable_params)
+        if isinstance(node, exp.Literal):
+            self.check_literal(node, want)
+            return Typed(want, False)
+        if isinstance(node, exp.Null):
+            return Typed(want, True)
+        # Anything else resolves its own type first, as PostgreSQL's parse analysis does bottom
+        # up: CASE, COALESCE, NULLIF, GREATEST, LEAST and ARRAY[] take their arguments' common
+        # type (all untyped: text), never the context's; only then is the result coerced.
+        typed = self.infer(node, scope)
+        if typed.type is not None and not assignable(typed.type, want, env=self.builtins):
+            self.error(f"expected {describe(want)}, got {describe(typed.type)}", node)
+        return typed
+
+    def field(self, node: exp.Dot, name: exp.Identifier, scope: Scope) -> Typed:
+        """`(composite).field`: the field's type, from the composite type (or the table whose
+        row type it is). NULL when the composite value is, or the field in it."""
+        base = self.infer(node.this, scope)
+        if base.type is None or base.type.is_array or base.type.name == "record":
+            return Typed(None, True)  # a whole-row reference's fields are not typed here
+        schema, _, type_name = base.type.name.rpartition(".")
+        composite = self.catalog.composite(schema or None, type_name)
+        fields: tuple[tuple[str, PgType], ...] | None = composite.attributes if composite is not None else None
+        if fields is None:
+            table = self.catalog.tables.get(base.type.name)
+            fields = tuple((c.name, c.type) for c in table.columns) if table is not None else None
+        # PostgreSQL's format_type: a type visible on the search path by its bare name
+        shown = type_name if schema in self.catalog.search_path else base.type.name
+        if fields is None:
+            shown = self.builtins.display(base.type) if not schema else shown
+            self.error(f"column notation .{name.name} applied to type {shown}, which is not a composite type", node)
+            return Typed(None, True)
+        wanted = name.name if name.quoted else name.name.lower()
+        found = next((ty for field, ty in fields if field == wanted), None)
+        if found is None:
+            self.error(f'column "{wanted}" not found in data type {shown}', node)
+            return Typed(None, True)
+        return Typed(found, True)
+
+    def operator_written(self, node: exp.Binary) -> str:
+        """The operator as the statement spells it (sqlglot may have read a stand-in)."""
+        left, right = self.span(node.this), self.span(node.expression)
+        # A parameter used more than once has no span of its own: the operator is then the
+        # first word after the left operand, or the last before the right one.
+        written = None
+        if left is not None:
+            written = written_operator(self.sql, left.end, right.start if right is not None else len(self.sql))
+        elif right is not None:
+            before = self.sql[: right.start].replace("(", " ").split()
+            written = before[-1] if before else None
+        return written or _GENERIC_SYMBOLS[type(node)]
+
+    def assign(self, value: exp.Expr, want: PgType, scope: Scope, column: str | None = None) -> Typed:
+        """Type `value` stored into a column of type `want` (INSERT, SET): like `expect`, but
+        with Postgres' assignment casts, under which any type may be stored in a text column.
+        Only a bare parameter or literal takes the column's type (PostgreSQL's order)."""
+        while isinstance(value, exp.Paren):
+            value = value.this
+        if not is_untyped(value) and want.name in t.TEXTUAL and not want.is_array:
+            return self.infer(value, scope)
+        if not is_untyped(value) and not isinstance(value, _CONTEXT_TYPED):
+            # an extension's assignment cast (text to citext), as PostgreSQL applies it
+            typed = self.infer(value, scope)
+            if typed.type is not None and not assignable(typed.type, want, assignment=True, env=self.builtins):
+                self.error(
+                    f'column "{column}" is of type {describe(want)} but expression is of type {describe(typed.type)}'
+                    if column is not None
+                    else f"expected {describe(want)}, got {describe(typed.type)}",
+                    value,
+                )
+            return typed
+        return self.expect(value, want, scope)
+
+    def check_literal(self, lit: exp.Literal, want: PgType) -> None:
+        value = str(lit.this)
+        if want.is_array:
+            if lit.is_string and not value.lstrip().startswith(("{", "[")):
+                self.error(f"malformed array literal: '{value}' (an array literal is written '{{a,b}}')", lit)
+            return
+        if lit.is_string:
+            if want.is_enum:
+                assert want.labels is not None
+                if value not in want.labels:
+                    self.error(
+                        f"'{value}' is not a label of enum {want.name} ({', '.join(want.labels)}){did_you_mean(value, list(want.labels))}",
+                        lit,
+                    )
+            elif want.name in t.INTEGER:
+                if not is_int(value):
+                    self.error(f"invalid input syntax for type {want.name}: '{value}'", lit)
+            elif want.name in t.NUMERIC:
+                if not is_number(value):
+                    self.error(f"invalid input syntax for type {want.name}: '{value}'", lit)
+            elif want.name in t.JSON:
+                if not is_json(value):
+                    self.error(f"invalid input syntax for type {want.name}: '{value}' is not JSON", lit)
+            elif want.name == "interval" and not is_interval(value):
+                self.error(f"invalid input syntax for type interval: '{value}'", lit)
+            elif want.name in ("date", "timestamp", "timestamptz") and not is_date_like(value):
+                self.error(f"date/time field value out of range: '{value}'", lit)
+            elif want.name == "uuid" and not is_uuid(value):
+                self.error(f"invalid input syntax for type uuid: '{value}'", lit)
+            elif want.name == "bool" and value.strip().lower() not in BOOLEAN_INPUTS:
+                self.error(f"invalid input syntax for type boolean: '{value}'", lit)
+            elif want.name in t.TEMPORAL and not is_temporal(value):
+                self.error(f"invalid input syntax for type {want.name}: '{value}'", lit)
+            elif want.name == "interval" and not any(ch.isdigit() for ch in value):
+                self.error(f"invalid input syntax for type interval: '{value}'", lit)
+            return
+        # A number literal.
+        if want.name in t.NUMERIC:
+            return  # Postgres compares 1.5 with an integer, and rounds it when assigned
+        self.error(f"a number ({value}) cannot be used as {describe(want)}", lit)
+
+    def case(self, node: exp.Case, scope: Scope) -> Typed:
+        subject = node.this
+        subject_type = self.infer(subject, scope).type if isinstance(subject, exp.Expr) else None
+        result: PgType | None = None
+        nullable = node.args.get("default") is None
+        branches: list[exp.Expr] = []
+        for if_ in node.args.get("ifs") or []:
+            cond = if_.this
+            if subject_type is not None:
+                self.expect(cond, subject_type, scope)
+            else:
+                self.expect(cond, t.BOOL, scope)
+            branches.append(if_.args["true"])
+        if node.args.get("default") is not None:
+            branches.append(node.args["default"])
+        # A parameter an earlier use typed is of that type here too (as in COALESCE).
+        inferred = {id(b): self.infer(b, scope) for b in branches if not self.untyped(b)}
+        types = [typed.type for typed in inferred.values()]
+        if inferred and all(ty is not None for ty in types):
+            # PostgreSQL's select_common_type over the branches (the context never types them).
+            try:
+                result = common_type([ty for ty in types if ty is not None], "CASE", env=self.builtins)
+            except ResolveError as err:
+                self.error(err.message, node)
+                result = None
+        elif inferred:
+            result = None  # a branch's error is reported already
+        else:
+            result = t.TEXT  # every branch untyped: select_common_type resolves unknown as text
+        for b in branches:
+            if id(b) in inferred:
+                typed = inferred[id(b)]
+            elif result is not None:
+                typed = self.expect(b, result, scope)
+            else:
+                typed = self.infer(b, scope)
+            nullable = nullable or typed.nullable
+        return Typed(result, nullable)
+
+    def window_spec(self, window: exp.Window, scope: Scope) -> None:
+        """A window's own clauses (in OVER (...) or a WINDOW definition): PARTITION BY and ORDER BY
+        name columns of the query. PostgreSQL types them last (transformWindowDefinitions), so an
+        untyped use of a parameter here comes after any typing one."""
+        self.window_depth += 1
+        try:
+            self.window_clauses(window, scope)
+        finally:
+            self.window_depth -= 1
+
+    def window_clauses(self, window: exp.Window, scope: Scope) -> None:
+        for part in window.args.get("partition_by") or []:
+            self.infer(part, scope)
+        window_order = window.args.get("order")
+        if isinstance(window_order, exp.Order):
+            for ordered in window_order.expressions:
+                self.infer(ordered.this if isinstance(ordered, exp.Ordered) else ordered, scope)
+
+    def infer(self, node: exp.Expr, scope: Scope, allow_output: bool = False) -> Typed:
+        """The type of `node` in `scope` from what it is, not where it is used. A domain's value
+        is its base type's here: PostgreSQL reduces a domain to its base type for operators,
+        common types and function overloads; only where a value is stored or passed to a
+        domain (`expect`/`assign` with a domain column's or argument's type, a cast) does a
+        parameter take the domain."""
+        typed = self.infer_node(node, scope, allow_output)
+        if typed.type is not None and typed.type.domain is not None and not typed.type.is_array:
+            return replace(typed, type=replace(typed.type, domain=None))
+        return typed
+
+    def infer_node(self, node: exp.Expr, scope: Scope, allow_output: bool = False) -> Typed:
+        if isinstance(node, exp.Paren):
+            return self.infer(node.this, scope, allow_output)
+        if isinstance(node, exp.Alias):
+            return self.infer(node.this, scope)
+        if isinstance(node, exp.Column):
+            if isinstance(node.this, exp.Star):
+                return Typed(None, False)
+            return self.column(node, scope, allow_output)
+        if isinstance(node, exp.Parameter):
+            self.see_param(node.name)
+            return Typed(self.param_types.get(node.name), node.name in self.nullable_params)
+        if isinstance(node, exp.Literal):
+            if node.is_string:
+                return Typed(t.UNKNOWN, False)
+            return Typed(t.INT4 if is_int(str(node.this)) else t.NUMERIC_T, False)
+        if isinstance(node, exp.Null):
+            return Typed(t.NULL, True)
+        if isinstance(node, exp.Boolean):
+            return Typed(t.BOOL, False)
+        if isinstance(node, exp.Dot) and isinstance(node.expression, exp.Func):
+            # `schema.fn(...)`: sqlglot places the name after the dot, PostgreSQL the schema.
+            at = self.span(node.this)
+            qualified = self.calls.get(at.start) if at is not None else None
+            if qualified is not None:
+                typed = self.resolved_call(node.expression, qualified, scope)
+                if typed is not None:
+                    return typed
+        if isinstance(node, exp.Dot) and isinstance(node.expression, exp.Identifier):
+            return self.field(node, node.expression, scope)
+        call = (
+            self.calls.get(node.meta["start"])
+            if isinstance(node, (exp.Func, exp.Cast)) and "start" in node.meta
+            else None
+        )
+        if call is not None and (not isinstance(node, _MODELED_CALLS) or not self.call_exists(call)):
+            # A name sqlglot rewrote into a call of its own (IFNULL/NVL read as COALESCE) is
+            # resolved as written: PostgreSQL has no such function.
+            resolved = self.resolved_call(node, call, scope)
+            if resolved is not None:
+                return resolved
+        if isinstance(node, exp.Cast):
+            return self.cast(node, scope)
+        if isinstance(node, exp.Interval):
+            # INTERVAL '2 minutes' (sqlglot splits off the unit) or INTERVAL '1' DAY.
+            value, unit = node.this, node.args.get("unit")
+            if isinstance(value, exp.Literal) and value.is_string:
+                text = f"{value.this} {unit.name if isinstance(unit, exp.Expr) else ''}"
+                if not is_interval(text):
+                    span = self.interval_span(text)
+                    written = self.sql[span.start : span.end + 1] if span else f"INTERVAL '{text.strip()}'"
+                    self.error(f"invalid input syntax for type interval: {written}", node, span=span)
+            elif isinstance(value, exp.Expr):
+                self.infer(value, scope)
+            return Typed(t.INTERVAL, False)
+        if isinstance(node, exp.Case):
+            return self.case(node, scope)
+        if isinstance(node, COMPARISONS):
+            return self.comparison(node, scope)
+        if isinstance(node, (exp.And, exp.Or)):
+            a = self.expect(node.this, t.BOOL, scope)
+            b = self.expect(node.expression, t.BOOL, scope)
+            return Typed(t.BOOL, a.nullable or b.nullable)
+        if isinstance(node, exp.Not):
+            a = self.expect(node.this, t.BOOL, scope)
+            return Typed(t.BOOL, a.nullable)
+        if isinstance(node, exp.Tuple):  # a row constructor as a value: PostgreSQL's anonymous record
+            for element in node.expressions:
+                self.infer(element, scope)
+            return Typed(PgType("record"), False)
+        if isinstance(node, exp.Is):
+            subject = node.this.unnest() if isinstance(node.this, exp.Paren) else node.this
+            if (
+                isinstance(subject, exp.Parameter)
+                and self.param_types.get(subject.name) is None
+                and not self.window_depth
+            ):
+                self.untyped_uses.setdefault(subject.name, self.span(subject))
+            self.infer(node.this, scope)
+            return Typed(t.BOOL, False)
+        if isinstance(node, exp.In):
+            return self.in_(node, scope)
+        if isinstance(node, exp.Between):
+            subject = self.infer(node.this, scope)
+            for key in ("low", "high"):
+                bound = node.args.get(key)
+                if isinstance(bound, exp.Expr):
+                    if subject.type is not None:
+                        self.expect(bound, subject.type, scope)
+                    else:
+                        self.infer(bound, scope)
+            return Typed(t.BOOL, subject.nullable)
+        if isinstance(node, (exp.RegexpLike, exp.RegexpILike, exp.SimilarTo)):  # ~, ~*, SIMILAR TO
+            a = self.expect(node.this, t.TEXT, scope)
+            b = self.expect(node.expression, t.TEXT, scope)
+            return Typed(t.BOOL, a.nullable or b.nullable)
+        if isinstance(node, exp.AtTimeZone):
+            # timestamptz AT TIME ZONE z is a timestamp, and the other way round.
+            typed = self.infer(node.this, scope)
+            zone = node.args.get("zone")
+            if isinstance(zone, exp.Expr):
+                self.expect(zone, t.TEXT, scope)
+            swapped = {"timestamptz": PgType("timestamp"), "timestamp": t.TIMESTAMPTZ}
+            return Typed(swapped.get(typed.type.name) if typed.type is not None else None, typed.nullable)
+        if isinstance(node, (exp.Like, exp.ILike)):
+            a = self.expect(node.this, t.TEXT, scope)
+            self.expect(node.expression, t.TEXT, scope)
+            return Typed(t.BOOL, a.nullable)
+        if isinstance(node, exp.Exists):
+            self.query(node.this, Scope(parent=scope))
+            return Typed(t.BOOL, False)
+        if isinstance(node, exp.Subquery):
+            rows = self.query(node.this, Scope(parent=scope))
+            if len(rows) != 1:
+                self.error(f"subquery must return only one column, not {len(rows)}", node)
+                return Typed(None, True)
+            # One aggregate row (no GROUP BY, HAVING or OFFSET) is always there: only its value
+            # may be NULL. Any other subquery may return no row at all.
+            return Typed(rows[0][1].type, rows[0][1].nullable if _one_row(node.this) else True)
+        if isinstance(node, (exp.Select, exp.Union)):
+            rows = self.query(node, Scope(parent=scope))
+            return Typed(rows[0][1].type if len(rows) == 1 else None, True)
+        if isinstance(node, ARITHMETIC):
+            return self.arithmetic(node, scope)
+        if isinstance(node, exp.Neg):
+            return self.infer(node.this, scope)
+        if isinstance(node, exp.DPipe):
+            return self.concat(node, scope)
+        if isinstance(node, CONTAINMENT):
+            return self.containment(node, scope)
+        if isinstance(node, KEY_TESTS):
+            subject = self.expect_json(node.this, scope, "?" if isinstance(node, exp.JSONBContainsTopKey) else "?|")
+            key_type = t.TEXT if isinstance(node, exp.JSONBContainsTopKey) else t.TEXT.array()
+            key_typed = self.expect(node.expression, key_type, scope)
+            return Typed(t.BOOL, subject.nullable or key_typed.nullable)
+        if isinstance(node, GENERIC_OPERATORS):
+            return self.operator(self.operator_written(node), node.this, node.expression, node, scope)
+        if isinstance(node, exp.MatchAgainst) and len(node.expressions) == 1:
+            # `tsvector @@ tsquery` (sqlglot reads it as MySQL's MATCH ... AGAINST, reversed)
+            return self.operator("@@", node.expressions[0], node.this, node, scope)
+        if isinstance(node, exp.WithinGroup):
+            return self.ordered_set_aggregate(node, scope)
+        if isinstance(node, exp.Filter):  # agg(...) FILTER (WHERE cond)
+            typed = self.infer(node.this, scope)
+            where = node.expression
+            if isinstance(where, exp.Where):
+                self.expect(where.this, t.BOOL, scope)
+            return typed
+        if isinstance(node, exp.Window):
+            self.window_spec(node, scope)
+            # An aggregate over a window frame that holds the current row is NULL only if
+            # its argument can be: sum(priority) OVER w of a NOT NULL column is NOT NULL.
+            self.window_depth += 1
+            try:
+                return self.infer(node.this, scope)
+            finally:
+                self.window_depth -= 1
+        if isinstance(node, exp.Bracket):
+            base = self.infer(node.this, scope)
+            for e in node.expressions:
+                self.expect(e, t.INT4, scope)
+            return Typed(base.type.element if base.type is not None and base.type.is_array else None, True)
+        if isinstance(node, exp.Array):
+            if not node.expressions:
+                return Typed(None, False)  # ARRAY[] has a type only from a cast
+            # PostgreSQL's transformArrayExpr: the elements' common type (all untyped: text);
+            # ARRAY[ARRAY[..], ..] is a multidimensional array of the inner arrays' type.
+            element = self.common_type_call(node, list(node.expressions), scope, construct="ARRAY").type
+            if element is None or all(isinstance(e, exp.Array) for e in node.expressions):
+                return Typed(element, False)
+            return Typed(element.array(), False)
+        if isinstance(node, (exp.JSONExtract, exp.JSONBExtract, exp.JSONExtractScalar, exp.JSONBExtractScalar)):
+            return self.json_extract(node, scope)
+        if isinstance(node, exp.Func):
+            return self.function(node, scope)
+        for child in node.iter_expressions():
+            self.infer(child, scope)
+        return Typed(None, True)
+
+    def cast(self, node: exp.Cast, scope: Scope) -> Typed:
+        to = node.args.get("to")
+        target: PgType | None = None
+        if isinstance(to, exp.DataType):
+            target = self.cast_target(to)
+        inner = node.this
+        while isinstance(inner, exp.Paren):  # `(@p)::uuid[]`: PostgreSQL's tree has no parentheses
+            inner = inner.this
+        if isinstance(inner, exp.Parameter):
+            self.bind(inner, target)
+            return Typed(target, inner.name in self.nullable_params)
+        if isinstance(inner, exp.Literal) and target is not None:
+            if inner.is_string:
+                self.check_literal(inner, target)
+            else:
+                number = t.INT4 if is_int(str(inner.this)) else t.NUMERIC_T
+                if not castable(number, target):
+                    self.error(f"cannot cast type {describe(number)} to {describe(target)}", node)
+            return Typed(target, False)
+        if isinstance(inner, exp.Array) and target is not None and target.is_array:
+            # ARRAY[@a, @b]::uuid[]: the elements take the element type.
+            for element in inner.expressions:
+                if is_untyped(element):
+                    self.expect(element, target.element, scope)
+                else:
+                    element_type = self.infer(element, scope).type
+                    if element_type is not None and not castable(element_type, target.element):
+                        self.error(f"cannot cast type {describe(element_type)} to {describe(target.element)}", element)
+            return Typed(target, False)
+        typed = self.infer(inner, scope)
+        if typed.type is not None and target is not None and not castable(typed.type, target):
+            self.error(f"cannot cast type {describe(typed.type)} to {describe(target)}", node)
+        return Typed(target, typed.nullable)
+
+    def cast_target(self, to: exp.DataType) -> PgType | None:
+        """The type a cast names: PostgreSQL's TypeName at the place sqlglot's DataType starts
+        (sqlglot's own rendering is ambiguous: `character` and `"char"` differ only there), or,
+        for a DataType sqlglot made up without a place in the text, its rendering read by
+        PostgreSQL's grammar. Either way one resolution: `typenames.resolve_type_name`."""
+        start = to.meta.get("start")
+        type_name = self.type_names_at.get(start) if isinstance(start, int) else None
+        if type_name is None:
+            type_name = parse_type_name(to.sql(dialect="postgres"))
+        if type_name is None:
+            self.error(f"pydb cannot read the type {to.sql(dialect='postgres')}", to)
+            return None
+        target = resolve_type_name(type_name, self.catalog)
+        if target is None:
+            self.error(unknown_type_message(type_name, self.catalog), to)
+        return target
+
+
+def output_name(item: exp.Expr) -> str:
+    """The column name Postgres gives a select-list item."""
+    if isinstance(item, exp.Alias):
+        return item.alias
+    if isinstance(item, exp.Column):
+        return item.name
+    if isinstance(item, exp.Cast):
+        return output_name(item.this) if isinstance(item.this, exp.Column) else "?column?"
+    if isinstance(item, exp.Func):
+        return function_name(item)
+    if isinstance(item, exp.Window):
+        return output_name(item.this)
+    return "?column?"
+
+
+def _one_row(query: exp.Expr) -> bool:
+    """Whether a query always returns exactly one row: an aggregate without GROUP BY or HAVING
+    (and no LIMIT or OFFSET that could drop it)."""
+    if not isinstance(query, exp.Select) or any(query.args.get(k) for k in ("group", "having", "limit", "offset")):
+        return False
+    return any(next(aggregates(item), None) is not None for item in query.expressions)
+
+
+_GENERIC_SYMBOLS: dict[type[exp.Expr], str] = {
+    exp.Adjacent: "-|-",
+    exp.ExtendsLeft: "&<",
+    exp.ExtendsRight: "&>",
+    exp.Distance: "<->",
+    exp.BitwiseLeftShift: "<<",
+    exp.BitwiseRightShift: ">>",
+    exp.BitwiseAnd: "&",
+    exp.BitwiseOr: "|",
+    exp.BitwiseXor: "#",
+}
+
+
+#: What `expect` types from the type its context needs rather than from what it is.
+_CONTEXT_TYPED = (exp.Literal,)
+
+
+#: Calls sqlglot models with a meaning of their own that the analyzer types directly: COUNT(*),
+#: the conditional expressions, make_interval's named parts, date_trunc/extract's unit keyword,
+#: and array_agg(x ORDER BY y).
+_MODELED_CALLS = (
+    exp.Count,
+    exp.Coalesce,
+    exp.Greatest,
+    exp.Least,
+    exp.Nullif,
+    exp.MakeInterval,
+    exp.TimestampTrunc,
+    exp.DateTrunc,
+    exp.Extract,
+    exp.ArrayAgg,
+)

@@ -1,0 +1,451 @@
+"""CREATE TABLE (partitions, INHERITS, LIKE, OF type, generated and identity columns),
+constraints and CREATE INDEX, applied as PostgreSQL applies them (ALTER TABLE: `alter.py`)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import replace
+
+from pglast import ast
+from pglast.enums import ConstrType, TableLikeOption
+from pglast.stream import RawStream
+
+from ..catalog.identifiers import did_you_mean, split_name
+from ..catalog.model import Column, Index, PartitionBound, PartitionKey, RelationKind, Sequence, Table
+from ..catalog.types import PgType
+from ..syntax.pgtree import nodes_of
+from .partitions import inherited_keys_include_key, partition_bound, partition_key, unique_includes_key
+from .state import SERIALS, ConstraintInfo, PgNode, State, choose_name, qualified, strings
+
+_LIKE = {m.name: int(m.value) for m in TableLikeOption}
+
+
+def deparse(node: PgNode) -> str:
+    return str(RawStream()(node))
+
+
+# -- columns --------------------------------------------------------------------------------
+ColumnConstraint = tuple[PgNode, tuple[str, ...]]
+
+
+def column_def(state: State, cd: PgNode, table_key: str) -> tuple[Column, list[ColumnConstraint]]:
+    """A column and the constraints declared on it (PRIMARY KEY, UNIQUE, REFERENCES, CHECK),
+    returned as table constraints on that one column."""
+    tn = cd.typeName
+    names = [s.sval for s in tn.names] if tn is not None else []
+    serial = SERIALS.get(names[0]) if len(names) == 1 and tn is not None and not tn.arrayBounds else None
+    not_null = bool(cd.is_not_null)
+    has_default = False
+    if serial is not None:
+        pgtype = PgType(serial)
+        not_null = has_default = True
+        schema, table = table_key.split(".", 1)
+        seq = choose_name(table, cd.colname, "seq", lambda n: state.relation_exists(f"{schema}.{n}"))
+        state.sequences[f"{schema}.{seq}"] = Sequence(qualified(f"{schema}.{seq}"), pgtype, (table_key, cd.colname))
+    elif tn is not None:
+        pgtype = state.resolve_type(tn, f"column {cd.colname}")
+        domain = _domain_of(state, names)
+        not_null = not_null or (domain is not None and domain)
+    else:
+        pgtype = PgType("unknown")
+    generated = identity_always = False
+    identity: PgNode = None
+    table_constraints: list[ColumnConstraint] = []
+    for con in cd.constraints or ():
+        kind = con.contype
+        if kind == ConstrType.CONSTR_NOTNULL:
+            not_null = True
+        elif kind == ConstrType.CONSTR_NULL:
+            not_null = False
+        elif kind == ConstrType.CONSTR_DEFAULT:
+            has_default = True
+        elif kind == ConstrType.CONSTR_IDENTITY:
+            has_default = not_null = True
+            identity_always = con.generated_when == "a"
+            identity = con
+        elif kind == ConstrType.CONSTR_GENERATED:
+            has_default = generated = True
+        elif kind in (ConstrType.CONSTR_PRIMARY, ConstrType.CONSTR_UNIQUE, ConstrType.CONSTR_FOREIGN):
+            if kind == ConstrType.CONSTR_PRIMARY:
+                not_null = True
+            table_constraints.append((con, (cd.colname,)))
+    column = Column(cd.colname, pgtype, not_null, has_default, generated, identity_always)
+    if identity is not None:
+        identity_sequence(state, table_key, column, identity)
+    return column, table_constraints
+
+
+def _domain_of(state: State, names: list[str]) -> bool | None:
+    """Whether the named type is a domain with NOT NULL (None: not a domain)."""
+    schema, name = split_name(names)
+    key = state.find_key(schema, name, state.domains)
+    return state.domains[key].not_null if key else None
+
+
+def _merge(state: State, columns: list[Column], col: Column, location: int | None, inherited: bool) -> None:
+    """Add a column; a same-named inherited one merges if the types agree (PostgreSQL's
+    "merging column with inherited definition"), else it is PostgreSQL's type conflict."""
+    for i, old in enumerate(columns):
+        if old.name != col.name:
+            continue
+        if old.type != col.type:
+            state.error(
+                f"column {col.name} has a type conflict: {old.type} versus {col.type} "
+                f"({'between inherited definitions' if inherited else 'with its inherited definition'})",
+                location,
+                len(col.name),
+            )
+            return
+        columns[i] = replace(
+            old,
+            not_null=old.not_null or col.not_null,
+            has_default=old.has_default or col.has_default,
+            generated=old.generated or col.generated,
+        )
+        return
+    columns.append(col)
+
+
+def identity_sequence(state: State, key: str, col: Column, con: PgNode) -> None:
+    schema, table = key.split(".", 1)
+    seq_key = None
+    for opt in con.options or ():
+        if opt.defname == "sequence_name":
+            seq_schema, seq_name = split_name(strings(opt.arg))
+            seq_key = f"{seq_schema or schema}.{seq_name}"
+    if seq_key is None:
+        seq_key = f"{schema}.{choose_name(table, col.name, 'seq', lambda n: state.relation_exists(f'{schema}.{n}'))}"
+    state.sequences[seq_key] = Sequence(qualified(seq_key), col.type, (key, col.name))
+
+
+# -- CREATE TABLE ---------------------------------------------------------------------------
+def create_table(state: State, node: PgNode) -> None:
+    rv = node.relation
+    schema = state.new_relation_schema(rv)
+    if schema is None:
+        return
+    key = f"{schema}.{rv.relname}"
+    if state.relation_taken(key, rv, node.if_not_exists, types_too=True):
+        return
+    kind: RelationKind = "partitioned_table" if node.partspec is not None else "table"
+    if isinstance(node, ast.CreateForeignTableStmt):
+        kind = "foreign_table"
+    columns: list[Column] = []
+    constraints: list[tuple[PgNode, tuple[str, ...] | None]] = []
+    inherited_keys: tuple[tuple[str, ...], ...] = ()
+    primary: tuple[str, ...] = ()
+    for parent_rv in node.inhRelations or ():
+        parent_key = state.relation_key(parent_rv)
+        if parent_key is None:
+            state.missing_relation(parent_rv)
+            continue
+        state.parents.setdefault(key, []).append((parent_key, node.partbound is not None))
+        parent = state.tables[parent_key]
+        if node.partbound is not None:
+            if parent.kind != "partitioned_table":
+                state.error(f"{parent_key} is not partitioned (PARTITION OF)", parent_rv.location)
+            primary, inherited_keys = parent.primary_key, parent.unique_keys
+        for col in parent.columns:
+            _merge(
+                state,
+                columns,
+                replace(col, has_default=col.has_default and node.partbound is not None),
+                parent_rv.location,
+                True,
+            )
+    if node.ofTypename is not None:
+        comp_names = [s.sval for s in node.ofTypename.names]
+        comp_key = state.find_key(*split_name(comp_names), state.composites)
+        if comp_key is None:
+            state.error(f"type {'.'.join(comp_names)} is not a composite type (OF)", node.ofTypename.location)
+        else:
+            columns.extend(Column(n, t, False, False) for n, t in state.composites[comp_key].attributes)
+    for elt in node.tableElts or ():
+        if isinstance(elt, ast.ColumnDef):
+            if node.partbound is not None or node.ofTypename is not None:
+                # PARTITION OF / OF type: `col WITH OPTIONS NOT NULL DEFAULT ...` only.
+                _column_options(state, columns, elt, constraints)
+                continue
+            col, col_constraints = column_def(state, elt, key)
+            if any(c.name == col.name for c in columns) and not node.inhRelations:
+                state.error(f"column {col.name} specified more than once", elt.location, len(col.name))
+                continue
+            _merge(state, columns, col, elt.location, False)
+            constraints.extend(col_constraints)
+        elif isinstance(elt, ast.Constraint):
+            constraints.append((elt, None))
+        elif isinstance(elt, ast.TableLikeClause):
+            like_keys = _like(state, elt, columns)
+            inherited_keys = (*inherited_keys, *like_keys)
+    constraints.extend((con, None) for con in node.constraints or ())
+    pkey: PartitionKey | None = None
+    if node.partspec is not None:
+        pkey = partition_key(state, tuple(columns), node.partspec)
+    bound: PartitionBound | None = None
+    parent_keys = [p for p, part in state.parents.get(key, []) if part]
+    if node.partbound is not None and parent_keys:
+        bound = partition_bound(state, state.tables[parent_keys[0]], node.partbound, key)
+    state.tables[key] = Table(schema, rv.relname, tuple(columns), primary, inherited_keys, kind, pkey, bound)
+    if pkey is not None and parent_keys:
+        inherited_keys_include_key(state, state.tables[key], parent_keys[0], node.partspec.location)
+    state.types[key] = PgType(key)
+    state.constraints[key] = {}
+    for con, cols in constraints:
+        add_constraint(state, key, con, cols)
+
+
+def _column_options(
+    state: State,
+    columns: list[Column],
+    cd: PgNode,
+    constraints: list[tuple[PgNode, tuple[str, ...] | None]],
+) -> None:
+    idx = next((i for i, c in enumerate(columns) if c.name == cd.colname), None)
+    if idx is None:
+        state.error(f"column {cd.colname} does not exist", cd.location, len(cd.colname))
+        return
+    for con in cd.constraints or ():
+        if con.contype == ConstrType.CONSTR_NOTNULL:
+            columns[idx] = replace(columns[idx], not_null=True)
+        elif con.contype == ConstrType.CONSTR_DEFAULT:
+            columns[idx] = replace(columns[idx], has_default=True)
+        elif con.contype in (ConstrType.CONSTR_PRIMARY, ConstrType.CONSTR_UNIQUE):
+            constraints.append((con, (cd.colname,)))
+
+
+def _like(state: State, like: PgNode, columns: list[Column]) -> tuple[tuple[str, ...], ...]:
+    """LIKE source [INCLUDING ...]: its columns (NOT NULL always; defaults, identity and
+    generation expressions when included) and, INCLUDING INDEXES, its unique keys."""
+    source_key = state.relation_key(like.relation)
+    if source_key is None:
+        state.missing_relation(like.relation)
+        return ()
+    source = state.tables[source_key]
+    opts = int(like.options or 0)
+    for col in source.columns:
+        keep_default = (
+            (opts & _LIKE["CREATE_TABLE_LIKE_GENERATED"] if col.generated else 0)
+            or (opts & _LIKE["CREATE_TABLE_LIKE_IDENTITY"] if col.identity_always else 0)
+            or (opts & _LIKE["CREATE_TABLE_LIKE_DEFAULTS"] if not col.generated else 0)
+        )
+        copied = replace(
+            col,
+            has_default=bool(keep_default) and col.has_default,
+            generated=col.generated and bool(opts & _LIKE["CREATE_TABLE_LIKE_GENERATED"]),
+            identity_always=col.identity_always and bool(opts & _LIKE["CREATE_TABLE_LIKE_IDENTITY"]),
+        )
+        _merge(state, columns, copied, like.relation.location, True)
+    return source.unique_keys if opts & _LIKE["CREATE_TABLE_LIKE_INDEXES"] else ()
+
+
+# -- constraints ----------------------------------------------------------------------------
+def constraint_keys(con: PgNode) -> tuple[str, ...]:
+    if con.contype == ConstrType.CONSTR_EXCLUSION:
+        out = []
+        for pair in con.exclusions or ():
+            elem = pair[0] if isinstance(pair, tuple) else pair
+            if isinstance(elem, ast.IndexElem) and elem.name:
+                out.append(elem.name)
+        return tuple(out)
+    return tuple(s.sval for s in con.keys or ())
+
+
+def add_constraint(state: State, key: str, con: PgNode, on_columns: tuple[str, ...] | None = None) -> None:
+    """A table constraint, or (`on_columns`) one declared on a column."""
+    table = state.tables[key]
+    names = [c.name for c in table.columns]
+    kind = con.contype
+    if on_columns is not None:
+        cols = on_columns
+    else:
+        cols = tuple(s.sval for s in con.fk_attrs or ()) if kind == ConstrType.CONSTR_FOREIGN else constraint_keys(con)
+    if kind == ConstrType.CONSTR_EXCLUSION and table.kind == "partitioned_table":
+        state.error("exclusion constraints are not supported on partitioned tables", con.location)
+        return
+    if kind in (ConstrType.CONSTR_PRIMARY, ConstrType.CONSTR_UNIQUE) and con.indexname:
+        index_key = f"{table.schema}.{con.indexname}"
+        index = state.indexes.get(index_key)
+        if index is None:
+            state.error(f"index {con.indexname} does not exist (USING INDEX)", con.location)
+            return
+        cols = index.columns
+    for col in cols:
+        if col not in names:
+            state.error(
+                f"column {col} named in key does not exist in {table.qualified}{did_you_mean(col, names)}",
+                word=col,
+            )
+            return
+    if kind in (ConstrType.CONSTR_PRIMARY, ConstrType.CONSTR_UNIQUE) and not unique_includes_key(
+        state, table, cols, kind == ConstrType.CONSTR_PRIMARY, con.location
+    ):
+        return
+    label = {
+        ConstrType.CONSTR_PRIMARY: "pkey",
+        ConstrType.CONSTR_UNIQUE: "key",
+        ConstrType.CONSTR_EXCLUSION: "excl",
+        ConstrType.CONSTR_FOREIGN: "fkey",
+        ConstrType.CONSTR_CHECK: "check",
+        ConstrType.CONSTR_NOTNULL: "not_null",
+    }.get(kind)
+    if label is None:
+        return
+    existing = state.constraints.setdefault(key, {})
+    name = con.conname or choose_name(
+        table.name,
+        "" if kind == ConstrType.CONSTR_PRIMARY else "_".join(cols[:1] if kind != ConstrType.CONSTR_UNIQUE else cols),
+        label,
+        lambda n: n in existing or state.relation_exists(f"{table.schema}.{n}"),
+    )
+    if name in existing:
+        state.error(f"constraint {name} for relation {table.qualified} already exists", con.location)
+        return
+    existing[name] = ConstraintInfo(
+        {"pkey": "p", "key": "u", "excl": "x", "fkey": "f", "check": "c"}.get(label, "n"),
+        cols,
+        state.relation_key(con.pktable) if kind == ConstrType.CONSTR_FOREIGN and con.pktable is not None else None,
+    )
+    if kind == ConstrType.CONSTR_PRIMARY:
+        if _has_primary(state, key, name):
+            state.error(f"multiple primary keys for table {table.qualified} are not allowed", con.location)
+            return
+        columns = tuple(replace(c, not_null=True) if c.name in cols else c for c in table.columns)
+        table = replace(table, columns=columns, primary_key=cols, unique_keys=(*table.unique_keys, cols))
+    elif kind == ConstrType.CONSTR_UNIQUE:
+        table = replace(table, unique_keys=(*table.unique_keys, cols))
+    elif kind == ConstrType.CONSTR_FOREIGN:
+        _check_reference(state, table, con, cols)
+    if kind in (ConstrType.CONSTR_PRIMARY, ConstrType.CONSTR_UNIQUE, ConstrType.CONSTR_EXCLUSION):
+        index_key = f"{table.schema}.{name}"
+        if not con.indexname:
+            if state.relation_exists(index_key):
+                state.error(f"relation {index_key} already exists", con.location)
+                return
+            state.indexes[index_key] = Index(
+                index_key, key, cols, kind != ConstrType.CONSTR_EXCLUSION, False, None, bool(con.nulls_not_distinct)
+            )
+    state.tables[key] = table
+
+
+def _has_primary(state: State, key: str, new_name: str) -> bool:
+    return any(info.kind == "p" for name, info in state.constraints[key].items() if name != new_name)
+
+
+def _check_reference(state: State, table: Table, con: PgNode, cols: tuple[str, ...]) -> None:
+    """REFERENCES: the table must exist and the referenced columns carry a primary key or a
+    unique constraint (PostgreSQL's "no unique constraint matching given keys")."""
+    rv = con.pktable
+    if rv is None:
+        return
+    target_key = state.relation_key(rv)
+    if target_key is None:
+        state.missing_relation(rv)
+        return
+    target = state.tables[target_key] if target_key != table.qualified else table
+    refs = tuple(s.sval for s in con.pk_attrs or ())
+    if not refs:
+        if not target.primary_key:
+            state.error(f"there is no primary key for referenced table {target.qualified}", rv.location)
+            return
+        refs = target.primary_key
+    names = [c.name for c in target.columns]
+    for ref in refs:
+        if ref not in names:
+            state.error(
+                f"column {ref} referenced in foreign key constraint does not exist in {target.qualified}"
+                f"{did_you_mean(ref, names)}",
+                word=ref,
+            )
+            return
+    if len(refs) != len(cols):
+        state.error("number of referencing and referenced columns for foreign key disagree", con.location)
+        return
+    if set(refs) not in [set(u) for u in target.unique_keys]:
+        state.error(
+            f"there is no unique constraint matching given keys for referenced table {target.qualified}", rv.location
+        )
+
+
+def drop_constraint(state: State, key: str, name: str, missing_ok: bool) -> None:
+    info = state.constraints.get(key, {}).pop(name, None)
+    table = state.tables[key]
+    if info is None:
+        if not missing_ok:
+            # Implicit constraint names follow PostgreSQL's rules closely, not perfectly
+            # (truncation of multibyte names): a miss is a warning, not a refused schema.
+            state.warning(f"constraint {name} of relation {table.qualified} is not in the catalog (DROP CONSTRAINT)")
+        return
+    state.indexes.pop(f"{table.schema}.{name}", None)
+    if info.kind == "p":
+        table = replace(table, primary_key=())
+    if info.kind in ("p", "u"):
+        keys = list(table.unique_keys)
+        if info.columns in keys:
+            keys.remove(info.columns)
+        table = replace(table, unique_keys=tuple(keys))
+    state.tables[key] = table
+
+
+# -- CREATE INDEX ---------------------------------------------------------------------------
+def create_index(state: State, node: PgNode) -> None:
+    rv = node.relation
+    key = state.relation_key(rv)
+    if key is None:
+        state.missing_relation(rv)
+        return
+    table = state.tables[key]
+    names = [c.name for c in table.columns]
+    cols: list[str] = []
+    plain = True
+    for elem in node.indexParams or ():
+        if elem.name:
+            if elem.name not in names:
+                state.error(
+                    f"column {elem.name} does not exist in {table.qualified}{did_you_mean(elem.name, names)}",
+                    word=elem.name,
+                )
+                return
+            cols.append(elem.name)
+        else:
+            plain = False
+            for ref in _column_refs(elem.expr):
+                if ref not in names:
+                    state.error(f"column {ref} does not exist in {table.qualified}{did_you_mean(ref, names)}", word=ref)
+                    return
+            cols.append(f"({deparse(elem.expr)})")
+    name = node.idxname or choose_name(
+        table.name,
+        "_".join(c if not c.startswith("(") else "expr" for c in cols),
+        "idx",
+        lambda n: state.relation_exists(f"{table.schema}.{n}"),
+    )
+    index_key = f"{table.schema}.{name}"
+    if state.relation_exists(index_key):
+        if not node.if_not_exists:
+            state.error(f"relation {index_key} already exists", rv.location)
+        return
+    predicate = deparse(node.whereClause) if node.whereClause is not None else None
+    for ref in _column_refs(node.whereClause):
+        if ref not in names:
+            state.error(f"column {ref} does not exist in {table.qualified} (index predicate)", word=ref)
+            return
+    if node.unique and not unique_includes_key(state, table, tuple(cols), False, rv.location):
+        return
+    state.indexes[index_key] = Index(
+        index_key, key, tuple(cols), bool(node.unique), predicate is not None, predicate, bool(node.nulls_not_distinct)
+    )
+    if node.unique and predicate is None and plain:
+        state.tables[key] = replace(table, unique_keys=(*table.unique_keys, tuple(cols)))
+
+
+def _column_refs(node: PgNode) -> list[str]:
+    """The column names an index expression or predicate reads, in the order written."""
+    refs = sorted(nodes_of(node, ast.ColumnRef), key=lambda ref: ref.location or 0)
+    return [str(ref.fields[-1].sval) for ref in refs if ref.fields and isinstance(ref.fields[-1], ast.String)]
+
+
+HANDLERS: dict[str, Callable[[State, PgNode], None]] = {
+    "CreateStmt": create_table,
+    "CreateForeignTableStmt": create_table,
+    "IndexStmt": create_index,
+}
