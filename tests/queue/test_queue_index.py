@@ -79,7 +79,7 @@ def explain(url: str, sql: str, params: dict[str, Any], *, generic: bool, analyz
         conn.execute(f"PREPARE claim AS {body}")  # generated, trusted SQL
         args = ", ".join(psycopg.sql.quote(params[n]) for n in names)
         opts = "ANALYZE, BUFFERS, FORMAT JSON" if analyze else "FORMAT JSON"
-        row = conn.execute(f"EXPLAIN ({opts}) EXECUTE claim({args})").fetchone()
+        row = conn.execute(f"EXPLAIN ({opts}) EXECUTE claim{f'({args})' if args else ''}").fetchone()
         conn.rollback()
     assert row is not None
     return row[0][0]["Plan"]  # type: ignore[no-any-return]

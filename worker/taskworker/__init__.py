@@ -20,6 +20,7 @@ from .events import (
     watch_task_events,
 )
 from .fleet import FleetStats, Process, RetryAfter, Snooze, TaskContext, TaskResult, WorkerFleet
+from .metrics import FleetObserver, QueueGauges, serve_metrics
 from .reconciler import Reconciler, SweepResult
 from .run import run_reconciler, run_worker
 from .wake import ListenWakeSubscriber, RedisWakeSubscriber, WakePublisher, enqueue
@@ -30,11 +31,13 @@ __all__ = [
     "ConnectionSetupError",
     "EventEmitter",
     "EventPurger",
+    "FleetObserver",
     "FleetStats",
     "ListenWakeSubscriber",
     "PostgresEventSource",
     "PostgresEventTransport",
     "Process",
+    "QueueGauges",
     "Reconciler",
     "RedisEventSource",
     "RedisEventTransport",
@@ -53,6 +56,7 @@ __all__ = [
     "redis_url",
     "run_reconciler",
     "run_worker",
+    "serve_metrics",
     "wake_channel",
     "watch_task_events",
 ]

@@ -61,6 +61,7 @@ from generation.task.v1 import task_pb2_grpc
 from google.protobuf import duration_pb2
 
 from . import events as task_events
+from .metrics import FleetObserver
 from .reports import LEASE_LOST, Outcome, ReportBatcher
 
 log = logging.getLogger("taskworker.fleet")
@@ -205,8 +206,11 @@ class WorkerFleet:
         events: task_events.EventEmitter | None = None,
         events_flush_timeout: float = 5.0,
         cancel_grace: float = 5.0,
+        observer: FleetObserver | None = None,
     ) -> None:
         self.stub = stub
+        # Metrics and task spans (metrics.py); None: neither.
+        self.observer = observer
         # Live task events: TaskContext.emit_* and a terminal event per attempt. The caller
         # owns the emitter (and closes it); `run` only flushes it, for `events_flush_timeout`.
         self.events = events
@@ -220,7 +224,12 @@ class WorkerFleet:
         self.claim_max_bytes = claim_max_bytes
         self.cancel_grace = cancel_grace
         self.reports = ReportBatcher(
-            stub, window=report_window, max_batch=report_batch, max_in_flight=report_in_flight, rpc_timeout=rpc_timeout
+            stub,
+            window=report_window,
+            max_batch=report_batch,
+            max_in_flight=report_in_flight,
+            rpc_timeout=rpc_timeout,
+            on_batch=None if observer is None else observer.batch,
         )
         self.lanes: dict[str, _Lane] = {}
         self.stats = FleetStats()
@@ -354,6 +363,8 @@ class WorkerFleet:
                 except grpc.aio.AioRpcError as err:
                     log.warning("claim for tool %s failed: %s %s", lane.tool_id, err.code().name, err.details())
                     tasks = []
+                if self.observer is not None:
+                    self.observer.count("claimed", lane.tool_id, len(tasks))
                 for task in tasks:
                     if self._draining:  # claimed while a drain began: run it anyway, it is ours
                         log.info("task %s claimed during drain; running it", task.id)
@@ -368,6 +379,12 @@ class WorkerFleet:
 
     # -- one task ----------------------------------------------------------------------------
     async def _work(self, lane: _Lane, task: pb.Task) -> None:
+        if self.observer is None:
+            return await self._attempt(lane, task)
+        with self.observer.task_span(task):  # the work's task (below) runs in its context
+            await self._attempt(lane, task)
+
+    async def _attempt(self, lane: _Lane, task: pb.Task) -> None:
         ctx = TaskContext(task, self)
         work = asyncio.create_task(lane.process(task, ctx), name=f"process {task.id}")
         # Heartbeats go on until the outcome is reported, so a slow report keeps the lease.
@@ -423,6 +440,8 @@ class WorkerFleet:
         finally:
             if outcome["outcome"] == "lease_lost":
                 self.stats.lease_lost += 1
+            if self.observer is not None and outcome["outcome"] in ("completed", "failed", "lease_lost"):
+                self.observer.count(outcome["outcome"], lane.tool_id)
             if self.events is not None:
                 self.events.emit(task.id, task_events.TERMINAL, outcome)
             if not work.done():

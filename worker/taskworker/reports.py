@@ -23,6 +23,7 @@ import contextlib
 import datetime
 import logging
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
@@ -94,6 +95,7 @@ class ReportBatcher:
         max_in_flight: int = 4,
         rpc_timeout: float = 10.0,
         max_backoff: float = 1.0,
+        on_batch: Callable[[Kind, int], None] | None = None,
     ) -> None:
         if max_batch < 1 or max_in_flight < 1 or window < 0:
             raise ValueError("max_batch and max_in_flight must be >= 1 and window >= 0")
@@ -102,6 +104,8 @@ class ReportBatcher:
         self.max_batch = max_batch
         self.rpc_timeout = rpc_timeout
         self.max_backoff = max_backoff
+        #: Told each batch's kind and size as it is sent (FleetObserver.batch).
+        self.on_batch = on_batch
         self.stats = ReportStats()
         self._waiting: dict[Kind, deque[Outcome]] = {"complete": deque(), "fail": deque()}
         self._ready = asyncio.Event()  # something waits
@@ -171,6 +175,8 @@ class ReportBatcher:
     async def _send(self, kind: Kind, batch: list[Outcome]) -> None:
         try:
             self.stats.batches += 1
+            if self.on_batch is not None:
+                self.on_batch(kind, len(batch))
             for outcome in batch:
                 outcome.attempts += 1
             try:

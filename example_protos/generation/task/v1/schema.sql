@@ -118,6 +118,12 @@ CREATE INDEX idx_gen_tasks_redrive ON generation.tasks (tool_id, completed_at)
 CREATE UNIQUE INDEX idx_gen_tasks_periodic_slot ON generation.tasks (periodic_name, periodic_slot_at)
     WHERE periodic_name IS NOT NULL;
 
+-- The task list (ListTasks), newest first, one index per branch of its statement: by tool,
+-- by status, or every task. Keyset pagination walks them in order and stops at the page.
+CREATE INDEX idx_gen_tasks_tool_created ON generation.tasks (tool_id, created_at, id);
+CREATE INDEX idx_gen_tasks_status_created ON generation.tasks (status, created_at, id);
+CREATE INDEX idx_gen_tasks_created ON generation.tasks (created_at, id);
+
 -- The wake signal without Redis: a row that becomes claimable (a new task, or one FailTask
 -- re-queued) NOTIFYs channel task_wake with its tool_id. NOTIFY is transactional, so the wake
 -- is delivered only when the enqueue commits; WatchTaskWakes relays it to the workers.

@@ -2161,3 +2161,315 @@ class WatchTaskCancelsResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___WatchTaskCancelsResponse: _TypeAlias = WatchTaskCancelsResponse  # noqa: Y015
+
+@_typing.final
+class ListToolsRequest(_message.Message):
+    """--- Admin and observability (docs/operations.md): what the dashboard and the queue gauges read."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    def __init__(
+        self,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListToolsRequest: _TypeAlias = ListToolsRequest  # noqa: Y015
+
+@_typing.final
+class ListToolsResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TOOLS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def tools(self) -> _containers.RepeatedCompositeFieldContainer[Global___Tool]: ...
+    def __init__(
+        self,
+        *,
+        tools: _abc.Iterable[Global___Tool] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["tools", b"tools"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListToolsResponse: _TypeAlias = ListToolsResponse  # noqa: Y015
+
+@_typing.final
+class ListTasksRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TOOL_ID_FIELD_NUMBER: _builtins.int
+    STATUS_FIELD_NUMBER: _builtins.int
+    CREATED_AFTER_FIELD_NUMBER: _builtins.int
+    CREATED_BEFORE_FIELD_NUMBER: _builtins.int
+    ERROR_CONTAINS_FIELD_NUMBER: _builtins.int
+    PAGE_SIZE_FIELD_NUMBER: _builtins.int
+    PAGE_TOKEN_FIELD_NUMBER: _builtins.int
+    tool_id: _builtins.str
+    """Filters, each optional: a tool, a status, created_at in [created_after, created_before),
+    and a case-insensitive substring of the error.
+    """
+    status: Global___TaskStatus.ValueType
+    error_contains: _builtins.str
+    page_size: _builtins.int
+    """At most this many tasks (0: 50; at most 1000)."""
+    page_token: _builtins.str
+    """Empty for the first page, else a page_token of the previous page's last task, with the
+    same filters. Opaque: a token that is not one the server made is INVALID_ARGUMENT.
+    """
+    @_builtins.property
+    def created_after(self) -> _timestamp_pb2.Timestamp: ...
+    @_builtins.property
+    def created_before(self) -> _timestamp_pb2.Timestamp: ...
+    def __init__(
+        self,
+        *,
+        tool_id: _builtins.str | None = ...,
+        status: Global___TaskStatus.ValueType | None = ...,
+        created_after: _timestamp_pb2.Timestamp | None = ...,
+        created_before: _timestamp_pb2.Timestamp | None = ...,
+        error_contains: _builtins.str | None = ...,
+        page_size: _builtins.int = ...,
+        page_token: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_error_contains", b"_error_contains", "_status", b"_status", "_tool_id", b"_tool_id", "created_after", b"created_after", "created_before", b"created_before", "error_contains", b"error_contains", "status", b"status", "tool_id", b"tool_id"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_error_contains", b"_error_contains", "_status", b"_status", "_tool_id", b"_tool_id", "created_after", b"created_after", "created_before", b"created_before", "error_contains", b"error_contains", "page_size", b"page_size", "page_token", b"page_token", "status", b"status", "tool_id", b"tool_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__error_contains: _TypeAlias = _typing.Literal["error_contains"]  # noqa: Y015
+    _WhichOneofArgType__error_contains: _TypeAlias = _typing.Literal["_error_contains", b"_error_contains"]  # noqa: Y015
+    _WhichOneofReturnType__status: _TypeAlias = _typing.Literal["status"]  # noqa: Y015
+    _WhichOneofArgType__status: _TypeAlias = _typing.Literal["_status", b"_status"]  # noqa: Y015
+    _WhichOneofReturnType__tool_id: _TypeAlias = _typing.Literal["tool_id"]  # noqa: Y015
+    _WhichOneofArgType__tool_id: _TypeAlias = _typing.Literal["_tool_id", b"_tool_id"]  # noqa: Y015
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__error_contains) -> _WhichOneofReturnType__error_contains | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__status) -> _WhichOneofReturnType__status | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__tool_id) -> _WhichOneofReturnType__tool_id | None: ...
+
+Global___ListTasksRequest: _TypeAlias = ListTasksRequest  # noqa: Y015
+
+@_typing.final
+class ListedTask(_message.Message):
+    """A task as a list shows it: no input or output (GetTask has them), so a page stays small."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ID_FIELD_NUMBER: _builtins.int
+    TOOL_ID_FIELD_NUMBER: _builtins.int
+    STATUS_FIELD_NUMBER: _builtins.int
+    PRIORITY_FIELD_NUMBER: _builtins.int
+    RETRY_COUNT_FIELD_NUMBER: _builtins.int
+    MAX_RETRIES_FIELD_NUMBER: _builtins.int
+    ERROR_FIELD_NUMBER: _builtins.int
+    CREATED_AT_FIELD_NUMBER: _builtins.int
+    STARTED_AT_FIELD_NUMBER: _builtins.int
+    COMPLETED_AT_FIELD_NUMBER: _builtins.int
+    PAGE_TOKEN_FIELD_NUMBER: _builtins.int
+    id: _builtins.str
+    tool_id: _builtins.str
+    status: Global___TaskStatus.ValueType
+    priority: _builtins.int
+    retry_count: _builtins.int
+    max_retries: _builtins.int
+    error: _builtins.str
+    page_token: _builtins.str
+    """Set on a page's last task when more follow: pass it as the next request's page_token
+    (AIP-158's next_page_token, carried by the row: the plugin fills a response from rows).
+    """
+    @_builtins.property
+    def created_at(self) -> _timestamp_pb2.Timestamp: ...
+    @_builtins.property
+    def started_at(self) -> _timestamp_pb2.Timestamp: ...
+    @_builtins.property
+    def completed_at(self) -> _timestamp_pb2.Timestamp: ...
+    def __init__(
+        self,
+        *,
+        id: _builtins.str = ...,
+        tool_id: _builtins.str = ...,
+        status: Global___TaskStatus.ValueType = ...,
+        priority: _builtins.int = ...,
+        retry_count: _builtins.int = ...,
+        max_retries: _builtins.int = ...,
+        error: _builtins.str | None = ...,
+        created_at: _timestamp_pb2.Timestamp | None = ...,
+        started_at: _timestamp_pb2.Timestamp | None = ...,
+        completed_at: _timestamp_pb2.Timestamp | None = ...,
+        page_token: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_error", b"_error", "completed_at", b"completed_at", "created_at", b"created_at", "error", b"error", "started_at", b"started_at"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_error", b"_error", "completed_at", b"completed_at", "created_at", b"created_at", "error", b"error", "id", b"id", "max_retries", b"max_retries", "page_token", b"page_token", "priority", b"priority", "retry_count", b"retry_count", "started_at", b"started_at", "status", b"status", "tool_id", b"tool_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__error: _TypeAlias = _typing.Literal["error"]  # noqa: Y015
+    _WhichOneofArgType__error: _TypeAlias = _typing.Literal["_error", b"_error"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__error) -> _WhichOneofReturnType__error | None: ...
+
+Global___ListedTask: _TypeAlias = ListedTask  # noqa: Y015
+
+@_typing.final
+class ListTasksResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TASKS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def tasks(self) -> _containers.RepeatedCompositeFieldContainer[Global___ListedTask]:
+        """Newest first (created_at, then id, descending)."""
+
+    def __init__(
+        self,
+        *,
+        tasks: _abc.Iterable[Global___ListedTask] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["tasks", b"tasks"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListTasksResponse: _TypeAlias = ListTasksResponse  # noqa: Y015
+
+@_typing.final
+class GetQueueStatsRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    def __init__(
+        self,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetQueueStatsRequest: _TypeAlias = GetQueueStatsRequest  # noqa: Y015
+
+@_typing.final
+class QueueStat(_message.Message):
+    """Live work of one tool in one status (queued or processing)."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TOOL_ID_FIELD_NUMBER: _builtins.int
+    STATUS_FIELD_NUMBER: _builtins.int
+    TASKS_FIELD_NUMBER: _builtins.int
+    OLDEST_AGE_SECONDS_FIELD_NUMBER: _builtins.int
+    tool_id: _builtins.str
+    status: Global___TaskStatus.ValueType
+    tasks: _builtins.int
+    oldest_age_seconds: _builtins.float
+    """Age of the oldest task of this tool in this status (by created_at), in seconds."""
+    def __init__(
+        self,
+        *,
+        tool_id: _builtins.str = ...,
+        status: Global___TaskStatus.ValueType = ...,
+        tasks: _builtins.int = ...,
+        oldest_age_seconds: _builtins.float = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["oldest_age_seconds", b"oldest_age_seconds", "status", b"status", "tasks", b"tasks", "tool_id", b"tool_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___QueueStat: _TypeAlias = QueueStat  # noqa: Y015
+
+@_typing.final
+class GetQueueStatsResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    STATS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def stats(self) -> _containers.RepeatedCompositeFieldContainer[Global___QueueStat]: ...
+    def __init__(
+        self,
+        *,
+        stats: _abc.Iterable[Global___QueueStat] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["stats", b"stats"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetQueueStatsResponse: _TypeAlias = GetQueueStatsResponse  # noqa: Y015
+
+@_typing.final
+class ListToolOutcomesRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    WINDOW_SECONDS_FIELD_NUMBER: _builtins.int
+    window_seconds: _builtins.int
+    """Tasks finished in the last window_seconds (0 or less: 3600)."""
+    def __init__(
+        self,
+        *,
+        window_seconds: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["window_seconds", b"window_seconds"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListToolOutcomesRequest: _TypeAlias = ListToolOutcomesRequest  # noqa: Y015
+
+@_typing.final
+class ToolOutcomes(_message.Message):
+    """What one tool finished within the window: throughput and failure rate."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TOOL_ID_FIELD_NUMBER: _builtins.int
+    COMPLETED_FIELD_NUMBER: _builtins.int
+    FAILED_FIELD_NUMBER: _builtins.int
+    FAILURE_RATE_FIELD_NUMBER: _builtins.int
+    tool_id: _builtins.str
+    completed: _builtins.int
+    failed: _builtins.int
+    failure_rate: _builtins.float
+    """failed / (completed + failed)."""
+    def __init__(
+        self,
+        *,
+        tool_id: _builtins.str = ...,
+        completed: _builtins.int = ...,
+        failed: _builtins.int = ...,
+        failure_rate: _builtins.float = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["completed", b"completed", "failed", b"failed", "failure_rate", b"failure_rate", "tool_id", b"tool_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ToolOutcomes: _TypeAlias = ToolOutcomes  # noqa: Y015
+
+@_typing.final
+class ListToolOutcomesResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TOOLS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def tools(self) -> _containers.RepeatedCompositeFieldContainer[Global___ToolOutcomes]: ...
+    def __init__(
+        self,
+        *,
+        tools: _abc.Iterable[Global___ToolOutcomes] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["tools", b"tools"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListToolOutcomesResponse: _TypeAlias = ListToolOutcomesResponse  # noqa: Y015

@@ -209,6 +209,26 @@ class GenerationDataServiceStub:
                 request_serializer=generation_dot_task_dot_v1_dot_task__pb2.WatchTaskEventsRequest.SerializeToString,
                 response_deserializer=generation_dot_task_dot_v1_dot_task__pb2.WatchTaskEventsResponse.FromString,
                 _registered_method=True)
+        self.ListTools = channel.unary_unary(
+                '/generation.task.v1.GenerationDataService/ListTools',
+                request_serializer=generation_dot_task_dot_v1_dot_task__pb2.ListToolsRequest.SerializeToString,
+                response_deserializer=generation_dot_task_dot_v1_dot_task__pb2.ListToolsResponse.FromString,
+                _registered_method=True)
+        self.ListTasks = channel.unary_unary(
+                '/generation.task.v1.GenerationDataService/ListTasks',
+                request_serializer=generation_dot_task_dot_v1_dot_task__pb2.ListTasksRequest.SerializeToString,
+                response_deserializer=generation_dot_task_dot_v1_dot_task__pb2.ListTasksResponse.FromString,
+                _registered_method=True)
+        self.GetQueueStats = channel.unary_unary(
+                '/generation.task.v1.GenerationDataService/GetQueueStats',
+                request_serializer=generation_dot_task_dot_v1_dot_task__pb2.GetQueueStatsRequest.SerializeToString,
+                response_deserializer=generation_dot_task_dot_v1_dot_task__pb2.GetQueueStatsResponse.FromString,
+                _registered_method=True)
+        self.ListToolOutcomes = channel.unary_unary(
+                '/generation.task.v1.GenerationDataService/ListToolOutcomes',
+                request_serializer=generation_dot_task_dot_v1_dot_task__pb2.ListToolOutcomesRequest.SerializeToString,
+                response_deserializer=generation_dot_task_dot_v1_dot_task__pb2.ListToolOutcomesResponse.FromString,
+                _registered_method=True)
 
 
 class GenerationDataServiceServicer:
@@ -513,6 +533,47 @@ class GenerationDataServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListTools(self, request, context):
+        """--- Admin and observability (docs/operations.md).
+
+        Every tool, by name.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListTasks(self, request, context):
+        """Tasks newest first, filtered, a page at a time (keyset pagination on (created_at, id): a
+        page costs its rows whatever the page number). The page token is the last row's key, base64
+        text; one that does not decode is PostgreSQL's data exception, answered INVALID_ARGUMENT.
+        Three branches, one per index (idx_gen_tasks_tool_created, idx_gen_tasks_status_created,
+        idx_gen_tasks_created), each guarded by which filters are set: under a generic plan the
+        guards are one-time filters, so only one branch runs, an ordered index scan that stops at
+        the page; `(@x IS NULL OR col = @x)` in one WHERE would leave a generic plan only the scan
+        of every row. The other filters are checked on the rows that branch reads.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetQueueStats(self, request, context):
+        """The live queue by tool and status, with the age of each one's oldest task: what the queue
+        gauges and the dashboard's queue page read. Costs the live rows (an index-only scan of
+        idx_gen_tasks_queue), not the finished ones: the finished are counted over a window
+        (ListToolOutcomes), since counting every row ever finished costs the table.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListToolOutcomes(self, request, context):
+        """Per tool, the tasks finished in the last window_seconds: completed, failed, and the failure
+        rate. Costs the window's rows (a range of idx_gen_tasks_terminal).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_GenerationDataServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -690,6 +751,26 @@ def add_GenerationDataServiceServicer_to_server(servicer, server):
                     servicer.WatchTaskEvents,
                     request_deserializer=generation_dot_task_dot_v1_dot_task__pb2.WatchTaskEventsRequest.FromString,
                     response_serializer=generation_dot_task_dot_v1_dot_task__pb2.WatchTaskEventsResponse.SerializeToString,
+            ),
+            'ListTools': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListTools,
+                    request_deserializer=generation_dot_task_dot_v1_dot_task__pb2.ListToolsRequest.FromString,
+                    response_serializer=generation_dot_task_dot_v1_dot_task__pb2.ListToolsResponse.SerializeToString,
+            ),
+            'ListTasks': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListTasks,
+                    request_deserializer=generation_dot_task_dot_v1_dot_task__pb2.ListTasksRequest.FromString,
+                    response_serializer=generation_dot_task_dot_v1_dot_task__pb2.ListTasksResponse.SerializeToString,
+            ),
+            'GetQueueStats': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetQueueStats,
+                    request_deserializer=generation_dot_task_dot_v1_dot_task__pb2.GetQueueStatsRequest.FromString,
+                    response_serializer=generation_dot_task_dot_v1_dot_task__pb2.GetQueueStatsResponse.SerializeToString,
+            ),
+            'ListToolOutcomes': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListToolOutcomes,
+                    request_deserializer=generation_dot_task_dot_v1_dot_task__pb2.ListToolOutcomesRequest.FromString,
+                    response_serializer=generation_dot_task_dot_v1_dot_task__pb2.ListToolOutcomesResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -1637,6 +1718,114 @@ class GenerationDataService:
             '/generation.task.v1.GenerationDataService/WatchTaskEvents',
             generation_dot_task_dot_v1_dot_task__pb2.WatchTaskEventsRequest.SerializeToString,
             generation_dot_task_dot_v1_dot_task__pb2.WatchTaskEventsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListTools(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/generation.task.v1.GenerationDataService/ListTools',
+            generation_dot_task_dot_v1_dot_task__pb2.ListToolsRequest.SerializeToString,
+            generation_dot_task_dot_v1_dot_task__pb2.ListToolsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListTasks(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/generation.task.v1.GenerationDataService/ListTasks',
+            generation_dot_task_dot_v1_dot_task__pb2.ListTasksRequest.SerializeToString,
+            generation_dot_task_dot_v1_dot_task__pb2.ListTasksResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetQueueStats(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/generation.task.v1.GenerationDataService/GetQueueStats',
+            generation_dot_task_dot_v1_dot_task__pb2.GetQueueStatsRequest.SerializeToString,
+            generation_dot_task_dot_v1_dot_task__pb2.GetQueueStatsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListToolOutcomes(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/generation.task.v1.GenerationDataService/ListToolOutcomes',
+            generation_dot_task_dot_v1_dot_task__pb2.ListToolOutcomesRequest.SerializeToString,
+            generation_dot_task_dot_v1_dot_task__pb2.ListToolOutcomesResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -186,6 +186,31 @@ class GenerationDataServiceStub:
     """Rings when events of a task are committed (the schema's trigger NOTIFYs task_events with
     the task id); readers then ListTaskEvents from the last seq they saw.
     """
+    ListTools: _grpc.UnaryUnaryMultiCallable[_task_pb2.ListToolsRequest, _task_pb2.ListToolsResponse]
+    """--- Admin and observability (docs/operations.md).
+
+    Every tool, by name.
+    """
+    ListTasks: _grpc.UnaryUnaryMultiCallable[_task_pb2.ListTasksRequest, _task_pb2.ListTasksResponse]
+    """Tasks newest first, filtered, a page at a time (keyset pagination on (created_at, id): a
+    page costs its rows whatever the page number). The page token is the last row's key, base64
+    text; one that does not decode is PostgreSQL's data exception, answered INVALID_ARGUMENT.
+    Three branches, one per index (idx_gen_tasks_tool_created, idx_gen_tasks_status_created,
+    idx_gen_tasks_created), each guarded by which filters are set: under a generic plan the
+    guards are one-time filters, so only one branch runs, an ordered index scan that stops at
+    the page; `(@x IS NULL OR col = @x)` in one WHERE would leave a generic plan only the scan
+    of every row. The other filters are checked on the rows that branch reads.
+    """
+    GetQueueStats: _grpc.UnaryUnaryMultiCallable[_task_pb2.GetQueueStatsRequest, _task_pb2.GetQueueStatsResponse]
+    """The live queue by tool and status, with the age of each one's oldest task: what the queue
+    gauges and the dashboard's queue page read. Costs the live rows (an index-only scan of
+    idx_gen_tasks_queue), not the finished ones: the finished are counted over a window
+    (ListToolOutcomes), since counting every row ever finished costs the table.
+    """
+    ListToolOutcomes: _grpc.UnaryUnaryMultiCallable[_task_pb2.ListToolOutcomesRequest, _task_pb2.ListToolOutcomesResponse]
+    """Per tool, the tasks finished in the last window_seconds: completed, failed, and the failure
+    rate. Costs the window's rows (a range of idx_gen_tasks_terminal).
+    """
 
 @_typing.type_check_only
 class GenerationDataServiceAsyncStub(GenerationDataServiceStub):
@@ -335,6 +360,31 @@ class GenerationDataServiceAsyncStub(GenerationDataServiceStub):
     WatchTaskEvents: _aio.UnaryStreamMultiCallable[_task_pb2.WatchTaskEventsRequest, _task_pb2.WatchTaskEventsResponse]  # type: ignore[assignment]
     """Rings when events of a task are committed (the schema's trigger NOTIFYs task_events with
     the task id); readers then ListTaskEvents from the last seq they saw.
+    """
+    ListTools: _aio.UnaryUnaryMultiCallable[_task_pb2.ListToolsRequest, _task_pb2.ListToolsResponse]  # type: ignore[assignment]
+    """--- Admin and observability (docs/operations.md).
+
+    Every tool, by name.
+    """
+    ListTasks: _aio.UnaryUnaryMultiCallable[_task_pb2.ListTasksRequest, _task_pb2.ListTasksResponse]  # type: ignore[assignment]
+    """Tasks newest first, filtered, a page at a time (keyset pagination on (created_at, id): a
+    page costs its rows whatever the page number). The page token is the last row's key, base64
+    text; one that does not decode is PostgreSQL's data exception, answered INVALID_ARGUMENT.
+    Three branches, one per index (idx_gen_tasks_tool_created, idx_gen_tasks_status_created,
+    idx_gen_tasks_created), each guarded by which filters are set: under a generic plan the
+    guards are one-time filters, so only one branch runs, an ordered index scan that stops at
+    the page; `(@x IS NULL OR col = @x)` in one WHERE would leave a generic plan only the scan
+    of every row. The other filters are checked on the rows that branch reads.
+    """
+    GetQueueStats: _aio.UnaryUnaryMultiCallable[_task_pb2.GetQueueStatsRequest, _task_pb2.GetQueueStatsResponse]  # type: ignore[assignment]
+    """The live queue by tool and status, with the age of each one's oldest task: what the queue
+    gauges and the dashboard's queue page read. Costs the live rows (an index-only scan of
+    idx_gen_tasks_queue), not the finished ones: the finished are counted over a window
+    (ListToolOutcomes), since counting every row ever finished costs the table.
+    """
+    ListToolOutcomes: _aio.UnaryUnaryMultiCallable[_task_pb2.ListToolOutcomesRequest, _task_pb2.ListToolOutcomesResponse]  # type: ignore[assignment]
+    """Per tool, the tasks finished in the last window_seconds: completed, failed, and the failure
+    rate. Costs the window's rows (a range of idx_gen_tasks_terminal).
     """
 
 class GenerationDataServiceServicer(metaclass=_abc_1.ABCMeta):
@@ -692,6 +742,55 @@ class GenerationDataServiceServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_abc.Iterator[_task_pb2.WatchTaskEventsResponse], _abc.AsyncIterator[_task_pb2.WatchTaskEventsResponse]]:
         """Rings when events of a task are committed (the schema's trigger NOTIFYs task_events with
         the task id); readers then ListTaskEvents from the last seq they saw.
+        """
+
+    @_abc_1.abstractmethod
+    def ListTools(
+        self,
+        request: _task_pb2.ListToolsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_task_pb2.ListToolsResponse, _abc.Awaitable[_task_pb2.ListToolsResponse]]:
+        """--- Admin and observability (docs/operations.md).
+
+        Every tool, by name.
+        """
+
+    @_abc_1.abstractmethod
+    def ListTasks(
+        self,
+        request: _task_pb2.ListTasksRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_task_pb2.ListTasksResponse, _abc.Awaitable[_task_pb2.ListTasksResponse]]:
+        """Tasks newest first, filtered, a page at a time (keyset pagination on (created_at, id): a
+        page costs its rows whatever the page number). The page token is the last row's key, base64
+        text; one that does not decode is PostgreSQL's data exception, answered INVALID_ARGUMENT.
+        Three branches, one per index (idx_gen_tasks_tool_created, idx_gen_tasks_status_created,
+        idx_gen_tasks_created), each guarded by which filters are set: under a generic plan the
+        guards are one-time filters, so only one branch runs, an ordered index scan that stops at
+        the page; `(@x IS NULL OR col = @x)` in one WHERE would leave a generic plan only the scan
+        of every row. The other filters are checked on the rows that branch reads.
+        """
+
+    @_abc_1.abstractmethod
+    def GetQueueStats(
+        self,
+        request: _task_pb2.GetQueueStatsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_task_pb2.GetQueueStatsResponse, _abc.Awaitable[_task_pb2.GetQueueStatsResponse]]:
+        """The live queue by tool and status, with the age of each one's oldest task: what the queue
+        gauges and the dashboard's queue page read. Costs the live rows (an index-only scan of
+        idx_gen_tasks_queue), not the finished ones: the finished are counted over a window
+        (ListToolOutcomes), since counting every row ever finished costs the table.
+        """
+
+    @_abc_1.abstractmethod
+    def ListToolOutcomes(
+        self,
+        request: _task_pb2.ListToolOutcomesRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_task_pb2.ListToolOutcomesResponse, _abc.Awaitable[_task_pb2.ListToolOutcomesResponse]]:
+        """Per tool, the tasks finished in the last window_seconds: completed, failed, and the failure
+        rate. Costs the window's rows (a range of idx_gen_tasks_terminal).
         """
 
 def add_GenerationDataServiceServicer_to_server(servicer: GenerationDataServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

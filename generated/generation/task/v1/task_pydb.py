@@ -32,6 +32,15 @@ _TASK_STATUS_FROM_PG: dict[str, task_pb2.TaskStatus.ValueType] = {
     "failed": task_pb2.TASK_STATUS_FAILED,
     "cancelled": task_pb2.TASK_STATUS_CANCELLED,
 }
+_TASK_STATUS_TO_PG: dict[task_pb2.TaskStatus.ValueType, str] = {
+    task_pb2.TASK_STATUS_SCHEDULED: "scheduled",
+    task_pb2.TASK_STATUS_QUEUED: "queued",
+    task_pb2.TASK_STATUS_DISPATCHED: "dispatched",
+    task_pb2.TASK_STATUS_PROCESSING: "processing",
+    task_pb2.TASK_STATUS_COMPLETED: "completed",
+    task_pb2.TASK_STATUS_FAILED: "failed",
+    task_pb2.TASK_STATUS_CANCELLED: "cancelled",
+}
 
 
 def _tool_from_row(row: tuple[Any, ...]) -> task_pb2.Tool:
@@ -152,6 +161,43 @@ def _task_event_from_row(row: tuple[Any, ...]) -> task_pb2.TaskEvent:
         kind=row[2],  # kind text
         data=row[3],  # data jsonb
         emitted_at=rt.timestamp_value(row[4]),  # emitted_at timestamptz
+    )
+
+
+def _listed_task_from_row(row: tuple[Any, ...]) -> task_pb2.ListedTask:
+    """A result row as a generation.task.v1.ListedTask."""
+    return task_pb2.ListedTask(
+        id=row[0],  # id uuid
+        tool_id=row[1],  # tool_id uuid
+        status=_TASK_STATUS_FROM_PG.get(row[2], task_pb2.TASK_STATUS_UNSPECIFIED),  # status generation.task_status
+        priority=row[3],  # priority int4
+        retry_count=row[4],  # retry_count int4
+        max_retries=row[5],  # max_retries int4
+        error=row[6],  # error text (nullable)
+        created_at=rt.timestamp_value(row[7]),  # created_at timestamptz
+        started_at=None if row[8] is None else rt.timestamp_value(row[8]),  # started_at timestamptz (nullable)
+        completed_at=None if row[9] is None else rt.timestamp_value(row[9]),  # completed_at timestamptz (nullable)
+        page_token=row[10],  # page_token text
+    )
+
+
+def _queue_stat_from_row(row: tuple[Any, ...]) -> task_pb2.QueueStat:
+    """A result row as a generation.task.v1.QueueStat."""
+    return task_pb2.QueueStat(
+        tool_id=row[0],  # tool_id uuid
+        status=_TASK_STATUS_FROM_PG.get(row[1], task_pb2.TASK_STATUS_UNSPECIFIED),  # status generation.task_status
+        tasks=row[2],  # tasks int8
+        oldest_age_seconds=row[3],  # oldest_age_seconds float8
+    )
+
+
+def _tool_outcomes_from_row(row: tuple[Any, ...]) -> task_pb2.ToolOutcomes:
+    """A result row as a generation.task.v1.ToolOutcomes."""
+    return task_pb2.ToolOutcomes(
+        tool_id=row[0],  # tool_id uuid
+        completed=row[1],  # completed int8
+        failed=row[2],  # failed int8
+        failure_rate=row[3],  # failure_rate float8
     )
 
 
@@ -1537,6 +1583,173 @@ async def purge_task_events(
     return task_pb2.PurgeTaskEventsResponse()
 
 
+LIST_TOOLS_SQL = """\
+SELECT tools.id, tools.name, tools.created_at, tools.lease_seconds, tools.retry_base_seconds,
+  tools.retry_cap_seconds, tools.max_runtime_seconds, tools.paused
+FROM generation.tools ORDER BY name, id
+"""
+LIST_TOOLS_LOADERS = rt.loaders(text=("uuid",), timestamps=("timestamptz",))
+
+
+async def list_tools(
+    conn: AsyncConnection[Any], request: task_pb2.ListToolsRequest
+) -> task_pb2.ListToolsResponse:
+    """ListTools: Every tool, by name.
+
+    Any number of rows, into `tools`.
+    """
+    params: dict[str, Any] = {}
+    async with rt.cursor(conn, LIST_TOOLS_LOADERS) as cur:
+        await cur.execute(LIST_TOOLS_SQL, params, prepare=True)
+        rows = await cur.fetchall()
+        return task_pb2.ListToolsResponse(tools=[_tool_from_row(row) for row in rows])
+
+
+LIST_TASKS_SQL = """\
+WITH params AS MATERIALIZED (
+  SELECT CASE WHEN %(page_token)s = '' THEN 'infinity'::timestamptz
+              ELSE timestamptz 'epoch' + split_part(convert_from(decode(%(page_token)s, 'base64'), 'UTF8'), ',', 1)::int8
+                   * INTERVAL '1 microsecond' END AS cursor_at,
+         CASE WHEN %(page_token)s = '' THEN 'ffffffff-ffff-ffff-ffff-ffffffffffff'::uuid
+              ELSE split_part(convert_from(decode(%(page_token)s, 'base64'), 'UTF8'), ',', 2)::uuid END AS cursor_id,
+         LEAST(GREATEST(COALESCE(NULLIF(%(page_size)s, 0), 50), 1), 1000) AS size
+), bound AS MATERIALIZED (
+  SELECT CASE WHEN %(created_before)s::timestamptz IS NULL OR p.cursor_at < %(created_before)s THEN p.cursor_at
+              ELSE %(created_before)s END AS before_at,
+         CASE WHEN %(created_before)s::timestamptz IS NULL OR p.cursor_at < %(created_before)s THEN p.cursor_id
+              ELSE '00000000-0000-0000-0000-000000000000'::uuid END AS before_id
+  FROM params AS p
+), page AS (
+  SELECT p.*, row_number() OVER (ORDER BY p.created_at DESC, p.id DESC) AS n, count(*) OVER () AS fetched
+  FROM (
+    (SELECT t.id, t.tool_id, t.status, t.priority, t.retry_count, t.max_retries, t.error, t.created_at,
+            t.started_at, t.completed_at FROM generation.tasks AS t
+     WHERE %(tool_id)s::uuid IS NOT NULL AND t.tool_id = %(tool_id)s
+       AND (t.created_at, t.id) < ((SELECT before_at FROM bound), (SELECT before_id FROM bound))
+       AND t.created_at >= COALESCE(%(created_after)s::timestamptz, '-infinity')
+       AND (%(status)s::generation.task_status IS NULL OR t.status = %(status)s)
+       AND (%(error_contains)s::text IS NULL OR strpos(lower(t.error), lower(%(error_contains)s)) > 0)
+     ORDER BY t.tool_id DESC, t.created_at DESC, t.id DESC
+     LIMIT (SELECT size + 1 FROM params))
+    UNION ALL
+    (SELECT t.id, t.tool_id, t.status, t.priority, t.retry_count, t.max_retries, t.error, t.created_at,
+            t.started_at, t.completed_at FROM generation.tasks AS t
+     WHERE %(tool_id)s::uuid IS NULL AND %(status)s::generation.task_status IS NOT NULL AND t.status = %(status)s
+       AND (t.created_at, t.id) < ((SELECT before_at FROM bound), (SELECT before_id FROM bound))
+       AND t.created_at >= COALESCE(%(created_after)s::timestamptz, '-infinity')
+       AND (%(error_contains)s::text IS NULL OR strpos(lower(t.error), lower(%(error_contains)s)) > 0)
+     ORDER BY t.status DESC, t.created_at DESC, t.id DESC
+     LIMIT (SELECT size + 1 FROM params))
+    UNION ALL
+    (SELECT t.id, t.tool_id, t.status, t.priority, t.retry_count, t.max_retries, t.error, t.created_at,
+            t.started_at, t.completed_at FROM generation.tasks AS t
+     WHERE %(tool_id)s::uuid IS NULL AND %(status)s::generation.task_status IS NULL
+       AND (t.created_at, t.id) < ((SELECT before_at FROM bound), (SELECT before_id FROM bound))
+       AND t.created_at >= COALESCE(%(created_after)s::timestamptz, '-infinity')
+       AND (%(error_contains)s::text IS NULL OR strpos(lower(t.error), lower(%(error_contains)s)) > 0)
+     ORDER BY t.created_at DESC, t.id DESC
+     LIMIT (SELECT size + 1 FROM params))
+  ) AS p
+)
+SELECT id, tool_id, status, priority, retry_count, max_retries, error, created_at, started_at, completed_at,
+       CASE WHEN fetched > (SELECT size FROM params) AND n = (SELECT size FROM params)
+            THEN encode(convert_to((EXTRACT(epoch FROM created_at) * 1000000)::int8 || ',' || id, 'UTF8'), 'base64')
+            ELSE '' END AS page_token
+FROM page
+WHERE n <= (SELECT size FROM params)
+ORDER BY n
+"""
+LIST_TASKS_LOADERS = rt.loaders(text=("uuid",), timestamps=("timestamptz",))
+
+
+async def list_tasks(
+    conn: AsyncConnection[Any], request: task_pb2.ListTasksRequest
+) -> task_pb2.ListTasksResponse:
+    """ListTasks: Tasks newest first, filtered, a page at a time (keyset pagination on (created_at,
+    id): a page costs its rows whatever the page number). The page token is the last row's key,
+    base64 text; one that does not decode is PostgreSQL's data exception, answered INVALID_ARGUMENT.
+    Three branches, one per index (idx_gen_tasks_tool_created, idx_gen_tasks_status_created,
+    idx_gen_tasks_created), each guarded by which filters are set: under a generic plan the guards
+    are one-time filters, so only one branch runs, an ordered index scan that stops at the page;
+    `(@x IS NULL OR col = @x)` in one WHERE would leave a generic plan only the scan of every row.
+    The other filters are checked on the rows that branch reads.
+
+    Any number of rows, into `tasks`.
+    """
+    params = {
+        "page_token": request.page_token,
+        "page_size": request.page_size,
+        "created_before": rt.timestamp_param(request.created_before, "created_before") if request.HasField("created_before") else None,
+        "tool_id": rt.parse_uuid(request.tool_id, "tool_id") if request.HasField("tool_id") else None,
+        "created_after": rt.timestamp_param(request.created_after, "created_after") if request.HasField("created_after") else None,
+        "status": rt.enum_label(_TASK_STATUS_TO_PG, request.status, "status") if request.HasField("status") else None,
+        "error_contains": request.error_contains if request.HasField("error_contains") else None,
+    }
+    async with rt.cursor(conn, LIST_TASKS_LOADERS) as cur:
+        await cur.execute(LIST_TASKS_SQL, params, prepare=True)
+        rows = await cur.fetchall()
+        return task_pb2.ListTasksResponse(tasks=[_listed_task_from_row(row) for row in rows])
+
+
+GET_QUEUE_STATS_SQL = """\
+SELECT tool_id, status, count(*) AS tasks,
+       COALESCE(EXTRACT(epoch FROM now() - min(created_at))::float8, 0) AS oldest_age_seconds
+FROM generation.tasks
+WHERE status IN ('queued', 'processing')
+GROUP BY tool_id, status
+ORDER BY tool_id, status
+"""
+GET_QUEUE_STATS_LOADERS = rt.loaders(text=("uuid",))
+
+
+async def get_queue_stats(
+    conn: AsyncConnection[Any], request: task_pb2.GetQueueStatsRequest
+) -> task_pb2.GetQueueStatsResponse:
+    """GetQueueStats: The live queue by tool and status, with the age of each one's oldest task:
+    what the queue gauges and the dashboard's queue page read. Costs the live rows (an index-only
+    scan of idx_gen_tasks_queue), not the finished ones: the finished are counted over a window
+    (ListToolOutcomes), since counting every row ever finished costs the table.
+
+    Any number of rows, into `stats`.
+    """
+    params: dict[str, Any] = {}
+    async with rt.cursor(conn, GET_QUEUE_STATS_LOADERS) as cur:
+        await cur.execute(GET_QUEUE_STATS_SQL, params, prepare=True)
+        rows = await cur.fetchall()
+        return task_pb2.GetQueueStatsResponse(stats=[_queue_stat_from_row(row) for row in rows])
+
+
+LIST_TOOL_OUTCOMES_SQL = """\
+SELECT tool_id,
+       count(*) FILTER (WHERE status = 'completed') AS completed,
+       count(*) FILTER (WHERE status = 'failed') AS failed,
+       (count(*) FILTER (WHERE status = 'failed'))::float8 / count(*) AS failure_rate
+FROM generation.tasks
+WHERE status IN ('completed', 'failed')
+  AND completed_at >= now() - COALESCE(NULLIF(GREATEST(%(window_seconds)s, 0), 0), 3600) * INTERVAL '1 second'
+GROUP BY tool_id
+ORDER BY tool_id
+"""
+LIST_TOOL_OUTCOMES_LOADERS = rt.loaders(text=("uuid",))
+
+
+async def list_tool_outcomes(
+    conn: AsyncConnection[Any], request: task_pb2.ListToolOutcomesRequest
+) -> task_pb2.ListToolOutcomesResponse:
+    """ListToolOutcomes: Per tool, the tasks finished in the last window_seconds: completed, failed,
+    and the failure rate. Costs the window's rows (a range of idx_gen_tasks_terminal).
+
+    Any number of rows, into `tools`.
+    """
+    params = {
+        "window_seconds": request.window_seconds,
+    }
+    async with rt.cursor(conn, LIST_TOOL_OUTCOMES_LOADERS) as cur:
+        await cur.execute(LIST_TOOL_OUTCOMES_SQL, params, prepare=True)
+        rows = await cur.fetchall()
+        return task_pb2.ListToolOutcomesResponse(tools=[_tool_outcomes_from_row(row) for row in rows])
+
+
 class GenerationDataServiceHandlers(task_pb2_grpc.GenerationDataServiceServicer):
     """generation.task.v1.GenerationDataService on a psycopg connection pool.
 
@@ -1742,6 +1955,30 @@ class GenerationDataServiceHandlers(task_pb2_grpc.GenerationDataServiceServicer)
     ) -> task_pb2.PurgeTaskEventsResponse:
         # May write: on the primary.
         return await self.db.run(context, "PurgeTaskEvents", purge_task_events, request, replica=False)
+
+    async def ListTools(
+        self, request: task_pb2.ListToolsRequest, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> task_pb2.ListToolsResponse:
+        # Read-only: on the replica pool when the server has one (DATABASE_REPLICA_URL).
+        return await self.db.run(context, "ListTools", list_tools, request, replica=True)
+
+    async def ListTasks(
+        self, request: task_pb2.ListTasksRequest, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> task_pb2.ListTasksResponse:
+        # Read-only: on the replica pool when the server has one (DATABASE_REPLICA_URL).
+        return await self.db.run(context, "ListTasks", list_tasks, request, replica=True)
+
+    async def GetQueueStats(
+        self, request: task_pb2.GetQueueStatsRequest, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> task_pb2.GetQueueStatsResponse:
+        # Read-only: on the replica pool when the server has one (DATABASE_REPLICA_URL).
+        return await self.db.run(context, "GetQueueStats", get_queue_stats, request, replica=True)
+
+    async def ListToolOutcomes(
+        self, request: task_pb2.ListToolOutcomesRequest, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> task_pb2.ListToolOutcomesResponse:
+        # Read-only: on the replica pool when the server has one (DATABASE_REPLICA_URL).
+        return await self.db.run(context, "ListToolOutcomes", list_tool_outcomes, request, replica=True)
 
     async def WatchTaskCancels(
         self, request: task_pb2.WatchTaskCancelsRequest, context: grpc.aio.ServicerContext[Any, Any]
