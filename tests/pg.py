@@ -18,9 +18,9 @@ from pathlib import Path
 
 import psycopg
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
-from pydb.plugin.sql.ddl import skip_meta_lines
-from pydb.plugin.sql.ddl_state import State
-from pydb.plugin.sql.pgparse import PgSyntaxError, parse
+from pydb.plugin.sql.schema.apply import skip_meta_lines
+from pydb.plugin.sql.schema.state import State
+from pydb.plugin.sql.syntax.pgparse import PgSyntaxError, parse
 
 ROOT = Path(__file__).resolve().parent.parent
 SCHEMA = ROOT / "example_protos" / "generation" / "task" / "v1" / "schema.sql"

@@ -19,11 +19,11 @@ import psycopg
 import pytest
 from corpus.run import pg_type_names, positional
 from pg import Cluster, scratch_database
-from pydb.plugin.sql.analyze import analyze
-from pydb.plugin.sql.builtins import SchemaTypes, TypeInfo, load_builtins
-from pydb.plugin.sql.catalog import Catalog, build_catalog
-from pydb.plugin.sql.resolve import ResolveError, resolve_function, resolve_operator
-from pydb.plugin.sql.types import PgType
+from pydb.plugin.sql.analyzer.analyzer import analyze
+from pydb.plugin.sql.catalog.builtins import SchemaTypes, TypeInfo, load_builtins
+from pydb.plugin.sql.catalog.model import Catalog, build_catalog
+from pydb.plugin.sql.catalog.types import PgType
+from pydb.plugin.sql.rules.resolution import ResolveError, resolve_function, resolve_operator
 
 EXTENSIONS = ("citext", "hstore", "ltree", "pg_trgm", "pgcrypto", "uuid-ossp", "fuzzystrmatch", "intarray")
 

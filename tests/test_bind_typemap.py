@@ -15,7 +15,7 @@ from pydb import runtime as rt
 from pydb.plugin.bind import ir
 from pydb.plugin.bind import typemap as t
 from pydb.plugin.pygen.lower import _Module
-from pydb.plugin.sql.types import PgType
+from pydb.plugin.sql.catalog.types import PgType
 from test_bind_runtime import HEADER, built, database, pb2, rpc
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "diagnostics.md"

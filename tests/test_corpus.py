@@ -45,8 +45,8 @@ from corpus.run import (
 from pg import Cluster, schema_statements, scratch_database
 from plugin_harness import WELL_KNOWN, compile_protos, run_plugin
 from pydb import include_dir
-from pydb.plugin.sql.analyze import analyze
-from pydb.plugin.sql.catalog import build_catalog
+from pydb.plugin.sql.analyzer.analyzer import analyze
+from pydb.plugin.sql.catalog.model import build_catalog
 from pydb.v1 import options_pb2
 
 REPO = ROOT.parent

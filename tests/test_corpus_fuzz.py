@@ -32,8 +32,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pg import Cluster, scratch_database
 from plugin_harness import Outcome, compile_protos, run_plugin
-from pydb.plugin.sql.analyze import analyze
-from pydb.plugin.sql.catalog import Catalog
+from pydb.plugin.sql.analyzer.analyzer import analyze
+from pydb.plugin.sql.catalog.model import Catalog
 from pydb.v1 import options_pb2
 
 REPO = ROOT.parent

@@ -14,9 +14,9 @@ from plugin_harness import run_plugin
 from pydb.plugin.bind import compiler
 from pydb.plugin.bind import typemap as t
 from pydb.plugin.diagnostics import Diagnostic, SqlSpan
-from pydb.plugin.sql.analyze import analyze
-from pydb.plugin.sql.catalog import build_catalog
-from pydb.plugin.sql.types import PgType
+from pydb.plugin.sql.analyzer.analyzer import analyze
+from pydb.plugin.sql.catalog.model import build_catalog
+from pydb.plugin.sql.catalog.types import PgType
 from pydb.v1 import options_pb2
 
 F = descriptor_pb2.FieldDescriptorProto

@@ -8,9 +8,9 @@ from pydb.plugin.bind import ir
 from pydb.plugin.bind.compiler import statement
 from pydb.plugin.diagnostics import SqlSpan
 from pydb.plugin.pygen.lower import _probe, psycopg_sql
-from pydb.plugin.sql.analysis import Analysis, Expansion, Param
-from pydb.plugin.sql.names import QualifiedName
-from pydb.plugin.sql.types import PgType
+from pydb.plugin.sql.analyzer.result import Analysis, Expansion, Param
+from pydb.plugin.sql.catalog.identifiers import QualifiedName
+from pydb.plugin.sql.catalog.types import PgType
 
 
 def analysis(sql: str, params: dict[str, list[str]], stars: dict[str, str]) -> Analysis:

@@ -16,8 +16,7 @@ import psycopg
 import pytest
 from pg import Cluster, scratch_database
 from plugin_harness import compile_protos, run_plugin
-from pydb.plugin.sql.pgparse import parse
-from pydb.plugin.sql.schema_source import (
+from pydb.plugin.sql.schema.source import (
     SchemaRoots,
     load_catalog,
     migration_order,
@@ -26,6 +25,7 @@ from pydb.plugin.sql.schema_source import (
     schema_path,
     up_sections,
 )
+from pydb.plugin.sql.syntax.pgparse import parse
 from test_sql_catalog import RICH_SCHEMA, assert_catalog_matches_postgres
 
 #: A Down section's content: applying it would drop what the Up parts built.

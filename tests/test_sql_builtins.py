@@ -1,4 +1,4 @@
-"""The built-in catalog data (sql/pgdata, sql/builtins.py) against PostgreSQL itself."""
+"""The built-in catalog data (sql/catalog/pgdata, sql/catalog/builtins.py) against PostgreSQL itself."""
 
 from __future__ import annotations
 
@@ -12,11 +12,11 @@ import pglast
 import psycopg
 import pytest
 from pg import ROOT, Cluster, scratch_database
-from pydb.plugin.sql.builtins import load_builtins
-from pydb.plugin.sql.types import PgType
+from pydb.plugin.sql.catalog.builtins import load_builtins
+from pydb.plugin.sql.catalog.types import PgType
 
 SCRIPT = ROOT / "protoc-gen-pydb" / "scripts" / "extract_pg_catalog.py"
-DATA = ROOT / "protoc-gen-pydb" / "pydb" / "plugin" / "sql" / "pgdata" / "pg15.json"
+DATA = ROOT / "protoc-gen-pydb" / "pydb" / "plugin" / "sql" / "catalog" / "pgdata" / "pg15.json"
 EXTENSIONS = ("citext", "hstore", "ltree", "cube", "seg", "isn", "pg_trgm", "intarray", "lo")
 
 
@@ -160,10 +160,10 @@ def test_function_rows_carry_postgresqls_attributes() -> None:
 
 def test_loading_is_fast() -> None:
     """Every plugin run loads the catalog: measured in a fresh interpreter, after the imports
-    the plugin makes anyway (sqlglot, through sql/types.py)."""
+    the plugin makes anyway (the whole sql package, through sql/catalog/types.py)."""
     code = (
-        "import pydb.plugin.sql.types; import time; t = time.perf_counter();"
-        "from pydb.plugin.sql.builtins import load_builtins; b = load_builtins();"
+        "import pydb.plugin.sql.catalog.types; import time; t = time.perf_counter();"
+        "from pydb.plugin.sql.catalog.builtins import load_builtins; b = load_builtins();"
         "[b.functions(n) for n in ('now', 'count', 'coalesce', 'jsonb_each', 'array_agg')];"
         "print(time.perf_counter() - t)"
     )

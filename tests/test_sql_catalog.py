@@ -20,11 +20,11 @@ import psycopg
 import pytest
 from corpus.run import positional
 from pg import Cluster, scratch_database
-from pydb.plugin.sql.analyze import analyze
-from pydb.plugin.sql.catalog import Catalog, build_catalog
-from pydb.plugin.sql.grammar import parameter_spans
-from pydb.plugin.sql.pgparse import parse
-from pydb.plugin.sql.schema_source import SchemaFile, load_catalog, read_files, up_sections
+from pydb.plugin.sql.analyzer.analyzer import analyze
+from pydb.plugin.sql.catalog.model import Catalog, build_catalog
+from pydb.plugin.sql.schema.source import SchemaFile, load_catalog, read_files, up_sections
+from pydb.plugin.sql.syntax.grammar import parameter_spans
+from pydb.plugin.sql.syntax.pgparse import parse
 
 #: Every object kind the catalog models, built the way people build them (unqualified names in
 #: public, mixed case, renames, ALTER TYPE, INHERITS, partitions, LIKE, views, functions, ...).

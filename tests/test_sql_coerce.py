@@ -1,4 +1,4 @@
-"""PostgreSQL's coercion rules (sql/coerce.py) against PostgreSQL itself: can_coerce by context,
+"""PostgreSQL's coercion rules (sql/rules/coercion.py) against PostgreSQL itself: can_coerce by context,
 common types of UNION / CASE / COALESCE / ARRAY / VALUES / GREATEST / LEAST, polymorphic enum
 arguments, and which types ORDER BY / GROUP BY can use."""
 
@@ -9,8 +9,9 @@ from collections.abc import Iterator
 import psycopg
 import pytest
 from pg import Cluster
-from pydb.plugin.sql.builtins import load_builtins
-from pydb.plugin.sql.resolve import (
+from pydb.plugin.sql.catalog.builtins import load_builtins
+from pydb.plugin.sql.catalog.types import PgType
+from pydb.plugin.sql.rules.resolution import (
     ResolveError,
     can_coerce,
     common_type,
@@ -18,7 +19,6 @@ from pydb.plugin.sql.resolve import (
     require_ordering,
     resolve_function,
 )
-from pydb.plugin.sql.types import PgType
 from sql_oracle import (
     EXTENSIONS,
     SCHEMA_TYPES,

@@ -9,11 +9,11 @@ import psycopg
 import pytest
 from corpus.run import pg_type_names as type_names
 from corpus.run import positional
-from pydb.plugin.sql.analysis import Analysis
-from pydb.plugin.sql.analyze import analyze
-from pydb.plugin.sql.catalog import Catalog
-from pydb.plugin.sql.colnames import OutputNames
-from pydb.plugin.sql.grammar import check_statement
+from pydb.plugin.sql.analyzer.analyzer import analyze
+from pydb.plugin.sql.analyzer.result import Analysis
+from pydb.plugin.sql.catalog.model import Catalog
+from pydb.plugin.sql.syntax.colnames import OutputNames
+from pydb.plugin.sql.syntax.grammar import check_statement
 from sql_oracle import schema_fixtures
 
 SCHEMA = """

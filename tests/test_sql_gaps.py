@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import psycopg
 import pytest
-from pydb.plugin.sql.analyze import analyze
-from pydb.plugin.sql.catalog import Catalog
+from pydb.plugin.sql.analyzer.analyzer import analyze
+from pydb.plugin.sql.catalog.model import Catalog
 from sql_oracle import schema_fixtures
 from test_sql_constructs import analysed, describe, expanded, ours
 

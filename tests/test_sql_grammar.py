@@ -13,12 +13,12 @@ import psycopg
 import pytest
 from pg import scratch_database
 from pydb.plugin.diagnostics import Diagnostic, SqlSpan
-from pydb.plugin.sql import types as t
-from pydb.plugin.sql.analyze import analyze
-from pydb.plugin.sql.catalog import build_catalog
-from pydb.plugin.sql.grammar import check_statement, line_col, split_statements, syntax_error_problem
-from pydb.plugin.sql.pgparse import PgSyntaxError, parse
-from pydb.plugin.sql.signatures import OperatorSig
+from pydb.plugin.sql.analyzer.analyzer import analyze
+from pydb.plugin.sql.catalog import types as t
+from pydb.plugin.sql.catalog.model import build_catalog
+from pydb.plugin.sql.catalog.signatures import OperatorSig
+from pydb.plugin.sql.syntax.grammar import check_statement, line_col, split_statements, syntax_error_problem
+from pydb.plugin.sql.syntax.pgparse import PgSyntaxError, parse
 
 BROKEN = [
     "selectt id, x FROM t",

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 import psycopg
 import pytest
 from pg import Cluster, scratch_database
-from pydb.plugin.sql.catalog import build_catalog
+from pydb.plugin.sql.catalog.model import build_catalog
 
 HASHED = "CREATE TABLE h (id int NOT NULL, k int NOT NULL) PARTITION BY HASH (k);\n"
 LISTED = "CREATE TABLE l (id int NOT NULL, k text) PARTITION BY LIST (k);\n"

@@ -11,11 +11,11 @@ import psycopg
 import pytest
 from corpus.run import pg_type_names, positional
 from pglast import keywords
-from pydb.plugin.sql.analyze import analyze
-from pydb.plugin.sql.catalog import Catalog, build_catalog
-from pydb.plugin.sql.grammar import check_statement
-from pydb.plugin.sql.pg15 import NEWER_KEYWORDS
-from pydb.plugin.sql.pgparse import PgSyntaxError, parse
+from pydb.plugin.sql.analyzer.analyzer import analyze
+from pydb.plugin.sql.catalog.model import Catalog, build_catalog
+from pydb.plugin.sql.syntax.grammar import check_statement
+from pydb.plugin.sql.syntax.pg15 import NEWER_KEYWORDS
+from pydb.plugin.sql.syntax.pgparse import PgSyntaxError, parse
 from sql_oracle import schema_fixtures
 
 SCHEMA = """

@@ -1,4 +1,4 @@
-"""PostgreSQL's function and operator resolution (sql/resolve.py) against PostgreSQL itself:
+"""PostgreSQL's function and operator resolution (sql/rules/resolution.py) against PostgreSQL itself:
 curated and generated calls and operator expressions, every built-in signature, the operators of
 contrib extensions, table functions' columns, schema-declared functions, `= ANY`, `IN`, NULLIF,
 messages and hints. The harness is tests/sql_oracle.py."""
@@ -14,8 +14,10 @@ import psycopg
 import pytest
 from hypothesis import strategies as st
 from pg import Cluster
-from pydb.plugin.sql.builtins import SchemaTypes, load_builtins
-from pydb.plugin.sql.resolve import (
+from pydb.plugin.sql.catalog.builtins import SchemaTypes, load_builtins
+from pydb.plugin.sql.catalog.signatures import FunctionSig
+from pydb.plugin.sql.catalog.types import PgType
+from pydb.plugin.sql.rules.resolution import (
     DIALECT_HINTS,
     ResolveError,
     common_type,
@@ -24,8 +26,6 @@ from pydb.plugin.sql.resolve import (
     resolve_operator,
     resolve_scalar_array_op,
 )
-from pydb.plugin.sql.signatures import FunctionSig
-from pydb.plugin.sql.types import PgType
 from sql_oracle import (
     EXTENSIONS,
     SCHEMA_TYPES,

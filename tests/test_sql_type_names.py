@@ -10,7 +10,7 @@ import re
 
 import psycopg
 import pytest
-from pydb.plugin.sql.catalog import Catalog
+from pydb.plugin.sql.catalog.model import Catalog
 from sql_oracle import analyzer, assert_typed_like_postgres, postgres, schema_fixtures
 
 SCHEMA = """

@@ -19,9 +19,9 @@ import psycopg
 import pytest
 from pg import Cluster, scratch_database
 from plugin_harness import compile_protos, protoc, run_plugin
-from pydb.plugin.sql.analyze import analyze
-from pydb.plugin.sql.catalog import Catalog
-from pydb.plugin.sql.grammar import check_statement
+from pydb.plugin.sql.analyzer.analyzer import analyze
+from pydb.plugin.sql.catalog.model import Catalog
+from pydb.plugin.sql.syntax.grammar import check_statement
 from sql_oracle import schema_fixtures
 
 SCHEMA = """

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import psycopg
 import pytest
-from pydb.plugin.sql.catalog import Catalog
+from pydb.plugin.sql.catalog.model import Catalog
 from sql_oracle import assert_refused_like_postgres, assert_typed_like_postgres, schema_fixtures
 
 SCHEMA = """

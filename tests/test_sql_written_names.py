@@ -10,8 +10,8 @@ import pytest
 from conftest import CORPUS_JOBS_SCHEMA
 from corpus.run import analyzer_signature, positional, postgres_signature
 from pg import Cluster, scratch_database
-from pydb.plugin.sql.analyze import analyze
-from pydb.plugin.sql.catalog import Catalog, build_catalog
+from pydb.plugin.sql.analyzer.analyzer import analyze
+from pydb.plugin.sql.catalog.model import Catalog, build_catalog
 
 CALLS = [
     "SELECT IFNULL(nickname, name) FROM app.users",

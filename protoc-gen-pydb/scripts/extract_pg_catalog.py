@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Extract PostgreSQL's built-in catalog into `pydb/plugin/sql/pgdata/pg15.json`.
+"""Extract PostgreSQL's built-in catalog into `pydb/plugin/sql/catalog/pgdata/pg15.json`.
 
 Usage: extract_pg_catalog.py [DSN] [-o OUT]   (DSN also from $PGDATA_DSN; default
 postgresql://postgres@127.0.0.1:5432/postgres). Needs a superuser on PostgreSQL 15.
@@ -44,7 +44,7 @@ import psycopg
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 DEFAULT_DSN = "postgresql://postgres@127.0.0.1:5432/postgres"
-OUT = Path(__file__).resolve().parent.parent / "pydb" / "plugin" / "sql" / "pgdata" / "pg15.json"
+OUT = Path(__file__).resolve().parent.parent / "pydb" / "plugin" / "sql" / "catalog" / "pgdata" / "pg15.json"
 EXTENSION_DIR = Path("/usr/share/postgresql/15/extension")
 
 # Pseudo-types no SQL caller can produce or consume: a function taking or returning one is not

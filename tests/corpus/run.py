@@ -37,10 +37,10 @@ if str(ROOT) not in sys.path:  # run as a script: tests/ holds plugin_harness
 
 from plugin_harness import Outcome, compile_protos, run_plugin  # noqa: E402
 from pydb.plugin.protos import ProtoIndex  # noqa: E402
-from pydb.plugin.sql.analysis import Analysis, ResultColumn  # noqa: E402
-from pydb.plugin.sql.analyze import analyze  # noqa: E402
-from pydb.plugin.sql.catalog import Catalog, build_catalog  # noqa: E402
-from pydb.plugin.sql.grammar import check_statement  # noqa: E402
+from pydb.plugin.sql.analyzer.analyzer import analyze  # noqa: E402
+from pydb.plugin.sql.analyzer.result import Analysis, ResultColumn  # noqa: E402
+from pydb.plugin.sql.catalog.model import Catalog, build_catalog  # noqa: E402
+from pydb.plugin.sql.syntax.grammar import check_statement  # noqa: E402
 from pydb.v1 import options_pb2  # noqa: E402
 
 STDERR = "stderr.txt"

@@ -22,7 +22,7 @@ from pydb.v1 import options_pb2  # noqa: F401  (import for its side effect)
 from .bind.compiler import compile_request
 from .diagnostics import format_all
 from .pygen.render import render
-from .sql.schema_source import SchemaRoots
+from .sql import SchemaRoots
 
 # proto3 `optional` is handled (presence becomes HasField / None). Editions are not declared:
 # field presence under editions features is not modelled, so protoc refuses an editions file

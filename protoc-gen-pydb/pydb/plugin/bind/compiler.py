@@ -17,11 +17,7 @@ from pydb.v1 import options_pb2
 
 from ..diagnostics import Diagnostic, Severity, SqlSpan
 from ..protos import Message, ProtoIndex, leading_comment, location
-from ..sql.analysis import Analysis
-from ..sql.analyze import analyze
-from ..sql.catalog import Catalog
-from ..sql.names import QualifiedName
-from ..sql.schema_source import SchemaRoots, load_catalog, read_files, schema_path
+from ..sql import Analysis, Catalog, QualifiedName, SchemaRoots, analyze, load_catalog, read_files, schema_path
 from . import ir, syntax
 from .params import bind_params, field_ref
 from .report import Reporter, method_path

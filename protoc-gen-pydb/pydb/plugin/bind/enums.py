@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..protos import Enum, snake_case
-from ..sql.types import PgType
+from ..sql import PgType
 from . import ir
 
 

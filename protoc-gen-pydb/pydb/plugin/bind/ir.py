@@ -7,8 +7,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
-from ..sql.names import QualifiedName
-from ..sql.types import PgType
+from ..sql import PgType, QualifiedName
 
 
 class Cardinality(enum.Enum):

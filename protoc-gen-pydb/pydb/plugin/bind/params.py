@@ -11,8 +11,7 @@ from pglast import ast
 
 from ..diagnostics import SqlSpan
 from ..protos import Field, Message, ProtoIndex
-from ..sql.analysis import Analysis
-from ..sql.types import PgType
+from ..sql import Analysis, PgType
 from . import ir, syntax
 from . import typemap as t
 from .enums import enum_mapping

@@ -9,8 +9,7 @@ import functools
 from collections.abc import Callable
 
 from ..protos import Field, Message
-from ..sql.analysis import Analysis, Expansion, ResultColumn
-from ..sql.types import NULL, PgType
+from ..sql import NULL, Analysis, Expansion, PgType, ResultColumn
 from . import ir
 from . import typemap as t
 from .enums import enum_mapping

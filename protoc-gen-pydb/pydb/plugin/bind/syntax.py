@@ -8,8 +8,7 @@ from dataclasses import dataclass
 
 from pglast import ast
 
-from ..sql import pgparse
-from ..sql.analysis import Analysis
+from ..sql import Analysis, pgparse
 
 
 @dataclass(frozen=True)

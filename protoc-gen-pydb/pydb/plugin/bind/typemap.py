@@ -8,8 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..sql.builtins import load_builtins
-from ..sql.types import PgType
+from ..sql import PgType, load_builtins
 from .ir import Conversion
 
 TIMESTAMP_MSG = "google.protobuf.Timestamp"

@@ -12,7 +12,7 @@ from pydb import __version__
 
 from ..bind import ir, typemap
 from ..protos import python_module, snake_case
-from ..sql.names import quote_ident
+from ..sql import quote_ident
 from . import model
 from .text import py_str
 

@@ -1,0 +1,40 @@
+"""The PostgreSQL front end: schema text → `Catalog`, one statement + the Catalog → `Analysis`.
+
+Layers, each importing only those below it (tests/test_sql_layers.py holds them to it):
+
+    analyzer/  one statement → Analysis (scope, expressions, calls, operators, grouping, statements)
+    schema/    DDL text → Catalog (tables, objects, partitions, renames; schema files and dumps)
+    bridge/    the seam between pglast's tree and sqlglot's: same-length stand-ins, offsets
+    syntax/    PostgreSQL's grammar: text → pglast tree, verdicts, output column names
+    rules/     PostgreSQL's coercion and resolution rules, functions over types
+    catalog/   what exists: types, identifiers, signatures, the built-ins data, the model
+
+This module re-exports what the rest of the plugin (bind/, pygen/, main) uses; nothing else.
+"""
+
+from .analyzer.analyzer import analyze
+from .analyzer.result import Analysis, Expansion, ResultColumn
+from .catalog.builtins import load_builtins
+from .catalog.identifiers import QualifiedName, quote_ident
+from .catalog.model import Catalog
+from .catalog.types import NULL, PgType
+from .schema.source import SchemaRoots, load_catalog, read_files, schema_path
+from .syntax import pgparse
+
+__all__ = [
+    "NULL",
+    "Analysis",
+    "Catalog",
+    "Expansion",
+    "PgType",
+    "QualifiedName",
+    "ResultColumn",
+    "SchemaRoots",
+    "analyze",
+    "load_builtins",
+    "load_catalog",
+    "pgparse",
+    "quote_ident",
+    "read_files",
+    "schema_path",
+]

@@ -8,18 +8,18 @@ from pglast.enums import BoolExprType
 from pglast.stream import RawStream
 from sqlglot import exp
 
-from ..diagnostics import SqlSpan
-from . import types as t
-from .analysis import Expansion
-from .catalog import Column, Table
-from .coerce import ResolveError, common_type, require_equality
-from .coercion import assignable, describe, is_untyped
-from .context import AnalyzerCore, suggest
+from ...diagnostics import SqlSpan
+from ..catalog import types as t
+from ..catalog.model import Column, Table
+from ..catalog.types import PgType, span_of
+from ..rules.casts import assignable, describe, is_untyped
+from ..rules.coercion import ResolveError, common_type, require_equality
+from ..rules.literals import is_int
+from .core import AnalyzerCore, suggest
+from .expressions import output_name
 from .grouping import grouping_items, sometimes_grouped
-from .infer import output_name
-from .literals import is_int
+from .result import Expansion
 from .scope import Relation, Scope, StarColumn, Typed, all_relations, local_column_names, system_columns
-from .types import PgType, span_of
 
 
 class Statements(AnalyzerCore):

@@ -19,17 +19,17 @@ from dataclasses import replace
 from pglast import ast
 from pglast.enums import ObjectType
 
-from ..diagnostics import Problem, SqlSpan
-from . import types as t
-from .analysis import Analysis, Param, ResultColumn
-from .builtins import load_builtins
-from .catalog import Catalog, RelationKind
-from .coerce import ResolveError, display
-from .grammar import GrammarCheck
-from .pgparse import scan
-from .resolve import FunctionResolution, resolve_function
-from .signatures import FunctionSig
-from .types import PgType
+from ...diagnostics import Problem, SqlSpan
+from ..catalog import types as t
+from ..catalog.builtins import load_builtins
+from ..catalog.model import Catalog, RelationKind
+from ..catalog.signatures import FunctionSig
+from ..catalog.types import PgType
+from ..rules.coercion import ResolveError, display
+from ..rules.resolution import FunctionResolution, resolve_function
+from ..syntax.grammar import GrammarCheck
+from ..syntax.pgparse import scan
+from .result import Analysis, Param, ResultColumn
 
 __all__ = ["analyze_utility"]
 
@@ -241,7 +241,7 @@ class _Utility:
         argument alone as `SELECT <expr>`, laid out at the same offsets (the rest blanked), so
         its diagnostics point into the annotation as written. Parameters inside it are typed
         by it."""
-        from .analyze import analyze  # analyze.py calls this module: imported at use
+        from .analyzer import analyze  # analyze.py calls this module: imported at use
 
         text = "SELECT" + " " * (extent.start - len("SELECT")) + self.sql[extent.start : extent.end + 1]
         analysis, problems = analyze(text, self.catalog)
@@ -297,7 +297,7 @@ class _Utility:
     def analyse_inner(self, spans: list[SqlSpan]) -> tuple[Param, ...]:
         """The inner query by the statement analyzer, laid out at its offsets (the rest
         blanked): its problems, and its parameters typed."""
-        from .analyze import analyze  # analyze.py calls this module: imported at use
+        from .analyzer import analyze  # analyze.py calls this module: imported at use
 
         text = [" "] * len(self.sql)
         for span in spans:

@@ -6,9 +6,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from ..diagnostics import Problem, SqlSpan
-from .catalog import Table
-from .types import PgType
+from ...diagnostics import Problem, SqlSpan
+from ..catalog.model import Table
+from ..catalog.types import PgType
 
 #: "call": CALL of a procedure (rows only from its OUT parameters); "utility": any other statement
 #: PostgreSQL runs without rows (TRUNCATE, NOTIFY, LISTEN, REFRESH, LOCK, DO, DDL, ...).

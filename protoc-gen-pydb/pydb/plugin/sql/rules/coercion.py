@@ -12,9 +12,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Literal, Protocol
 
-from .builtins import TypeInfo, load_builtins
-from .signatures import CastSig
-from .types import PgType
+from ..catalog.builtins import TypeInfo, load_builtins
+from ..catalog.signatures import CastSig
+from ..catalog.types import PgType
 
 Context = Literal["i", "a", "e"]  # implicit < assignment < explicit, as pg_cast.castcontext
 _RANK = {"i": 0, "a": 1, "e": 2}

@@ -26,9 +26,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..diagnostics import Diagnostic, Problem
-from .catalog import Catalog
-from .ddl import apply_schema
+from ...diagnostics import Diagnostic, Problem
+from ..catalog.model import Catalog
+from .apply import apply_schema
 
 DEFAULT_SCHEMA = "schema.sql"
 

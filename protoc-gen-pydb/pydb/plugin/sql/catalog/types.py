@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 from sqlglot import exp
 
-from ..diagnostics import SqlSpan
+from ...diagnostics import SqlSpan
 
 INTEGER = frozenset({"int2", "int4", "int8"})
 NUMERIC = INTEGER | {"numeric", "float4", "float8"}

@@ -10,11 +10,11 @@ from pglast import ast
 from pglast.enums import AlterTableType, ConstrType, ObjectType, TableLikeOption
 from pglast.stream import RawStream
 
-from .catalog import Column, Index, PartitionBound, PartitionKey, RelationKind, Sequence, Table
-from .ddl_partitions import inherited_keys_include_key, partition_bound, partition_key, unique_includes_key
-from .ddl_state import SERIALS, ConstraintInfo, PgNode, State, choose_name, qualified, strings, suggest
-from .names import split_name
-from .types import PgType
+from ..catalog.identifiers import split_name
+from ..catalog.model import Column, Index, PartitionBound, PartitionKey, RelationKind, Sequence, Table
+from ..catalog.types import PgType
+from .partitions import inherited_keys_include_key, partition_bound, partition_key, unique_includes_key
+from .state import SERIALS, ConstraintInfo, PgNode, State, choose_name, qualified, strings, suggest
 
 _LIKE = {m.name: int(m.value) for m in TableLikeOption}
 

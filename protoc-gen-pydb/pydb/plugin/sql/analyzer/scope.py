@@ -8,16 +8,16 @@ from dataclasses import dataclass, field
 
 from sqlglot import exp
 
-from ..diagnostics import SqlSpan
-from . import types as t
-from .builtins import BUILTIN_RELATION_SCHEMAS, load_builtins
-from .catalog import Catalog, Table
-from .coerce import ResolveError, common_type
-from .coercion import describe
-from .context import AnalyzerCore, suggest
-from .funcnames import SQL_VALUE_KEYWORDS, function_name
-from .names import quote_ident
-from .types import PgType
+from ...diagnostics import SqlSpan
+from ..bridge.call_standins import SQL_VALUE_KEYWORDS, function_name
+from ..catalog import types as t
+from ..catalog.builtins import BUILTIN_RELATION_SCHEMAS, load_builtins
+from ..catalog.identifiers import quote_ident
+from ..catalog.model import Catalog, Table
+from ..catalog.types import PgType
+from ..rules.casts import describe
+from ..rules.coercion import ResolveError, common_type
+from .core import AnalyzerCore, suggest
 
 
 @dataclass(frozen=True)

@@ -8,8 +8,9 @@ from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from ..diagnostics import Problem, Severity, SqlSpan
-from .catalog import (
+from ...diagnostics import Problem, Severity, SqlSpan
+from ..catalog.identifiers import DEFAULT_SEARCH_PATH, PG_CATALOG, PG_TEMP, QualifiedName, candidates, fold, split_name
+from ..catalog.model import (
     Catalog,
     CompositeType,
     Domain,
@@ -18,13 +19,12 @@ from .catalog import (
     Table,
     builtin_type,
 )
-from .catalog import (
+from ..catalog.model import (
     Sequence as SequenceObj,
 )
-from .names import DEFAULT_SEARCH_PATH, PG_CATALOG, PG_TEMP, QualifiedName, candidates, fold, split_name
-from .pgparse import scan
-from .signatures import FunctionSig, OperatorSig
-from .types import PgType
+from ..catalog.signatures import FunctionSig, OperatorSig
+from ..catalog.types import PgType
+from ..syntax.pgparse import scan
 
 #: A pglast AST node. pglast declares every field Optional; which fields are set is the
 #: grammar's guarantee for each statement kind, so the DDL code reads them directly.

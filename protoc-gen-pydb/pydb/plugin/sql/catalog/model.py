@@ -32,9 +32,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal, TypeVar
 
-from ..diagnostics import Problem
+from ...diagnostics import Problem
 from .builtins import BUILTIN_RELATION_SCHEMAS, load_builtins
-from .names import DEFAULT_SEARCH_PATH, PG_CATALOG, QualifiedName, candidates
+from .identifiers import DEFAULT_SEARCH_PATH, PG_CATALOG, QualifiedName, candidates
 from .signatures import FunctionSig, OperatorSig
 from .types import PgType
 
@@ -251,7 +251,7 @@ class Catalog:
 def build_catalog(sql: str) -> tuple[Catalog, list[Problem]]:
     """Apply the DDL of one schema text in order. Problems carry spans into `sql`; the catalog
     holds everything that applied, even when there are errors."""
-    from .ddl import apply_schema  # ddl builds Catalogs: imported here to avoid the cycle
+    from ..schema.apply import apply_schema  # ddl builds Catalogs: imported here to avoid the cycle
 
     catalog, problems = apply_schema([("", sql)])
     return catalog, [p for _, p in problems]

@@ -12,20 +12,20 @@ from typing import TYPE_CHECKING
 from pglast import ast
 from sqlglot import exp
 
-from ..diagnostics import Problem, SqlSpan
-from . import types as t
-from .analysis import Expansion
-from .builtins import load_builtins
-from .catalog import Catalog
-from .coercion import is_untyped, same_family
-from .colnames import OutputNames
-from .funcnames import function_calls
-from .grammar import GrammarCheck
-from .typenames import type_names_by_offset
-from .types import PgType, span_of
+from ...diagnostics import Problem, SqlSpan
+from ..bridge.call_standins import function_calls
+from ..bridge.type_standins import type_names_by_offset
+from ..catalog import types as t
+from ..catalog.builtins import load_builtins
+from ..catalog.model import Catalog
+from ..catalog.types import PgType, span_of
+from ..rules.casts import is_untyped, same_family
+from ..syntax.colnames import OutputNames
+from ..syntax.grammar import GrammarCheck
+from .result import Expansion
 
 if TYPE_CHECKING:
-    from .catalog import Table
+    from ..catalog.model import Table
     from .scope import Relation, Scope, Typed
 
 

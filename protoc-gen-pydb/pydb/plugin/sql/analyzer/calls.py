@@ -8,17 +8,17 @@ import re
 from pglast import ast
 from sqlglot import exp
 
-from . import types as t
-from .builtins import load_builtins
-from .catalog import Catalog
-from .coerce import common_type
-from .coercion import is_untyped
-from .context import AnalyzerCore
-from .funcnames import function_name
-from .resolve import ResolveError, resolve_function
+from ..bridge.call_standins import function_name
+from ..catalog import types as t
+from ..catalog.builtins import load_builtins
+from ..catalog.model import Catalog
+from ..catalog.signatures import FunctionSig
+from ..catalog.types import PgType, span_of
+from ..rules.casts import is_untyped
+from ..rules.coercion import common_type
+from ..rules.resolution import ResolveError, resolve_function
+from .core import AnalyzerCore
 from .scope import Scope, Typed
-from .signatures import FunctionSig
-from .types import PgType, span_of
 
 
 class FunctionCalls(AnalyzerCore):

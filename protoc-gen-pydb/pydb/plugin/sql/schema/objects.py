@@ -1,5 +1,5 @@
 """Types (enums, domains, composites, ranges), sequences, views, CREATE TABLE AS, functions,
-extensions and triggers, applied as PostgreSQL applies them (DROP and RENAME: ddl_rename.py)."""
+extensions and triggers, applied as PostgreSQL applies them (DROP and RENAME: rename.py)."""
 
 from __future__ import annotations
 
@@ -9,15 +9,15 @@ from dataclasses import replace
 from pglast import ast
 from pglast.enums import FunctionParameterMode, ObjectType
 
-from . import ddl_rename
-from .builtins import load_builtins
-from .catalog import Column, CompositeType, Domain, RangeType, Sequence, Table
-from .ddl_state import PgNode, State, qualified, strings
-from .ddl_tables import deparse
-from .names import split_name
-from .pgtree import walk
-from .signatures import FunctionSig, Volatility
-from .types import PgType
+from ..catalog.builtins import load_builtins
+from ..catalog.identifiers import split_name
+from ..catalog.model import Column, CompositeType, Domain, RangeType, Sequence, Table
+from ..catalog.signatures import FunctionSig, Volatility
+from ..catalog.types import PgType
+from ..syntax.pgtree import walk
+from . import rename
+from .state import PgNode, State, qualified, strings
+from .tables import deparse
 
 _RELATION_KINDS = {
     ObjectType.OBJECT_TABLE: ("table", "partitioned_table"),
@@ -243,7 +243,7 @@ def alter_sequence(state: State, node: PgNode) -> None:
 # -- views and CREATE TABLE AS --------------------------------------------------------------
 def _query_columns(state: State, query: PgNode, what: str, names: list[str]) -> tuple[Column, ...]:
     """The columns of a view's or CREATE TABLE AS's query, analysed by the statement checker."""
-    from .analyze import analyze  # the analyzer reads the Catalog: imported here to avoid the cycle
+    from ..analyzer.analyzer import analyze  # the analyzer reads the Catalog: imported here to avoid the cycle
 
     sql = deparse(query)
     analysis, problems = analyze(sql, state.freeze(state.search_path))
@@ -471,7 +471,7 @@ HANDLERS: dict[str, Callable[[State, PgNode], None]] = {
     "CreateFunctionStmt": create_function,
     "CreateExtensionStmt": create_extension,
     "CreateTrigStmt": create_trigger,
-    "DropStmt": ddl_rename.drop,
-    "RenameStmt": ddl_rename.rename,
-    "AlterObjectSchemaStmt": ddl_rename.set_schema,
+    "DropStmt": rename.drop,
+    "RenameStmt": rename.rename,
+    "AlterObjectSchemaStmt": rename.set_schema,
 }

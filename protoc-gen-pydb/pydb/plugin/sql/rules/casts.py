@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from sqlglot import exp
 
-from . import types as t
-from .builtins import load_builtins
-from .coerce import TypeEnv, can_coerce
-from .types import PgType
+from ..catalog import types as t
+from ..catalog.builtins import load_builtins
+from ..catalog.types import PgType
+from .coercion import TypeEnv, can_coerce
 
 
 def assignable(value: PgType, target: PgType, assignment: bool = False, env: TypeEnv | None = None) -> bool:

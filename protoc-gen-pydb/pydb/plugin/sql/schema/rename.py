@@ -9,9 +9,9 @@ from typing import Any
 from pglast import ast
 from pglast.enums import DropBehavior, ObjectType
 
-from .ddl_state import PgNode, State, qualified, suggest
-from .names import split_name
-from .types import PgType
+from ..catalog.identifiers import split_name
+from ..catalog.types import PgType
+from .state import PgNode, State, qualified, suggest
 
 _RELATION_KINDS = {
     ObjectType.OBJECT_TABLE: ("table", "partitioned_table"),

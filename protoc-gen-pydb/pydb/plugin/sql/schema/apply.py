@@ -17,12 +17,12 @@ from collections.abc import Callable, Sequence
 from pglast import ast
 from pglast.enums import ObjectType, VariableSetKind
 
-from ..diagnostics import Problem, SqlSpan
-from . import ddl_objects, ddl_tables
-from .catalog import Catalog
-from .ddl_state import PgNode, State, strings
-from .names import parse_search_path
-from .pgparse import PgSyntaxError, RawStatement, parse, scan
+from ...diagnostics import Problem, SqlSpan
+from ..catalog.identifiers import parse_search_path
+from ..catalog.model import Catalog
+from ..syntax.pgparse import PgSyntaxError, RawStatement, parse, scan
+from . import objects, tables
+from .state import PgNode, State, strings
 
 
 def apply_schema(files: Sequence[tuple[str, str]]) -> tuple[Catalog, list[tuple[str, Problem]]]:
@@ -240,8 +240,8 @@ _HANDLERS: dict[str, Callable[[State, PgNode], None]] = {
     "DoStmt": _do,
     "CreateSchemaStmt": _create_schema,
     "CommentStmt": _comment,
-    **ddl_tables.HANDLERS,
-    **ddl_objects.HANDLERS,
+    **tables.HANDLERS,
+    **objects.HANDLERS,
 }
 
 #: Statements that do not change the catalog: parsed by PostgreSQL's grammar, then passed over.

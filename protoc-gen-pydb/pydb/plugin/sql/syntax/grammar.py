@@ -19,7 +19,7 @@ from typing import Literal
 
 from pglast import ast, parser
 
-from ..diagnostics import Problem, SqlSpan
+from ...diagnostics import Problem, SqlSpan
 from .pgparse import PgSyntaxError, RawStatement, parse, scan
 from .pgtree import nodes_of, walk
 

@@ -24,13 +24,13 @@ from sqlglot import exp
 from sqlglot.dialects.postgres import Postgres
 from sqlglot.parsers.postgres import PostgresParser
 
-from .builtins import BUILTIN_RELATION_SCHEMAS
-from .catalog import Catalog
-from .grammar import GrammarCheck
-from .names import split_name
-from .pgparse import PgSyntaxError, parse, scan
-from .pgtree import nodes_of
-from .types import PgType
+from ..catalog.builtins import BUILTIN_RELATION_SCHEMAS
+from ..catalog.identifiers import split_name
+from ..catalog.model import Catalog
+from ..catalog.types import PgType
+from ..syntax.grammar import GrammarCheck
+from ..syntax.pgparse import PgSyntaxError, parse, scan
+from ..syntax.pgtree import nodes_of
 
 
 class PositionedPostgres(Postgres):

@@ -7,12 +7,12 @@ from dataclasses import replace
 
 from sqlglot import exp
 
-from . import types as t
-from .coercion import assignable, describe, is_untyped, same_family, wider
-from .context import AnalyzerCore
-from .resolve import ResolveError, resolve_operator
+from ..catalog import types as t
+from ..catalog.types import PgType
+from ..rules.casts import assignable, describe, is_untyped, same_family, wider
+from ..rules.resolution import ResolveError, resolve_operator
+from .core import AnalyzerCore
 from .scope import Scope, Typed
-from .types import PgType
 
 #: How operators are written, for messages.
 _OPERATORS: dict[type[exp.Expr], str] = {

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from pglast import ast
 from sqlglot import exp
 
-from .types import TIMESTAMPTZ, PgType
+from ..catalog.types import TIMESTAMPTZ, PgType
 
 _FUNC_ALIASES = {
     "currenttimestamp": "now",

@@ -7,10 +7,10 @@ from collections.abc import Iterator
 
 from sqlglot import exp
 
-from .context import AnalyzerCore
-from .funcnames import function_name
-from .functions import function_kinds
-from .literals import is_int
+from ..bridge.call_standins import function_name
+from ..rules.literals import is_int
+from .calls import function_kinds
+from .core import AnalyzerCore
 from .scope import Scope, local_column_names, owner
 
 

@@ -18,7 +18,7 @@ from pglast.enums import A_Expr_Kind
 from sqlglot import exp
 from sqlglot.errors import ParseError, TokenError
 
-from .grammar import GrammarCheck
+from ..syntax.grammar import GrammarCheck
 
 #: Binary nodes sqlglot makes of operators it reads but has no meaning for: typed by the operator
 #: written (`written_operator`), whatever stood in the text sqlglot was given.

@@ -15,21 +15,27 @@ from pglast import ast
 from sqlglot import exp
 from sqlglot.errors import ParseError, TokenError
 
-from ..diagnostics import Problem, SqlSpan, sqlglot_limit
-from . import types as t
-from .analysis import Analysis, Param, ResultColumn, StatementKind
-from .catalog import Catalog, Table
-from .funcnames import with_call_standins
-from .functions import FunctionCalls, is_volatile
-from .grammar import check_statement
+from ...diagnostics import Problem, SqlSpan, sqlglot_limit
+from ..bridge.call_standins import with_call_standins
+from ..bridge.operator_standins import sqlglot_text
+from ..bridge.type_standins import (
+    PositionedPostgres,
+    resolve_type_name,
+    type_names,
+    unknown_type_message,
+    with_type_standins,
+)
+from ..catalog import types as t
+from ..catalog.identifiers import fold
+from ..catalog.model import Catalog, Table
+from ..syntax.grammar import check_statement
+from .calls import FunctionCalls, is_volatile
+from .expressions import ExpressionInference
 from .grouping import Grouping
-from .infer import ExpressionInference
-from .names import fold
-from .operator_standins import sqlglot_text
 from .operators import Operators
+from .result import Analysis, Param, ResultColumn, StatementKind
 from .scope import FromItems, Scope, Typed
 from .statements import Statements
-from .typenames import PositionedPostgres, resolve_type_name, type_names, unknown_type_message, with_type_standins
 from .utility import analyze_utility
 
 __all__ = ["Analyzer", "analyze"]

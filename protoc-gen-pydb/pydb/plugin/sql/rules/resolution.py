@@ -38,7 +38,9 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from .coerce import (
+from ..catalog.signatures import FunctionSig, OperatorSig
+from ..catalog.types import PgType
+from .coercion import (
     ANY,
     POLYMORPHIC,
     UNKNOWN,
@@ -64,8 +66,6 @@ from .coerce import (
     substitute,
     type_env,
 )
-from .signatures import FunctionSig, OperatorSig
-from .types import PgType
 
 __all__ = [
     "DIALECT_HINTS",

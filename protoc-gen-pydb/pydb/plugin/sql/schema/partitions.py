@@ -19,8 +19,8 @@ from typing import Literal
 
 from pglast import ast
 
-from .catalog import BoundValue, Column, PartitionBound, PartitionKey, Table
-from .ddl_state import PgNode, State
+from ..catalog.model import BoundValue, Column, PartitionBound, PartitionKey, Table
+from .state import PgNode, State
 
 Strategy = Literal["hash", "list", "range"]
 _STRATEGIES: dict[str, Strategy] = {"h": "hash", "l": "list", "r": "range"}

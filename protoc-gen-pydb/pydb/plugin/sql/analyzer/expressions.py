@@ -7,18 +7,18 @@ from dataclasses import replace
 
 from sqlglot import exp
 
-from . import types as t
-from .coerce import ResolveError, common_type
-from .coercion import assignable, castable, describe, is_untyped
-from .context import AnalyzerCore, suggest
-from .funcnames import function_name
+from ..bridge.call_standins import function_name
+from ..bridge.operator_standins import GENERIC_OPERATORS, written_operator
+from ..bridge.type_standins import parse_type_name, resolve_type_name, unknown_type_message
+from ..catalog import types as t
+from ..catalog.types import PgType
+from ..rules.casts import assignable, castable, describe, is_untyped
+from ..rules.coercion import ResolveError, common_type
+from ..rules.literals import BOOLEAN_INPUTS, is_date_like, is_int, is_interval, is_json, is_number, is_temporal, is_uuid
+from .core import AnalyzerCore, suggest
 from .grouping import aggregates
-from .literals import BOOLEAN_INPUTS, is_date_like, is_int, is_interval, is_json, is_number, is_temporal, is_uuid
-from .operator_standins import GENERIC_OPERATORS, written_operator
 from .operators import ARITHMETIC, COMPARISONS, CONTAINMENT, KEY_TESTS
 from .scope import Scope, Typed
-from .typenames import parse_type_name, resolve_type_name, unknown_type_message
-from .types import PgType
 
 
 class ExpressionInference(AnalyzerCore):
