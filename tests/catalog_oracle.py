@@ -20,11 +20,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import psycopg
-from pydb.plugin.sql import ddl as _ddl
-from pydb.plugin.sql.ddl_state import State as _State
-from pydb.plugin.sql.pgparse import PgSyntaxError as _PgSyntaxError
-from pydb.plugin.sql.pgparse import parse as _parse
-from pydb.plugin.sql.types import PgType
+from pydb.plugin.sql.catalog.types import PgType
+from pydb.plugin.sql.schema import apply as _ddl
+from pydb.plugin.sql.schema.state import State as _State
+from pydb.plugin.sql.syntax.pgparse import PgSyntaxError as _PgSyntaxError
+from pydb.plugin.sql.syntax.pgparse import parse as _parse
 
 #: An object's facts, comparable: a kind of object -> key -> value.
 Snapshot = dict[str, dict[str, Any]]
@@ -92,9 +92,7 @@ class CatalogSide:
             keys = tuple("(expr)" if c.startswith("(") else c for c in index.columns)
             out["indexes"][key] = (index.table, index.unique, keys, index.partial)
         out["enums"] = {key: tuple(labels) for key, labels in catalog.enums.items()}
-        out["domains"] = {
-            key: (_type_text(d.base, extension_types), d.not_null) for key, d in catalog.domains.items()
-        }
+        out["domains"] = {key: (_type_text(d.base, extension_types), d.not_null) for key, d in catalog.domains.items()}
         for key, sigs in catalog.routines.items():
             for sig in sigs:
                 if sig.extension:

@@ -7,12 +7,13 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from pglast import ast
-from pglast.enums import AlterTableType, ConstrType, ObjectType, TableLikeOption
+from pglast.enums import AlterTableType, ConstrType, DropBehavior, ObjectType, TableLikeOption
 from pglast.stream import RawStream
 
 from ..catalog.identifiers import split_name
 from ..catalog.model import Column, Index, PartitionBound, PartitionKey, RelationKind, Sequence, Table
 from ..catalog.types import PgType
+from .depend import alter_type_allowed, column_refs, drop_column
 from .partitions import inherited_keys_include_key, partition_bound, partition_key, unique_includes_key
 from .state import SERIALS, ConstraintInfo, PgNode, State, choose_name, qualified, strings, suggest
 
@@ -24,7 +25,7 @@ def deparse(node: PgNode) -> str:
 
 
 # -- columns --------------------------------------------------------------------------------
-ColumnConstraint = tuple[PgNode, tuple[str, ...]]
+ColumnConstraint = tuple[PgNode, tuple[str, ...] | None]
 
 
 def column_def(state: State, cd: PgNode, table_key: str) -> tuple[Column, list[ColumnConstraint]]:
@@ -64,10 +65,13 @@ def column_def(state: State, cd: PgNode, table_key: str) -> tuple[Column, list[C
             identity = con
         elif kind == ConstrType.CONSTR_GENERATED:
             has_default = generated = True
+            state.generated_reads.setdefault(table_key, {})[cd.colname] = set(column_refs(con.raw_expr))
         elif kind in (ConstrType.CONSTR_PRIMARY, ConstrType.CONSTR_UNIQUE, ConstrType.CONSTR_FOREIGN):
             if kind == ConstrType.CONSTR_PRIMARY:
                 not_null = True
             table_constraints.append((con, (cd.colname,)))
+        elif kind == ConstrType.CONSTR_CHECK:
+            table_constraints.append((con, None))  # named, like a table CHECK, after what it reads
     column = Column(cd.colname, pgtype, not_null, has_default, generated, identity_always)
     if identity is not None:
         _identity_sequence(state, table_key, column, identity)
@@ -246,6 +250,8 @@ def add_constraint(state: State, key: str, con: PgNode, on_columns: tuple[str, .
     kind = con.contype
     if on_columns is not None:
         cols = on_columns
+    elif kind == ConstrType.CONSTR_CHECK:
+        cols = tuple(column_refs(con.raw_expr))
     else:
         cols = tuple(s.sval for s in con.fk_attrs or ()) if kind == ConstrType.CONSTR_FOREIGN else _keys(con)
     if kind == ConstrType.CONSTR_EXCLUSION and table.kind == "partitioned_table":
@@ -258,7 +264,7 @@ def add_constraint(state: State, key: str, con: PgNode, on_columns: tuple[str, .
             state.error(f"index {con.indexname} does not exist (USING INDEX)", con.location)
             return
         cols = index.columns
-    for col in cols:
+    for col in cols if kind != ConstrType.CONSTR_CHECK else ():
         if col not in names:
             state.error(
                 f"column {col} named in key does not exist in {table.qualified}{suggest(col, names)}",
@@ -282,17 +288,22 @@ def add_constraint(state: State, key: str, con: PgNode, on_columns: tuple[str, .
     existing = state.constraints.setdefault(key, {})
     name = con.conname or choose_name(
         table.name,
-        "" if kind == ConstrType.CONSTR_PRIMARY else "_".join(cols[:1] if kind != ConstrType.CONSTR_UNIQUE else cols),
+        _name_addition(kind, cols),
         label,
         lambda n: n in existing or state.relation_exists(f"{table.schema}.{n}"),
     )
     if name in existing:
         state.error(f"constraint {name} for relation {table.qualified} already exists", con.location)
         return
+    if kind == ConstrType.CONSTR_FOREIGN and not _check_reference(state, table, con, cols):
+        return
+    references = state.relation_key(con.pktable) if kind == ConstrType.CONSTR_FOREIGN and con.pktable else None
+    ref_columns = tuple(s.sval for s in con.pk_attrs or ())
+    if references is not None and not ref_columns:
+        target = table if references == key else state.tables.get(references)
+        ref_columns = target.primary_key if target is not None else ()
     existing[name] = ConstraintInfo(
-        {"pkey": "p", "key": "u", "excl": "x", "fkey": "f", "check": "c"}.get(label, "n"),
-        cols,
-        state.relation_key(con.pktable) if kind == ConstrType.CONSTR_FOREIGN and con.pktable is not None else None,
+        {"pkey": "p", "key": "u", "excl": "x", "fkey": "f", "check": "c"}.get(label, "n"), cols, references, ref_columns
     )
     if kind == ConstrType.CONSTR_PRIMARY:
         if _has_primary(state, key, name):
@@ -302,8 +313,6 @@ def add_constraint(state: State, key: str, con: PgNode, on_columns: tuple[str, .
         table = replace(table, columns=columns, primary_key=cols, unique_keys=(*table.unique_keys, cols))
     elif kind == ConstrType.CONSTR_UNIQUE:
         table = replace(table, unique_keys=(*table.unique_keys, cols))
-    elif kind == ConstrType.CONSTR_FOREIGN:
-        _check_reference(state, table, con, cols)
     if kind in (ConstrType.CONSTR_PRIMARY, ConstrType.CONSTR_UNIQUE, ConstrType.CONSTR_EXCLUSION):
         index_key = f"{table.schema}.{name}"
         if not con.indexname:
@@ -316,26 +325,38 @@ def add_constraint(state: State, key: str, con: PgNode, on_columns: tuple[str, .
     state.tables[key] = table
 
 
+def _name_addition(kind: ConstrType, cols: tuple[str, ...]) -> str:
+    """The middle of a constraint name PostgreSQL chooses: every key column for UNIQUE and FOREIGN
+    KEY (ChooseForeignKeyConstraintNameAddition, ChooseIndexColumnNames), the first for an
+    exclusion constraint, the one column a CHECK reads (none when it reads several), none for a
+    primary key."""
+    if kind == ConstrType.CONSTR_PRIMARY:
+        return ""
+    if kind == ConstrType.CONSTR_CHECK:
+        return cols[0] if len(cols) == 1 else ""
+    return "_".join(cols if kind != ConstrType.CONSTR_EXCLUSION else cols[:1])
+
+
 def _has_primary(state: State, key: str, new_name: str) -> bool:
     return any(info.kind == "p" for name, info in state.constraints[key].items() if name != new_name)
 
 
-def _check_reference(state: State, table: Table, con: PgNode, cols: tuple[str, ...]) -> None:
+def _check_reference(state: State, table: Table, con: PgNode, cols: tuple[str, ...]) -> bool:
     """REFERENCES: the table must exist and the referenced columns carry a primary key or a
     unique constraint (PostgreSQL's "no unique constraint matching given keys")."""
     rv = con.pktable
     if rv is None:
-        return
+        return True
     target_key = state.relation_key(rv)
     if target_key is None:
         state.missing_relation(rv)
-        return
+        return False
     target = state.tables[target_key] if target_key != table.qualified else table
     refs = tuple(s.sval for s in con.pk_attrs or ())
     if not refs:
         if not target.primary_key:
             state.error(f"there is no primary key for referenced table {target.qualified}", rv.location)
-            return
+            return False
         refs = target.primary_key
     names = [c.name for c in target.columns]
     for ref in refs:
@@ -345,14 +366,16 @@ def _check_reference(state: State, table: Table, con: PgNode, cols: tuple[str, .
                 f"{suggest(ref, names)}",
                 word=ref,
             )
-            return
+            return False
     if len(refs) != len(cols):
         state.error("number of referencing and referenced columns for foreign key disagree", con.location)
-        return
+        return False
     if set(refs) not in [set(u) for u in target.unique_keys]:
         state.error(
             f"there is no unique constraint matching given keys for referenced table {target.qualified}", rv.location
         )
+        return False
+    return True
 
 
 def drop_constraint(state: State, key: str, name: str, missing_ok: bool) -> None:
@@ -364,7 +387,8 @@ def drop_constraint(state: State, key: str, name: str, missing_ok: bool) -> None
             # (truncation of multibyte names): a miss is a warning, not a refused schema.
             state.warning(f"constraint {name} of relation {table.qualified} is not in the catalog (DROP CONSTRAINT)")
         return
-    state.indexes.pop(f"{table.schema}.{name}", None)
+    if info.kind in "pux":
+        state.indexes.pop(f"{table.schema}.{name}", None)
     if info.kind == "p":
         table = replace(table, primary_key=())
     if info.kind in ("p", "u"):
@@ -472,13 +496,7 @@ def _alter_cmd(state: State, key: str, cmd: PgNode, recursing: bool = False) -> 
                 word=cmd.name,
             )
             return
-        name = columns.pop(idx).name
-        state.tables[key] = replace(
-            table,
-            columns=tuple(columns),
-            primary_key=() if name in table.primary_key else table.primary_key,
-            unique_keys=tuple(u for u in table.unique_keys if name not in u),
-        )
+        drop_column(state, key, columns[idx].name, cmd.behavior == DropBehavior.DROP_CASCADE)
     elif sub == AlterTableType.AT_ColumnDefault and idx is not None:
         columns[idx] = replace(columns[idx], has_default=cmd.def_ is not None)
     elif sub == AlterTableType.AT_DropNotNull and idx is not None:
@@ -489,6 +507,8 @@ def _alter_cmd(state: State, key: str, cmd: PgNode, recursing: bool = False) -> 
     elif sub == AlterTableType.AT_SetNotNull and idx is not None:
         columns[idx] = replace(columns[idx], not_null=True)
     elif sub == AlterTableType.AT_AlterColumnType and idx is not None:
+        if not alter_type_allowed(state, key, columns[idx].name):
+            return
         columns[idx] = replace(columns[idx], type=state.resolve_type(cmd.def_.typeName, f"column {cmd.name}"))
     elif sub == AlterTableType.AT_AddIdentity and idx is not None:
         columns[idx] = replace(
@@ -604,7 +624,7 @@ def create_index(state: State, node: PgNode) -> None:
             cols.append(elem.name)
         else:
             plain = False
-            for ref in _column_refs(elem.expr):
+            for ref in column_refs(elem.expr):
                 if ref not in names:
                     state.error(f"column {ref} does not exist in {table.qualified}{suggest(ref, names)}", word=ref)
                     return
@@ -621,7 +641,7 @@ def create_index(state: State, node: PgNode) -> None:
             state.error(f"relation {index_key} already exists", rv.location)
         return
     predicate = deparse(node.whereClause) if node.whereClause is not None else None
-    for ref in _column_refs(node.whereClause):
+    for ref in column_refs(node.whereClause):
         if ref not in names:
             state.error(f"column {ref} does not exist in {table.qualified} (index predicate)", word=ref)
             return
@@ -630,30 +650,11 @@ def create_index(state: State, node: PgNode) -> None:
     state.indexes[index_key] = Index(
         index_key, key, tuple(cols), bool(node.unique), predicate is not None, predicate, bool(node.nulls_not_distinct)
     )
+    reads = [e.name or ref for e in node.indexParams or () for ref in ([e.name] if e.name else column_refs(e.expr))]
+    state.index_reads[index_key] = {*reads, *(e.name for e in node.indexIncludingParams or () if e.name)}
+    state.index_reads[index_key] |= set(column_refs(node.whereClause))
     if node.unique and predicate is None and plain:
         state.tables[key] = replace(table, unique_keys=(*table.unique_keys, tuple(cols)))
-
-
-def _column_refs(node: PgNode) -> list[str]:
-    """The column names an index expression or predicate reads."""
-    if node is None:
-        return []
-    out: list[str] = []
-
-    def visit(value: object) -> None:
-        if isinstance(value, ast.ColumnRef):
-            last: PgNode = value.fields[-1] if value.fields else None
-            if isinstance(last, ast.String):
-                out.append(str(last.sval))
-        elif isinstance(value, ast.Node):
-            for attr in value:
-                visit(getattr(value, attr))
-        elif isinstance(value, tuple):
-            for item in value:
-                visit(item)
-
-    visit(node)
-    return out
 
 
 HANDLERS: dict[str, Callable[[State, PgNode], None]] = {
