@@ -106,8 +106,12 @@ def load_config(path: Path) -> dict[str, Any]:
 
 
 def _paths(directory: Path, value: object) -> list[Path]:
+    """The config's paths; a glob (`queries/*.sql`) is its matches in name order."""
     items = value if isinstance(value, list) else [value] if isinstance(value, str) else []
-    return [directory / str(item) for item in items]
+    out: list[Path] = []
+    for item in map(str, items):
+        out += sorted(directory.glob(item)) if set(item) & set("*?[") else [directory / item]
+    return out
 
 
 def expected_failure(directory: Path) -> str | None:
@@ -545,7 +549,7 @@ def _run_case(case: Case, server_url: str, record: dict[str, Any]) -> None:
         for n in statements(schema_text(text), str(path))
         if n.name is None
     ]
-    schema = "\n".join(sql + ";" for sql in ddl)
+    schema = "\n".join(sql + "\n;" for sql in ddl)  # a statement may end in a -- comment
     queries: list[Named] = []
     for path in case.queries:
         for file in sql_files(path):

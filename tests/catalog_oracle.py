@@ -15,7 +15,7 @@ The catalog is reached only through the imports below (the layout of pydb/plugin
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -59,18 +59,13 @@ class CatalogSide:
     def snapshot(self) -> Snapshot:
         state = self.state
         catalog = state.freeze()
-        extension_types = {key for key, t in catalog.types.items() if key not in catalog.enums} - {
-            *catalog.domains,
-            *catalog.composites,
-            *catalog.ranges,
-        }
         out: Snapshot = {kind: {} for kind in KINDS}
         for key, table in catalog.tables.items():
             out["relations"][key] = table.kind
             for col in table.columns:
                 typmod = getattr(col, "typmod", None)
                 out["columns"][f"{key}.{col.name}"] = (
-                    _type_text(col.type, extension_types),
+                    _type_text(col.type),
                     col.not_null,
                     col.has_default,
                     col.generated,
@@ -92,23 +87,21 @@ class CatalogSide:
             keys = tuple("(expr)" if c.startswith("(") else c for c in index.columns)
             out["indexes"][key] = (index.table, index.unique, keys, index.partial)
         out["enums"] = {key: tuple(labels) for key, labels in catalog.enums.items()}
-        out["domains"] = {key: (_type_text(d.base, extension_types), d.not_null) for key, d in catalog.domains.items()}
+        out["domains"] = {key: (_type_text(d.base), d.not_null) for key, d in catalog.domains.items()}
         for key, sigs in catalog.routines.items():
             for sig in sigs:
                 if sig.extension:
                     continue
-                args = ", ".join(_type_text(t, extension_types) for t in sig.arg_types)
-                result = _type_text(sig.return_type, extension_types)
+                args = ", ".join(_type_text(t) for t in sig.arg_types)
+                result = _type_text(sig.return_type)
                 out["functions"][f"{key}({args})"] = (sig.kind, ("SETOF " if sig.returns_set else "") + result)
         return out
 
 
-def _type_text(t: PgType, extension_types: Iterable[str] = ()) -> str:
-    """`name[]`, a schema type qualified, an extension's type bare, `domain(base)` for a domain."""
-    name = t.name
-    if "." in name and name in extension_types:
-        name = name.split(".", 1)[1]
-    text = name + ("[]" if t.is_array else "")
+def _type_text(t: PgType) -> str:
+    """`name[]`, a schema's type qualified (an extension's bare, as the catalog names it),
+    `domain(base)` for a domain."""
+    text = t.name + ("[]" if t.is_array else "")
     return f"{t.domain}({text})" if t.domain else text
 
 
@@ -260,6 +253,9 @@ def compare(pg: Snapshot, ours: Snapshot) -> list[str]:
     for kind in KINDS:
         a, b = pg.get(kind, {}), ours.get(kind, {})
         for key in sorted(a.keys() | b.keys()):
+            if kind == "columns" and key in a and key in b and _is_view_column(pg, key):
+                # pg_attribute keeps no NOT NULL for a view's columns; the catalog's is inferred.
+                a = {**a, key: (a[key][0], b[key][1], *a[key][2:])}
             if key not in b:
                 out.append(f"{kind} {key}: in PostgreSQL {a[key]}, missing from the catalog")
             elif key not in a:
@@ -267,6 +263,11 @@ def compare(pg: Snapshot, ours: Snapshot) -> list[str]:
             elif _comparable(a[key], b[key]) != b[key]:
                 out.append(f"{kind} {key}: PostgreSQL {a[key]} != catalog {b[key]}")
     return out
+
+
+def _is_view_column(pg: Snapshot, column_key: str) -> bool:
+    relation = column_key.rsplit(".", 1)[0]
+    return pg["relations"].get(relation) in ("view", "materialized_view")
 
 
 def _comparable(pg: Any, ours: Any) -> Any:

@@ -46,11 +46,20 @@ def column_refs(node: PgNode) -> list[str]:
 
 
 def _views_reading(state: State, key: str, column: str) -> list[str]:
-    return sorted(
-        view
-        for view, reads in state.view_deps.items()
-        if key in reads and view != key and {column, "*"} & state.view_columns.get(view, set())
-    )
+    """The views that certainly read the column: the catalog records the column names a view's
+    query names, not which table each comes from, so a name counts when no other relation the
+    view reads has a column of that name, and `*` when the view reads this table alone. (A
+    dependency the catalog cannot be sure of is not enforced: refusing a schema PostgreSQL
+    applies is the worse mistake.)"""
+    out = []
+    for view, reads in state.view_deps.items():
+        if key not in reads or view == key:
+            continue
+        names = state.view_columns.get(view, set())
+        others = [state.tables[r] for r in reads if r != key and r in state.tables]
+        if (column in names and not any(t.column(column) is not None for t in others)) or ("*" in names and not others and len(reads) == 1):
+            out.append(view)
+    return sorted(out)
 
 
 def _normal_dependents(state: State, key: str, column: str) -> tuple[list[str], list[str], list[tuple[str, str]]]:
