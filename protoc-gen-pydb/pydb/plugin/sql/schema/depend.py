@@ -57,7 +57,9 @@ def _views_reading(state: State, key: str, column: str) -> list[str]:
             continue
         names = state.view_columns.get(view, set())
         others = [state.tables[r] for r in reads if r != key and r in state.tables]
-        if (column in names and not any(t.column(column) is not None for t in others)) or ("*" in names and not others and len(reads) == 1):
+        if (column in names and not any(t.column(column) is not None for t in others)) or (
+            "*" in names and not others and len(reads) == 1
+        ):
             out.append(view)
     return sorted(out)
 

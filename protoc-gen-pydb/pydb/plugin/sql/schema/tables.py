@@ -13,6 +13,7 @@ from pglast.stream import RawStream
 from ..catalog.identifiers import split_name
 from ..catalog.model import Column, Index, PartitionBound, PartitionKey, RelationKind, Sequence, Table
 from ..catalog.types import PgType
+from ..syntax.colnames import figure_index_colname
 from .depend import alter_type_allowed, column_refs, drop_column
 from .partitions import inherited_keys_include_key, partition_bound, partition_key, unique_includes_key
 from .state import SERIALS, ConstraintInfo, PgNode, State, choose_name, qualified, strings, suggest
@@ -613,8 +614,10 @@ def create_index(state: State, node: PgNode) -> None:
     table = state.tables[key]
     names = [c.name for c in table.columns]
     cols: list[str] = []
+    naming: list[str] = []  # ChooseIndexColumnNames: a column's name, an expression's FigureIndexColname
     plain = True
     for elem in node.indexParams or ():
+        naming.append(elem.indexcolname or elem.name or figure_index_colname(elem.expr) or "expr")
         if elem.name:
             if elem.name not in names:
                 state.error(
@@ -631,7 +634,7 @@ def create_index(state: State, node: PgNode) -> None:
             cols.append(f"({deparse(elem.expr)})")
     name = node.idxname or choose_name(
         table.name,
-        "_".join(c if not c.startswith("(") else "expr" for c in cols),
+        "_".join(naming),
         "idx",
         lambda n: state.relation_exists(f"{table.schema}.{n}"),
     )
