@@ -512,6 +512,11 @@ def markdown(r: Json) -> str:
     ):
         if name in r:
             out += section(r)
+    # Measured by hand, not by `make bench` (third-party SQL stays outside the repository):
+    # the real-application differential's figures, kept in their own file and carried along.
+    differential = Path(__file__).with_name("differential_results.md")
+    if differential.is_file():
+        out += [differential.read_text(encoding="utf-8").rstrip(), ""]
     return "\n".join(out) + "\n"
 
 
