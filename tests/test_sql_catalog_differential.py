@@ -236,6 +236,20 @@ def test_names_postgres_chooses(server: str) -> None:
     same_verdicts(step)
 
 
+def test_default_null_is_no_default(server: str) -> None:
+    """PostgreSQL stores no default for `DEFAULT NULL` (pg_attribute.atthasdef stays false)."""
+    (step,) = chain(
+        server,
+        (
+            "defaults.sql",
+            """CREATE TABLE t (a int DEFAULT NULL, b text DEFAULT NULL::text, c int DEFAULT 1, d int);
+            ALTER TABLE t ALTER COLUMN d SET DEFAULT NULL;
+            ALTER TABLE t ALTER COLUMN c SET DEFAULT NULL;""",
+        ),
+    )
+    same_verdicts(step)
+
+
 def test_a_migration_chain_compared_after_every_file(server: str) -> None:
     """Each file of a chain is compared on its own: a difference is found where it arises."""
     steps = chain(

@@ -45,6 +45,14 @@ def column_refs(node: PgNode) -> list[str]:
     return out
 
 
+def null_default(node: PgNode) -> bool:
+    """`DEFAULT NULL` (or `NULL::type`): PostgreSQL stores no default for it (StoreAttrDefault
+    skips a null constant), so the column has none."""
+    while isinstance(node, ast.TypeCast):
+        node = node.arg
+    return isinstance(node, ast.A_Const) and bool(node.isnull)
+
+
 def _views_reading(state: State, key: str, column: str) -> list[str]:
     """The views that certainly read the column: the catalog records the column names a view's
     query names, not which table each comes from, so a name counts when no other relation the

@@ -14,7 +14,7 @@ from ..catalog.identifiers import split_name
 from ..catalog.model import Column, Index, PartitionBound, PartitionKey, RelationKind, Sequence, Table
 from ..catalog.types import PgType
 from ..syntax.colnames import figure_index_colname
-from .depend import alter_type_allowed, column_refs, drop_column
+from .depend import alter_type_allowed, column_refs, drop_column, null_default
 from .partitions import inherited_keys_include_key, partition_bound, partition_key, unique_includes_key
 from .state import SERIALS, ConstraintInfo, PgNode, State, choose_name, qualified, strings, suggest
 
@@ -59,7 +59,7 @@ def column_def(state: State, cd: PgNode, table_key: str) -> tuple[Column, list[C
         elif kind == ConstrType.CONSTR_NULL:
             not_null = False
         elif kind == ConstrType.CONSTR_DEFAULT:
-            has_default = True
+            has_default = not null_default(con.raw_expr)
         elif kind == ConstrType.CONSTR_IDENTITY:
             has_default = not_null = True
             identity_always = con.generated_when == "a"
@@ -499,7 +499,7 @@ def _alter_cmd(state: State, key: str, cmd: PgNode, recursing: bool = False) -> 
             return
         drop_column(state, key, columns[idx].name, cmd.behavior == DropBehavior.DROP_CASCADE)
     elif sub == AlterTableType.AT_ColumnDefault and idx is not None:
-        columns[idx] = replace(columns[idx], has_default=cmd.def_ is not None)
+        columns[idx] = replace(columns[idx], has_default=cmd.def_ is not None and not null_default(cmd.def_))
     elif sub == AlterTableType.AT_DropNotNull and idx is not None:
         if columns[idx].name in table.primary_key:
             state.error(f"column {cmd.name} is in a primary key (DROP NOT NULL)")
