@@ -237,12 +237,15 @@ def test_names_postgres_chooses(server: str) -> None:
 
 
 def test_default_null_is_no_default(server: str) -> None:
-    """PostgreSQL stores no default for `DEFAULT NULL` (pg_attribute.atthasdef stays false)."""
+    """PostgreSQL stores no default for `DEFAULT NULL` (pg_attribute.atthasdef stays false), unless
+    the NULL is coerced to the column's type by an expression (a typmod, bpchar's length, a domain)."""
     (step,) = chain(
         server,
         (
             "defaults.sql",
-            """CREATE TABLE t (a int DEFAULT NULL, b text DEFAULT NULL::text, c int DEFAULT 1, d int);
+            """CREATE DOMAIN dm AS int;
+            CREATE TABLE t (a int DEFAULT NULL, b text DEFAULT NULL::text, c int DEFAULT 1, d int,
+                e varchar(36) DEFAULT NULL, f char(2) DEFAULT NULL, g dm DEFAULT NULL, i varchar DEFAULT NULL);
             ALTER TABLE t ALTER COLUMN d SET DEFAULT NULL;
             ALTER TABLE t ALTER COLUMN c SET DEFAULT NULL;""",
         ),

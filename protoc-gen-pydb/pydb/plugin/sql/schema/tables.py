@@ -37,6 +37,7 @@ def column_def(state: State, cd: PgNode, table_key: str) -> tuple[Column, list[C
     serial = SERIALS.get(names[0]) if len(names) == 1 and tn is not None and not tn.arrayBounds else None
     not_null = bool(cd.is_not_null)
     has_default = False
+    domain: bool | None = None
     if serial is not None:
         pgtype = PgType(serial)
         not_null = has_default = True
@@ -59,7 +60,10 @@ def column_def(state: State, cd: PgNode, table_key: str) -> tuple[Column, list[C
         elif kind == ConstrType.CONSTR_NULL:
             not_null = False
         elif kind == ConstrType.CONSTR_DEFAULT:
-            has_default = not null_default(con.raw_expr)
+            # A NULL coerced by a typmod (varchar(36)), bpchar's length or a domain is an
+            # expression PostgreSQL stores; a bare NULL of the column's type is not.
+            coerced = tn is not None and (bool(tn.typmods) or names[-1] in ("bpchar", "char") or domain is not None)
+            has_default = coerced or not null_default(con.raw_expr)
         elif kind == ConstrType.CONSTR_IDENTITY:
             has_default = not_null = True
             identity_always = con.generated_when == "a"
