@@ -16,8 +16,8 @@ from ..catalog.signatures import FunctionSig, Volatility
 from ..catalog.types import PgType
 from ..syntax.pgtree import walk
 from . import rename
+from .indexes import deparse
 from .state import PgNode, State, qualified, strings
-from .tables import deparse
 
 _RELATION_KINDS = {
     ObjectType.OBJECT_TABLE: ("table", "partitioned_table"),

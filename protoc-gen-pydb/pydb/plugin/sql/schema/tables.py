@@ -8,21 +8,16 @@ from dataclasses import replace
 
 from pglast import ast
 from pglast.enums import AlterTableType, ConstrType, DropBehavior, ObjectType, TableLikeOption
-from pglast.stream import RawStream
 
 from ..catalog.identifiers import split_name
 from ..catalog.model import Column, Index, PartitionBound, PartitionKey, RelationKind, Sequence, Table
 from ..catalog.types import PgType
-from ..syntax.colnames import figure_index_colname
+from . import indexes
 from .depend import alter_type_allowed, column_refs, drop_column, null_default
 from .partitions import inherited_keys_include_key, partition_bound, partition_key, unique_includes_key
 from .state import SERIALS, ConstraintInfo, PgNode, State, choose_name, qualified, strings, suggest
 
 _LIKE = {m.name: int(m.value) for m in TableLikeOption}
-
-
-def deparse(node: PgNode) -> str:
-    return str(RawStream()(node))
 
 
 # -- columns --------------------------------------------------------------------------------
@@ -609,64 +604,9 @@ def _alter_composite(state: State, node: PgNode) -> None:
 
 
 # -- CREATE INDEX ---------------------------------------------------------------------------
-def create_index(state: State, node: PgNode) -> None:
-    rv = node.relation
-    key = state.relation_key(rv)
-    if key is None:
-        state.missing_relation(rv)
-        return
-    table = state.tables[key]
-    names = [c.name for c in table.columns]
-    cols: list[str] = []
-    naming: list[str] = []  # ChooseIndexColumnNames: a column's name, an expression's FigureIndexColname
-    plain = True
-    for elem in node.indexParams or ():
-        naming.append(elem.indexcolname or elem.name or figure_index_colname(elem.expr) or "expr")
-        if elem.name:
-            if elem.name not in names:
-                state.error(
-                    f"column {elem.name} does not exist in {table.qualified}{suggest(elem.name, names)}", word=elem.name
-                )
-                return
-            cols.append(elem.name)
-        else:
-            plain = False
-            for ref in column_refs(elem.expr):
-                if ref not in names:
-                    state.error(f"column {ref} does not exist in {table.qualified}{suggest(ref, names)}", word=ref)
-                    return
-            cols.append(f"({deparse(elem.expr)})")
-    name = node.idxname or choose_name(
-        table.name,
-        "_".join(naming),
-        "idx",
-        lambda n: state.relation_exists(f"{table.schema}.{n}"),
-    )
-    index_key = f"{table.schema}.{name}"
-    if state.relation_exists(index_key):
-        if not node.if_not_exists:
-            state.error(f"relation {index_key} already exists", rv.location)
-        return
-    predicate = deparse(node.whereClause) if node.whereClause is not None else None
-    for ref in column_refs(node.whereClause):
-        if ref not in names:
-            state.error(f"column {ref} does not exist in {table.qualified} (index predicate)", word=ref)
-            return
-    if node.unique and not unique_includes_key(state, table, tuple(cols), False, rv.location):
-        return
-    state.indexes[index_key] = Index(
-        index_key, key, tuple(cols), bool(node.unique), predicate is not None, predicate, bool(node.nulls_not_distinct)
-    )
-    reads = [e.name or ref for e in node.indexParams or () for ref in ([e.name] if e.name else column_refs(e.expr))]
-    state.index_reads[index_key] = {*reads, *(e.name for e in node.indexIncludingParams or () if e.name)}
-    state.index_reads[index_key] |= set(column_refs(node.whereClause))
-    if node.unique and predicate is None and plain:
-        state.tables[key] = replace(table, unique_keys=(*table.unique_keys, tuple(cols)))
-
-
 HANDLERS: dict[str, Callable[[State, PgNode], None]] = {
     "CreateStmt": create_table,
     "CreateForeignTableStmt": create_table,
     "AlterTableStmt": alter_table,
-    "IndexStmt": create_index,
+    "IndexStmt": indexes.create_index,
 }
