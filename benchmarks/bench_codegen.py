@@ -134,9 +134,11 @@ def import_breakdown() -> Json:
 
 
 def _wrap(timers: dict[str, float], counts: dict[str, int], module: Any, name: str, key: str) -> Callable[[], None]:
+    """Time every call of `module.name` under `key`. A phase whose function is gone is an error,
+    not a zero: a renamed entry point would otherwise drop the phase from the figures unnoticed."""
     original = getattr(module, name, None)
     if original is None:
-        return lambda: None
+        raise RuntimeError(f"bench_codegen times {module.__name__}.{name} ({key}), which no longer exists")
 
     def timed_call(*args: Any, **kwargs: Any) -> Any:
         start = time.perf_counter()
@@ -163,11 +165,14 @@ def phase_breakdown(include: Path, proto: str, tmp: Path) -> Json:
     wire = request.SerializeToString()
     timers: dict[str, float] = defaultdict(float)
     counts: dict[str, int] = defaultdict(int)
-    undo = [
-        _wrap(timers, counts, compiler, "build_catalog", "schema parse (catalog)"),
-        _wrap(timers, counts, compiler, "analyze", "SQL analysis (sqlglot parse + checks)"),
-        _wrap(timers, counts, plugin_main, "render", "render (jinja2)"),
+    # The names the binder and main call them by (bind/compiler.py and main.py import them), so
+    # that each phase is measured where the plugin really enters it.
+    phases_timed = [
+        (compiler, "load_catalog", "schema parse (catalog)"),
+        (compiler, "analyze", "SQL analysis (sqlglot parse + checks)"),
+        (plugin_main, "render", "render (jinja2)"),
     ]
+    undo = [_wrap(timers, counts, module, name, key) for module, name, key in phases_timed]
     try:
         start = time.perf_counter()
         parsed = plugin_pb2.CodeGeneratorRequest.FromString(wire)
@@ -179,6 +184,9 @@ def phase_breakdown(include: Path, proto: str, tmp: Path) -> Json:
             u()
     if response.error:
         raise RuntimeError(response.error)
+    never = [key for _, _, key in phases_timed if counts[key] == 0]
+    if never:
+        raise RuntimeError(f"bench_codegen: phases never entered (their entry point moved?): {sorted(never)}")
     phases = dict(timers)
     phases["other (request parse, binding, proto walk)"] = total - sum(timers.values())
     return {"total_s": total, "phases_s": phases, "calls": dict(counts)}

@@ -129,7 +129,7 @@ def redis_url() -> Iterator[str]:
     if shutil.which("redis-server") is None:
         yield config.redis_url()
         return
-    from worker_support import RedisServer  # tests/: a throwaway redis-server on a free port
+    from support.worker_support import RedisServer  # tests/: a throwaway redis-server on a free port
 
     server = RedisServer()
     try:

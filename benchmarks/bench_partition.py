@@ -1,6 +1,6 @@
 """Partitioning the queue: the plain table vs generation.tasks partitioned, at depth.
 
-Layouts (tests/queue_layouts.py): `plain` (schema.sql as shipped), `plain_tuned` (the same table
+Layouts (tests/support/queue_layouts.py): `plain` (schema.sql as shipped), `plain_tuned` (the same table
 with autovacuum triggered by row counts, as docs/performance.md recommends), `by_tool` (HASH
 (tool_id), 8 partitions, the claim index in each) and `by_status` (LIST (status): live and
 terminal rows in two partitions). Each layout lives in its own scratch database, filled the same
@@ -45,11 +45,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import bench_backlog
 import common
-import queue_layouts
 from common import Json
 from generation.task.v1 import task_pydb
-from pg import schema_statements, scratch_database
 from psycopg import AsyncClientCursor, AsyncConnection, errors
+from support import queue_layouts
+from support.pg import schema_statements, scratch_database
 
 TOOLS = 8
 PARTITIONS = 8

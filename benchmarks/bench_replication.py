@@ -1,7 +1,7 @@
 """Replication and many servers: recovery time after a failover, and claim throughput with one
 vs three server processes.
 
-- failover: a synchronous primary and hot standby (tests/pg_replication.py, their own throwaway
+- failover: a synchronous primary and hot standby (tests/support/pg_replication.py, their own throwaway
   clusters whatever DATABASE_URL says), the generated server on a two-host URL
   (`target_session_attrs=read-write`), 8 concurrent enqueue loops. The primary is killed
   (`pg_ctl stop -m immediate`) and the standby promoted straight away: an HA manager's detection
@@ -36,7 +36,7 @@ from common import Json
 def _failover_round(quick: bool) -> Json:
     import grpc
     from generation.task.v1 import task_pb2, task_pb2_grpc
-    from pg_replication import replicated_pair
+    from support.pg_replication import replicated_pair
 
     with replicated_pair(synchronous=True) as pair, common.queue_database(pair.multi_host_url) as url:
         tool_id = tp.make_tool(url)

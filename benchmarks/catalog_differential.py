@@ -23,11 +23,11 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tests"))
 sys.path.insert(0, str(REPO / "benchmarks"))
 
-from catalog_oracle import run_chain  # noqa: E402
 from differential_apps import app_of  # noqa: E402
-from pg import with_dbname  # noqa: E402
 from pydb.plugin.sql.schema.source import read_files  # noqa: E402
 from sql_differential import discover  # noqa: E402
+from support.catalog_oracle import run_chain  # noqa: E402
+from support.pg import with_dbname  # noqa: E402
 
 
 def chain_of(paths: list[Path]) -> list[tuple[str, str]]:

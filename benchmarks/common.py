@@ -3,7 +3,7 @@
 Every bench script can run alone (`python benchmarks/bench_x.py --out x.json`) or under
 `run.py`. The database comes from DATABASE_URL (a server URL; each bench makes its own scratch
 database there and drops it) or, when unset, from a throwaway cluster started by the test
-harness in tests/pg.py.
+harness in tests/support/pg.py.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ for _p in (ROOT / "generated", ROOT / "tests", ROOT / "protoc-gen-pydb"):
     if str(_p) not in sys.path:
         sys.path.insert(0, str(_p))
 
-from pg import Cluster, _pg_bin, postgres_server, scratch_database  # noqa: E402
+from support.pg import Cluster, _pg_bin, postgres_server, scratch_database  # noqa: E402
 
 PYTHON = sys.executable
 SCHEMA = ROOT / "example_protos" / "generation" / "task" / "v1" / "schema.sql"

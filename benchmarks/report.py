@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import report_deploy
 from common import Json, spread
 
 TARGETS = {
@@ -77,6 +78,18 @@ def headline(r: Json) -> list[tuple[str, str, str, str]]:
         rows.append(("Bulk enqueue through gRPC (QueueTasks, batches of 500)",
                      f"{e['tasks_per_s']:,.0f} tasks/s (QueueTask one by one: {fl['enqueue_single']['tasks_per_s']:,.0f})",
                      "≥ 20,000 tasks/s", _met(e["tasks_per_s"] >= TARGETS["bulk_enqueue_tasks_per_s"])))  # fmt: skip
+    dl = r.get("devloop")
+    if dl and not r.get("quick"):
+        inc = dl["incremental"]
+        rows.append((f"Re-check of one edited RPC in a {inc['rpcs']:,}-RPC proto (`check --watch`, LSP)",
+                     f"{inc['incremental_typo_ms']['median']:.1f} ms (p90 {inc['incremental_typo_ms']['p90']:.1f}; "
+                     f"full check {inc['full_check_warm_s']['median'] * 1000:.0f} ms)",
+                     "≤ 50 ms", _met(inc["incremental_typo_ms"]["p90"] <= 50)))  # fmt: skip
+        if "lsp" in dl:
+            ls = dl["lsp"]
+            rows.append((f"Language server: didChange to publishDiagnostics, {ls['rpcs']}-RPC proto",
+                         f"{ls['diagnostic_ms']['median']:.0f} ms (p90 {ls['diagnostic_ms']['p90']:.0f})", "≤ 300 ms",
+                         _met(ls["diagnostic_ms"]["p90"] <= 300)))  # fmt: skip
     bl = r.get("backlog")
     if bl:
         sw = bl["sweep"]
@@ -424,7 +437,7 @@ def _partition(r: Json) -> list[str]:
     out = [
         "## 8. Partitioning the queue table",
         "",
-        "generation.tasks plain (schema.sql) vs partitioned (tests/queue_layouts.py): `by_tool` = HASH (tool_id), "
+        "generation.tasks plain (schema.sql) vs partitioned (tests/support/queue_layouts.py): `by_tool` = HASH (tool_id), "
         f"{pt['partitions_by_tool']} partitions; `by_status` = LIST (status), live and terminal partitions. Each layout "
         f"in its own database, {pt['tools']} tools, the generated module's SQL run by raw psycopg with prepared "
         "statements (as the handlers run it), synchronous_commit=off. Latency: one connection per layout, claim + "
@@ -509,6 +522,8 @@ def markdown(r: Json) -> str:
         ("fleet", _fleet),
         ("replication", _replication),
         ("partition", _partition),
+        ("autofailover", report_deploy.autofailover),
+        ("longtx", report_deploy.longtx),
     ):
         if name in r:
             out += section(r)

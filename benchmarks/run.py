@@ -2,11 +2,12 @@
 
     python benchmarks/run.py                 # everything (about 10 minutes)
     python benchmarks/run.py --only codegen  # one or more of: codegen overhead throughput backlog partition events fleet replication
+                                             #   autofailover longtx devloop
     python benchmarks/run.py --quick         # tiny sizes, a smoke run (numbers mean nothing)
     python benchmarks/run.py --render-only   # re-write RESULTS.md and plots from results.json
 
 PostgreSQL: DATABASE_URL (a server URL; each benchmark creates and drops its own scratch
-database there) or, when unset, a throwaway cluster started for the run (tests/pg.py).
+database there) or, when unset, a throwaway cluster started for the run (tests/support/pg.py).
 """
 
 from __future__ import annotations
@@ -24,14 +25,20 @@ import common
 import report
 from common import Json
 
-NAMES = ("codegen", "overhead", "throughput", "backlog", "partition", "events", "fleet", "replication")
+NAMES = (
+    "codegen", "overhead", "throughput", "backlog", "partition", "events", "fleet", "replication",
+    "autofailover", "longtx", "devloop",
+)  # fmt: skip
 
 
 def run_all(names: list[str], quick: bool) -> Json:
+    import bench_autofailover
     import bench_backlog
     import bench_codegen
+    import bench_devloop
     import bench_events
     import bench_fleet
+    import bench_longtx
     import bench_overhead
     import bench_partition
     import bench_replication
@@ -41,7 +48,9 @@ def run_all(names: list[str], quick: bool) -> Json:
     started = time.perf_counter()
     with common.server_url() as (server, cluster):
         results["machine"] = common.machine_info(server)
-        results["machine"]["postgres_source"] = "DATABASE_URL" if cluster is None else "throwaway cluster (tests/pg.py)"
+        results["machine"]["postgres_source"] = (
+            "DATABASE_URL" if cluster is None else "throwaway cluster (tests/support/pg.py)"
+        )
         for name in names:
             t0 = time.perf_counter()
             print(f"bench: {name} ...", file=sys.stderr, flush=True)
@@ -60,8 +69,14 @@ def run_all(names: list[str], quick: bool) -> Json:
                     results[name] = bench_events.run(server, quick=quick)
                 elif name == "fleet":
                     results[name] = bench_fleet.run(server, quick=quick)
+                elif name == "devloop":
+                    results[name] = bench_devloop.run(quick=quick)
                 elif name == "replication":
                     results[name] = bench_replication.run(server, quick=quick)
+                elif name == "autofailover":
+                    results[name] = bench_autofailover.run(server, quick=quick)
+                elif name == "longtx":
+                    results[name] = bench_longtx.run(server, quick=quick)
             except Exception:  # one broken benchmark must not lose the others' results
                 traceback.print_exc()
                 results.setdefault("failed", {})[name] = traceback.format_exc(limit=3)

@@ -56,10 +56,11 @@ sys.path.insert(0, str(REPO / "tests"))
 
 from corpus.run import analyzer_signature, pg_type_names  # noqa: E402
 from differential_report import render_markdown, render_text, summarize, write_docs  # noqa: E402
-from plugin_harness import compile_protos, run_plugin  # noqa: E402
 from pydb.plugin.bind.typemap import DURATION_MSG, TIMESTAMP_MSG, TYPES  # noqa: E402
 from pydb.plugin.sql.analyzer.analyzer import analyze  # noqa: E402
-from pydb.plugin.sql.catalog.model import Catalog, build_catalog  # noqa: E402
+from pydb.plugin.sql.catalog.model import Catalog  # noqa: E402
+from pydb.plugin.sql.frontend import build_catalog  # noqa: E402
+from support.plugin_harness import compile_protos, run_plugin  # noqa: E402
 
 CONFIGS = ("sqlc.json", "sqlc.yaml", "sqlc.yml")
 #: sqlc's commands pydb has no counterpart for: the statement is set aside, with this reason.

@@ -18,13 +18,13 @@ from psycopg.conninfo import make_conninfo
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "generated"))
-sys.path.insert(0, str(ROOT / "worker"))  # the taskworker package (tests/test_worker_*.py)
+sys.path.insert(0, str(ROOT / "worker"))  # the taskworker package (tests/worker/)
 sys.path.insert(0, str(ROOT / "tests"))
 CORPUS_JOBS_SCHEMA = ROOT / "tests" / "corpus" / "_shared" / "jobs" / "schema.sql"
 
 from generation.task.v1 import task_pb2, task_pb2_grpc, task_pydb_server  # noqa: E402
-from pg import Cluster, postgres_server, scratch_database, with_dbname  # noqa: E402
 from pydb.runtime import server as pydb_server  # noqa: E402
+from support.pg import Cluster, postgres_server, scratch_database, with_dbname  # noqa: E402
 
 
 @pytest.fixture(scope="session")
@@ -52,7 +52,7 @@ def server_config(database_url: str, **overrides: object) -> pydb_server.Config:
         grace_seconds=5.0,
         health_interval=0.2,
         # Off: these tests hold row locks on purpose, to watch deadlines, cancellation and shutdown
-        # act on a blocked statement. tests/test_security_*.py test the lock timeout itself.
+        # act on a blocked statement. tests/security/ tests the lock timeout itself.
         lock_timeout=0.0,
     )
     return dataclasses.replace(base, **overrides)  # type: ignore[arg-type]
@@ -63,7 +63,7 @@ SERVICE_ROLE = "pydb_task_service"
 
 def as_service_role(url: str) -> str:
     """`url` as the least-privileged role the server runs as, never the superuser that made the
-    database: tests/pg.py's scratch_database applies its grants (service_role.sql) with the
+    database: tests/support/pg.py's scratch_database applies its grants (service_role.sql) with the
     queue's schema. A database made otherwise gets the role's login and no table privileges."""
     # Unreachable (a test starting the server during an outage): scratch_database made the role.
     with (
@@ -89,7 +89,11 @@ class RunningServer:
 
 async def start_server(cfg: pydb_server.Config) -> RunningServer:
     """Serve the generated service in this event loop, as the service role; returns once it listens."""
-    cfg = dataclasses.replace(cfg, database_url=as_service_role(cfg.database_url))
+    cfg = dataclasses.replace(
+        cfg,
+        database_url=as_service_role(cfg.database_url),
+        database_listen_url=as_service_role(cfg.database_listen_url) if cfg.database_listen_url else "",
+    )
     stop = asyncio.Event()
     ready: asyncio.Future[int] = asyncio.get_running_loop().create_future()
     task = asyncio.create_task(

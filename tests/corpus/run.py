@@ -1,7 +1,7 @@
 """The test corpus runner: every case of tests/corpus/<case>/ through protoc-gen-pydb, in-process.
 
 protoc (grpc_tools) parses every case's `query.proto` once; each case is then one
-CodeGeneratorRequest handed to `pydb.plugin.main.generate` (tests/plugin_harness.py). What a case
+CodeGeneratorRequest handed to `pydb.plugin.main.generate` (tests/support/plugin_harness.py). What a case
 is expected to give lives in its `expected/` directory:
 
 - `stderr.txt`: the exact text protoc shows (the error block, then any warnings), when there is any;
@@ -11,7 +11,7 @@ is expected to give lives in its `expected/` directory:
     python tests/corpus/run.py --update      # rewrite every expected/ file and the docs catalogue
     python tests/corpus/run.py CASE...       # print what the cases give now
 
-Review the diff of an update before committing it. The tests are tests/test_corpus.py.
+Review the diff of an update before committing it. The tests are tests/sql/test_corpus.py.
 """
 
 from __future__ import annotations
@@ -32,16 +32,17 @@ CORPUS = Path(__file__).resolve().parent
 #: use (generated modules of two same-named .proto files would clash in one process).
 ROOT = CORPUS.parent
 REPO = ROOT.parent
-if str(ROOT) not in sys.path:  # run as a script: tests/ holds plugin_harness
+if str(ROOT) not in sys.path:  # run as a script: tests/ holds the support package
     sys.path.insert(0, str(ROOT))
 
-from plugin_harness import Outcome, compile_protos, run_plugin  # noqa: E402
 from pydb.plugin.protos import ProtoIndex  # noqa: E402
 from pydb.plugin.sql.analyzer.analyzer import analyze  # noqa: E402
 from pydb.plugin.sql.analyzer.result import Analysis, ResultColumn  # noqa: E402
-from pydb.plugin.sql.catalog.model import Catalog, build_catalog  # noqa: E402
+from pydb.plugin.sql.catalog.model import Catalog  # noqa: E402
+from pydb.plugin.sql.frontend import build_catalog  # noqa: E402
 from pydb.plugin.sql.syntax.grammar import check_statement  # noqa: E402
 from pydb.v1 import options_pb2  # noqa: E402
+from support.plugin_harness import Outcome, compile_protos, run_plugin  # noqa: E402
 
 STDERR = "stderr.txt"
 ANALYSIS = "analysis.txt"
@@ -267,8 +268,8 @@ DOC = REPO / "docs" / "diagnostics.md"
 CATALOGUE = re.compile(r"<!-- BEGIN catalogue -->\n(.*?)\n<!-- END catalogue -->", re.S)
 # (title, introduction, which cases) in the order the page shows them; the last takes the rest.
 #: Cases where the plugin still disagrees with PostgreSQL (issues 10 and 11), with the reason. Each is
-#: a strict xfail in tests/test_corpus.py (so whoever closes the gap unlists it) and no starting point
-#: of tests/test_corpus_fuzz.py's differential.
+#: a strict xfail in tests/sql/test_corpus.py (so whoever closes the gap unlists it) and no starting point
+#: of tests/sql/test_corpus_fuzz.py's differential.
 KNOWN_GAPS: dict[str, str] = {}
 
 

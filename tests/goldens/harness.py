@@ -1,6 +1,6 @@
 """Generate and import a proto + schema the way a user would: protoc (grpc_tools) for the
 _pb2/_pb2_grpc modules (and mypy-protobuf's stubs), protoc-gen-pydb in-process for the handlers.
-Used by tests/test_bind_*.py, tests/test_pygen_*.py and the feature goldens."""
+Used by tests/bind/, tests/pygen/ and the feature goldens."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 
-from plugin_harness import Outcome, compile_protos, protoc, run_plugin
+from support.plugin_harness import Outcome, compile_protos, protoc, run_plugin
 
 BIN = Path(sys.executable).parent
 

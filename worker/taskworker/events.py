@@ -38,6 +38,7 @@ from generation.task.v1 import task_pb2 as pb
 from redis.exceptions import RedisError
 
 from . import config
+from .redisconn import LazyRedis, close_quietly
 
 if TYPE_CHECKING:
     from generation.task.v1 import task_pb2_grpc
@@ -274,19 +275,13 @@ class RedisEventTransport:
         self.retention = max(1, round(retention))
         self.idle_ttl = max(1, round(idle_ttl))
         self.timeout = timeout
-        self._client: aioredis.Redis | None = None
+        self._redis = LazyRedis(self.url, timeout)
         self._script: Any = None
 
-    def _redis(self) -> aioredis.Redis:
-        if self._client is None:
-            self._client = aioredis.Redis.from_url(
-                self.url, socket_connect_timeout=self.timeout, socket_timeout=self.timeout
-            )
-            self._script = self._client.register_script(_APPEND_LUA)
-        return self._client
-
     async def append(self, batch: list[PendingEvent]) -> None:
-        client = self._redis()
+        client = self._redis.get()
+        if self._script is None or self._script.registered_client is not client:
+            self._script = client.register_script(_APPEND_LUA)
         per_task: dict[str, list[str]] = {}
         for ev in batch:
             per_task.setdefault(ev.task_id, []).extend((ev.kind, ev.data, repr(ev.emitted_at)))
@@ -301,17 +296,11 @@ class RedisEventTransport:
                         )
                     await pipe.execute()
         except (RedisError, OSError, TimeoutError):
-            await self._drop()  # its pool may hold a broken connection after an outage
+            await self._redis.drop()
             raise
 
-    async def _drop(self) -> None:
-        client, self._client = self._client, None
-        if client is not None:
-            with contextlib.suppress(Exception):
-                await client.aclose()
-
     async def aclose(self) -> None:
-        await self._drop()
+        await self._redis.drop()
 
 
 # -- PostgreSQL, through the data plane --------------------------------------------------------
@@ -410,32 +399,59 @@ class RedisEventSource:
 
     async def watch(self, task_id: str, from_seq: int, idle_timeout: float | None) -> AsyncIterator[TaskEvent]:
         key = events_key(task_id, self.environment)
-        after = max(from_seq, 1) - 1
-        deadline = None if idle_timeout is None else time.monotonic() + idle_timeout
-        delay = 0.05
+        at = _Progress(task_id, from_seq, idle_timeout, self.reconnect_max)
         while True:
             client = aioredis.Redis.from_url(self.url, socket_connect_timeout=self.connect_timeout)
             try:
                 while True:
-                    if deadline is not None and time.monotonic() > deadline:
-                        raise TimeoutError(f"no event for task {task_id} after seq {after} in {idle_timeout}s")
-                    reply = await client.xread({key: f"0-{after}"}, count=self.count, block=self.block_ms)
-                    delay = 0.05
+                    if at.remaining() == 0:
+                        raise at.timed_out()
+                    reply = await client.xread({key: f"0-{at.after}"}, count=self.count, block=self.block_ms)
+                    at.connected()
                     for entry_id, fields in _stream_entries(reply):
-                        event = _redis_event(task_id, entry_id, fields)
-                        after = event.seq
-                        if idle_timeout is not None:
-                            deadline = time.monotonic() + idle_timeout
+                        event = at.seen(_redis_event(task_id, entry_id, fields))
                         yield event
                         if event.terminal:
                             return
             except (RedisError, OSError) as err:
-                log.warning("event reader for task %s lost Redis (%s); resuming after seq %d", task_id, err, after)
+                log.warning("event reader for task %s lost Redis (%s); resuming after seq %d", task_id, err, at.after)
             finally:
-                with contextlib.suppress(Exception):
-                    await client.aclose()
-            await asyncio.sleep(delay * random.uniform(0.5, 1.0))
-            delay = min(delay * 2, self.reconnect_max)
+                await close_quietly(client)
+            await at.back_off()
+
+
+class _Progress:
+    """Where a reader of one task's events is: the last seq it yielded (a reconnect resumes after
+    it), the idle deadline (reset by every event), the reconnect delay (doubling to a maximum,
+    reset once a read succeeds)."""
+
+    def __init__(self, task_id: str, from_seq: int, idle_timeout: float | None, reconnect_max: float) -> None:
+        self.task_id = task_id
+        self.after = max(from_seq, 1) - 1
+        self.idle_timeout = idle_timeout
+        self.reconnect_max = reconnect_max
+        self.deadline = None if idle_timeout is None else time.monotonic() + idle_timeout
+        self.delay = 0.05
+
+    def seen(self, event: TaskEvent) -> TaskEvent:
+        self.after = event.seq
+        if self.idle_timeout is not None:
+            self.deadline = time.monotonic() + self.idle_timeout
+        return event
+
+    def remaining(self) -> float | None:
+        """Seconds left before the idle timeout (0 once passed), None without one."""
+        return None if self.deadline is None else max(0.0, self.deadline - time.monotonic())
+
+    def timed_out(self) -> TimeoutError:
+        return TimeoutError(f"no event for task {self.task_id} after seq {self.after} in {self.idle_timeout}s")
+
+    def connected(self) -> None:
+        self.delay = 0.05
+
+    async def back_off(self) -> None:
+        await asyncio.sleep(self.delay * random.uniform(0.5, 1.0))
+        self.delay = min(self.delay * 2, self.reconnect_max)
 
 
 def _stream_entries(reply: Any) -> list[tuple[bytes, dict[bytes, bytes]]]:
@@ -478,51 +494,43 @@ class PostgresEventSource:
         self.reconnect_max = reconnect_max
 
     async def watch(self, task_id: str, from_seq: int, idle_timeout: float | None) -> AsyncIterator[TaskEvent]:
-        after = max(from_seq, 1) - 1
-        deadline = None if idle_timeout is None else time.monotonic() + idle_timeout
-        delay = 0.05
+        at = _Progress(task_id, from_seq, idle_timeout, self.reconnect_max)
         while True:
             call = self.stub.WatchTaskEvents(pb.WatchTaskEventsRequest(task_ids=[task_id]), wait_for_ready=True)
             bell = call.__aiter__()
             try:
                 await call.initial_metadata()  # sent once the data plane LISTENs
                 while True:
-                    while True:  # read everything after `after`, page by page
+                    while True:  # read everything after `at.after`, page by page
                         rows = (
                             await self.stub.ListTaskEvents(
-                                pb.ListTaskEventsRequest(task_id=task_id, after_seq=after, limit=self.page),
+                                pb.ListTaskEventsRequest(task_id=task_id, after_seq=at.after, limit=self.page),
                                 timeout=self.rpc_timeout,
                             )
                         ).events
                         for row in rows:
-                            event = _pg_event(row)
-                            after = event.seq
-                            if idle_timeout is not None:
-                                deadline = time.monotonic() + idle_timeout
+                            event = at.seen(_pg_event(row))
                             yield event
                             if event.terminal:
                                 return
-                        delay = 0.05
+                        at.connected()
                         if len(rows) < self.page:
                             break
-                    remaining = None if deadline is None else deadline - time.monotonic()
-                    if remaining is not None and remaining <= 0:
-                        raise TimeoutError(f"no event for task {task_id} after seq {after} in {idle_timeout}s")
+                    remaining = at.remaining()
+                    if remaining == 0:
+                        raise at.timed_out()
                     try:
                         async with asyncio.timeout(remaining):
                             await anext(bell)
                     except StopAsyncIteration:
                         break  # stream ended (server shutting down): reconnect
                     except TimeoutError:
-                        raise TimeoutError(
-                            f"no event for task {task_id} after seq {after} in {idle_timeout}s"
-                        ) from None
+                        raise at.timed_out() from None
             except grpc.aio.AioRpcError as err:
-                log.warning("event reader for task %s: %s; resuming after seq %d", task_id, err.code().name, after)
+                log.warning("event reader for task %s: %s; resuming after seq %d", task_id, err.code().name, at.after)
             finally:
                 call.cancel()
-            await asyncio.sleep(delay * random.uniform(0.5, 1.0))
-            delay = min(delay * 2, self.reconnect_max)
+            await at.back_off()
 
 
 def _pg_event(row: pb.TaskEvent) -> TaskEvent:

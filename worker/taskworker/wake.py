@@ -14,7 +14,6 @@ interval, never a task.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import random
 from collections.abc import Callable
@@ -27,6 +26,7 @@ from generation.task.v1 import task_pb2_grpc
 from redis.exceptions import RedisError
 
 from . import config
+from .redisconn import LazyRedis, close_quietly
 
 log = logging.getLogger("taskworker.wake")
 
@@ -41,34 +41,20 @@ class WakePublisher:
         self.url = url or config.redis_url()
         self.channel = config.wake_channel(environment)
         self.timeout = timeout
-        self._client: aioredis.Redis | None = None
-
-    def _redis(self) -> aioredis.Redis:
-        if self._client is None:
-            self._client = aioredis.Redis.from_url(
-                self.url, socket_connect_timeout=self.timeout, socket_timeout=self.timeout
-            )
-        return self._client
+        self._redis = LazyRedis(self.url, timeout)
 
     async def publish(self, tool_id: str) -> bool:
         try:
             async with asyncio.timeout(self.timeout * 2):
-                await self._redis().publish(self.channel, tool_id)
+                await self._redis.get().publish(self.channel, tool_id)
             return True
         except (RedisError, OSError, TimeoutError) as err:
             log.warning("wake for tool %s not published (polling will pick it up): %s", tool_id, err)
-            # Drop the client: its pool may hold a broken connection after an outage.
-            await self._drop()
+            await self._redis.drop()
             return False
 
-    async def _drop(self) -> None:
-        client, self._client = self._client, None
-        if client is not None:
-            with contextlib.suppress(Exception):
-                await client.aclose()
-
     async def aclose(self) -> None:
-        await self._drop()
+        await self._redis.drop()
 
 
 async def enqueue(
@@ -128,10 +114,7 @@ class RedisWakeSubscriber:
                 self.subscribed.clear()
             finally:
                 self.subscribed.clear()
-                with contextlib.suppress(Exception):
-                    await pubsub.aclose()  # type: ignore[no-untyped-call]
-                with contextlib.suppress(Exception):
-                    await client.aclose()
+                await close_quietly(pubsub, client)
             await asyncio.sleep(delay * random.uniform(0.5, 1.0))
             delay = min(delay * 2, self.reconnect_max)
 

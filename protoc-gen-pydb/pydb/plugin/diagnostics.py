@@ -37,6 +37,10 @@ class Diagnostic:
     severity: Severity = "error"
     sql: str | None = None
     span: SqlSpan | None = None
+    #: Where the offending fragment ends (1-based, exclusive), when it is known: editors
+    #: (the language server) underline line:col to end_line:end_col.
+    end_line: int | None = None
+    end_col: int | None = None
 
     def format(self) -> str:
         """`path:line:col: error: message`, then the SQL line with a caret under the fragment."""

@@ -1,6 +1,7 @@
 """protoc-gen-pydb's entry point: CodeGeneratorRequest on stdin -> CodeGeneratorResponse on stdout.
 
-Hermetic: reads only the request and the schema files under the `proto_path=` roots.
+Hermetic: reads only the request, and under the `proto_path=` roots the schema files and the
+annotated .proto files' own text (to place a diagnostic on the SQL token inside the literal).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from .sql import SchemaRoots
 _FEATURES = plugin_pb2.CodeGeneratorResponse.FEATURE_PROTO3_OPTIONAL
 
 USAGE = """usage: protoc-gen-pydb [--version | --include-dir | --help]
+       protoc-gen-pydb {check,diff,vet,verify,lsp} ...   (each with --help; docs/workflow.md)
 
 A protoc plugin; protoc runs it. For example:
   python -m grpc_tools.protoc -I example_protos -I "$(protoc-gen-pydb --include-dir)" \\
@@ -44,6 +46,19 @@ Parameters (--pydb_opt=KEY=VALUE, comma-separated):
 
   --include-dir    print the directory to pass to protoc with -I for pydb/v1/options.proto
   --version        print the version"""
+
+
+#: `protoc-gen-pydb COMMAND ...`: the developer loop beside the plugin (docs/workflow.md).
+SUBCOMMANDS = ("check", "diff", "vet", "verify", "lsp")
+
+
+def run_subcommand(name: str, argv: list[str]) -> int:
+    """Each command's module is imported only when it runs: the plugin's start-up stays lean."""
+    import importlib
+
+    module = importlib.import_module(f"pydb.plugin.{name}")
+    result: int = module.main(argv)
+    return result
 
 
 class ParameterError(Exception):
@@ -118,6 +133,8 @@ def main(argv: list[str] | None = None) -> int:
         if args[0] == "--include-dir":
             print(include_dir())
             return 0
+        if args[0] in SUBCOMMANDS:
+            return run_subcommand(args[0], args[1:])
         if args[0] in ("-h", "--help"):
             print(USAGE)
             return 0

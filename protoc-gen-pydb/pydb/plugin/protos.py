@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import keyword
 import re
 from dataclasses import dataclass
 
@@ -37,13 +36,6 @@ class Field:
     type_name: str  # full name of the enum or message, "" for scalars
     repeated: bool
     has_presence: bool
-
-    @property
-    def python_access(self) -> str:
-        """How generated code reads it from `request` (keywords need getattr)."""
-        if keyword.iskeyword(self.name):
-            return f'getattr(request, "{self.name}")'
-        return f"request.{self.name}"
 
     def describe(self) -> str:
         base = self.type_name if self.type in ("enum",) or "." in self.type else self.type
@@ -171,6 +163,16 @@ def location(file: descriptor_pb2.FileDescriptorProto, *paths: list[int]) -> tup
         if loc is not None and loc.span:
             return loc.span[0] + 1, loc.span[1] + 1
     return 1, 1
+
+
+def location_span(file: descriptor_pb2.FileDescriptorProto, *paths: list[int]) -> list[int] | None:
+    """protoc's 0-based span of the first of `paths` recorded: [line, col, (end line,) end col]."""
+    spans = _locations(file)[1]
+    for path in paths:
+        loc = spans.get(tuple(path))
+        if loc is not None and loc.span:
+            return list(loc.span)
+    return None
 
 
 def leading_comment(file: descriptor_pb2.FileDescriptorProto, path: list[int]) -> str:

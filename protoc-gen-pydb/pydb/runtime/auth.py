@@ -16,16 +16,15 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import inspect
 import ipaddress
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
 import grpc
 
-from .decoding import original_behaviour, rebuild_handler
+from .interceptors import WrapOnce, after, original_behaviour, rebuild_handler
 
 log = logging.getLogger("pydb.auth")
 
@@ -170,54 +169,26 @@ def certificate_names(context: grpc.aio.ServicerContext[Any, Any]) -> set[str]:
     }
 
 
-class ClientNameInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[type-arg]
+class ClientNameInterceptor(WrapOnce):
     """Under mTLS, admit only client certificates naming one of `names` (their CN or a
     subjectAltName): a certificate the client CA signed for another service is answered
     UNAUTHENTICATED. The check runs as the call starts, on the verified certificate."""
 
     def __init__(self, names: Iterable[str], open_methods: Iterable[str] = ()) -> None:
+        super().__init__()
         self._names = frozenset(names)
         self._open = frozenset(open_methods)
-        self._checked: dict[str, tuple[grpc.RpcMethodHandler[Any, Any], grpc.RpcMethodHandler[Any, Any]]] = {}
 
-    async def intercept_service(
-        self,
-        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler[Any, Any]]],
-        handler_call_details: grpc.HandlerCallDetails,
-    ) -> grpc.RpcMethodHandler[Any, Any]:
-        handler = await continuation(handler_call_details)
-        method = handler_call_details.method
-        if handler is None or method in self._open:
-            return handler
-        cached = self._checked.get(method)
-        if cached is None or cached[0] is not handler:
-            cached = (handler, self._wrap(handler, method))
-            self._checked[method] = cached
-        return cached[1]
+    def applies(self, handler: grpc.RpcMethodHandler[Any, Any], method: str) -> bool:
+        return method not in self._open
 
-    def _wrap(self, handler: grpc.RpcMethodHandler[Any, Any], method: str) -> grpc.RpcMethodHandler[Any, Any]:
-        inner = original_behaviour(handler)
-
-        async def admit(context: grpc.aio.ServicerContext[Any, Any]) -> None:
+    def wrap(self, handler: grpc.RpcMethodHandler[Any, Any], method: str) -> grpc.RpcMethodHandler[Any, Any]:
+        async def admit(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
             presented = certificate_names(context)
-            if presented & self._names:
-                return
-            shown = ",".join(sorted(presented)) or "-"
-            log.warning("event=unauthenticated method=%s reason=certificate_name names=%s", method, shown)
-            await context.abort(grpc.StatusCode.UNAUTHENTICATED, "client certificate not accepted by this server")
+            if not presented & self._names:
+                shown = ",".join(sorted(presented)) or "-"
+                log.warning("event=unauthenticated method=%s reason=certificate_name names=%s", method, shown)
+                await context.abort(grpc.StatusCode.UNAUTHENTICATED, "client certificate not accepted by this server")
+            return request
 
-        if inspect.isasyncgenfunction(inner):
-
-            async def streaming(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> AsyncIterator[Any]:
-                await admit(context)
-                async for response in inner(request, context):
-                    yield response
-
-            return rebuild_handler(handler, streaming, handler.request_deserializer)
-
-        async def single(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
-            await admit(context)
-            result = inner(request, context)
-            return await result if inspect.isawaitable(result) else result
-
-        return rebuild_handler(handler, single, handler.request_deserializer)
+        return rebuild_handler(handler, after(admit, original_behaviour(handler)), handler.request_deserializer)

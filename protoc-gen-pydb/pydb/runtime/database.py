@@ -124,6 +124,8 @@ class Database:
         except psycopg.Error as err:
             code, message = status_for_db_error(err)
             cause = describe_for_log(err)
+            if isinstance(err, psycopg.OperationalError):
+                recheck_idle(pool)
         except TimeoutError:  # from _bounded only: psycopg raises its own errors
             code, message = grpc.StatusCode.DEADLINE_EXCEEDED, "deadline exceeded"
         except asyncio.CancelledError:
@@ -189,19 +191,26 @@ def pool_timeout_message(pool: AsyncConnectionPool[Any]) -> str:
     return SERVER_BUSY if _holding.get(id(pool), 0) >= pool.max_size else DATABASE_UNAVAILABLE
 
 
-def session_settings(lock_timeout: float) -> Callable[[AsyncConnection[Any]], Awaitable[None]]:
-    """The pool's `configure` hook: settings every pooled session gets once, when it is opened.
+# Pools whose idle connections are being checked (recheck_idle), with the check's task.
+_rechecking: dict[int, asyncio.Task[None]] = {}
 
-    `lock_timeout` bounds each wait for a lock (a row another transaction holds): past it the
-    statement fails with 55P03, answered ABORTED "row busy", and its connection goes back to the
-    pool instead of being tied up for as long as the other transaction lasts. 0 turns it off.
-    """
-    value = f"{round(lock_timeout * 1000)}ms"
 
-    async def configure(conn: AsyncConnection[Any]) -> None:
-        await conn.execute("SELECT set_config('lock_timeout', %s, false)", (value,))
+def recheck_idle(pool: AsyncConnectionPool[Any]) -> None:
+    """A connection was lost (the database, or a pooler in front of it, restarted): check the
+    pool's idle connections now, in the background, so the broken ones are replaced at once
+    instead of each failing one more call."""
+    key = id(pool)
+    if key in _rechecking or pool.closed:
+        return
+    task = asyncio.ensure_future(pool.check())
+    _rechecking[key] = task
 
-    return configure
+    def checked(done: asyncio.Task[None]) -> None:
+        _rechecking.pop(key, None)
+        if not done.cancelled() and done.exception() is not None:
+            log.debug("event=recheck_failed error=%s", _quote(repr(done.exception())))
+
+    task.add_done_callback(checked)
 
 
 # Every handler task until it finishes, with the pool it runs on (strong references: a task

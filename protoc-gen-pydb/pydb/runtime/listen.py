@@ -1,10 +1,10 @@
 """LISTEN/NOTIFY relayed over a server-streaming RPC (`(pydb.v1.listen)`).
 
 One database connection per channel per server, whatever the number of streams: the first
-stream on a channel opens a connection of its own (with the pool's connection settings, never
-taken from the pool: a pooled connection handed back still LISTENing would deliver
-notifications to nobody) and LISTENs; every later stream on that channel subscribes to it in
-process, and each notification is fanned out to every subscriber. The connection closes when
+stream on a channel opens a connection of its own (with the pool's connection settings, or to
+DATABASE_LISTEN_URL when set, e.g. past a transaction-mode PgBouncer; never taken from the pool:
+a pooled connection handed back still LISTENing would deliver notifications to nobody) and
+LISTENs; every later stream on that channel subscribes to it in process, and each notification is fanned out to every subscriber. The connection closes when
 its last stream ends. So streams cost no database connections (issue 14: one connection per
 stream let 220 streams exhaust `max_connections`), and their number is capped per server
 (`--max-listen-streams`): past the cap a new stream is refused with RESOURCE_EXHAUSTED.
@@ -84,14 +84,20 @@ class _PoolStreams:
     open_streams: int = 0
     channels: dict[str, _Channel] = field(default_factory=dict)
     opening: dict[str, asyncio.Lock] = field(default_factory=dict)
+    #: The connection string LISTEN connections use; "" means the pool's own.
+    conninfo: str = ""
 
 
 _by_pool: dict[int, _PoolStreams] = {}
 
 
-def configure_streams(pool: AsyncConnectionPool[Any], max_streams: int) -> None:
-    """Cap the concurrent listen streams served from `pool`."""
-    _state(pool).max_streams = max_streams
+def configure_streams(pool: AsyncConnectionPool[Any], max_streams: int, conninfo: str = "") -> None:
+    """Cap the concurrent listen streams served from `pool`; `conninfo`, when given, is where
+    their LISTEN connections go instead of the pool's own connection string (DATABASE_LISTEN_URL:
+    a LISTEN needs a session of its own, which a transaction-mode pooler does not give)."""
+    state = _state(pool)
+    state.max_streams = max_streams
+    state.conninfo = conninfo
 
 
 def _state(pool: AsyncConnectionPool[Any]) -> _PoolStreams:
@@ -160,7 +166,7 @@ async def _subscribe(
     async with state.opening.setdefault(name, asyncio.Lock()):
         channel = state.channels.get(name)
         if channel is None or channel.closing:
-            conninfo: str = await _resolve(pool.conninfo)
+            conninfo: str = state.conninfo or await _resolve(pool.conninfo)
             kwargs: dict[str, Any] = {**(await _resolve(pool.kwargs) or {}), "autocommit": True}
             conn = await psycopg.AsyncConnection.connect(conninfo, **kwargs)
             try:

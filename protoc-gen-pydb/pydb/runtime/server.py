@@ -22,14 +22,15 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_health.v1._async import HealthServicer
 from grpc_reflection.v1alpha import reflection
 from psycopg.conninfo import conninfo_to_dict
-from psycopg_pool import AsyncConnectionPool
+from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from . import auth
-from .database import DEFAULT_MAX_ANSWER_BYTES, configure_max_answer, drain, session_settings
+from .database import DEFAULT_MAX_ANSWER_BYTES, configure_max_answer, drain
 from .decoding import DecodeGuard
 from .descriptors import public_pool
 from .errors import set_log_detail
 from .listen import close_streams, configure_streams
+from .pooling import PREPARE_MODES, session_setup
 
 log = logging.getLogger("pydb.server")
 
@@ -67,6 +68,10 @@ class Config:
     #: A hot standby (or a load balancer over several) for the read-only RPCs; "" means none.
     database_replica_url: str = ""
     max_send_message_bytes: int = DEFAULT_MAX_ANSWER_BYTES
+    #: Where LISTEN streams connect; "" means DATABASE_URL (docs/deploy.md, "Behind PgBouncer").
+    database_listen_url: str = ""
+    #: Server-side prepared statements: auto (off behind a detected pooler), on, off (pooling.py).
+    database_prepare: str = "auto"
 
 
 @dataclass(frozen=True)
@@ -74,7 +79,7 @@ class _Setting:
     flag: str
     env: str
     default: str | None
-    kind: str  # str | int | float | bool | level | path
+    kind: str  # str | int | float | bool | level | path | prepare
     help: str
 
 
@@ -87,6 +92,21 @@ SETTINGS = (
         "",
         "str",
         "PostgreSQL connection string of a hot standby: the read-only RPCs run there (docs/deploy.md)",
+    ),
+    _Setting(
+        "--database-listen-url",
+        "DATABASE_LISTEN_URL",
+        "",
+        "str",
+        "PostgreSQL connection string for LISTEN streams (a session: PostgreSQL itself or a session-mode pool) "
+        "when DATABASE_URL is a transaction-mode pooler",
+    ),
+    _Setting(
+        "--database-prepare",
+        "DATABASE_PREPARE",
+        "auto",
+        "prepare",
+        "server-side prepared statements: on, off, or auto (off when the connection goes through a pooler)",
     ),
     _Setting("--listen-addr", "LISTEN_ADDR", "127.0.0.1:50051", "str", "host:port to serve on"),
     _Setting("--pool-min", "POOL_MIN", "1", "int", "connections kept open"),
@@ -179,6 +199,9 @@ SETTINGS = (
     ),
 )
 
+# Settings whose value is never echoed in an error (it may hold a password or a token).
+_SECRET_SETTINGS = ("DATABASE_URL", "DATABASE_REPLICA_URL", "DATABASE_LISTEN_URL", "AUTH_TOKENS")
+
 _TRUE = ("1", "true", "yes", "on")
 _FALSE = ("0", "false", "no", "off")
 
@@ -199,6 +222,13 @@ def _parse_level(raw: str) -> str:
     return value
 
 
+def _parse_prepare(raw: str) -> str:
+    value = raw.strip().lower()
+    if value not in PREPARE_MODES:
+        raise argparse.ArgumentTypeError(f"expected one of {', '.join(PREPARE_MODES)}, got {raw!r}")
+    return value
+
+
 _TYPES: dict[str, Callable[[str], Any]] = {
     "str": str,
     "path": str,
@@ -206,6 +236,7 @@ _TYPES: dict[str, Callable[[str], Any]] = {
     "float": float,
     "bool": _parse_bool,
     "level": _parse_level,
+    "prepare": _parse_prepare,
 }
 
 
@@ -252,9 +283,7 @@ def config_from_args(p: argparse.ArgumentParser, a: argparse.Namespace, env: Map
                 try:
                     value = _TYPES[s.kind](raw)
                 except (ValueError, argparse.ArgumentTypeError) as err:
-                    shown = (
-                        "<hidden>" if s.env in ("DATABASE_URL", "DATABASE_REPLICA_URL", "AUTH_TOKENS") else repr(raw)
-                    )
+                    shown = "<hidden>" if s.env in _SECRET_SETTINGS else repr(raw)
                     p.error(f"environment variable {s.env}={shown} is not valid for {s.flag}: {err}")
         values[dest] = value
     if bool(values["tls_cert"]) != bool(values["tls_key"]):
@@ -272,7 +301,7 @@ def config_from_args(p: argparse.ArgumentParser, a: argparse.Namespace, env: Map
     for name in ("pool_timeout", "grace_seconds", "health_interval"):
         if values[name] < 0 or (name != "grace_seconds" and values[name] == 0):
             p.error(f"--{name.replace('_', '-')} must be positive")
-    for name in ("database_url", "database_replica_url"):
+    for name in ("database_url", "database_replica_url", "database_listen_url"):
         try:
             conninfo_to_dict(values[name])
         except psycopg.ProgrammingError:
@@ -292,13 +321,26 @@ def redact_dsn(dsn: str) -> str:
 
 
 async def database_ok(pool: AsyncConnectionPool[Any], timeout: float = 2.0) -> str | None:
-    """None when a pooled connection answers `SELECT 1`, else why not."""
+    """None when a pooled connection answers `SELECT 1`, else why not.
+
+    A probe whose connection was lost is made once more after the pool has checked its idle
+    connections: after a restart of the database, or of a pooler in front of it, every idle
+    connection is broken, and each would otherwise fail one probe (NOT_SERVING for as many
+    intervals while the database is back)."""
+    err = await _probe(pool, timeout)
+    if isinstance(err, psycopg.OperationalError) and not isinstance(err, PoolTimeout):
+        await pool.check()
+        err = await _probe(pool, timeout)
+    return None if err is None else f"{type(err).__name__}: {err}"
+
+
+async def _probe(pool: AsyncConnectionPool[Any], timeout: float) -> Exception | None:
     try:
         async with pool.connection(timeout=timeout) as conn:
             await conn.execute("SELECT 1")
         return None
     except Exception as err:
-        return f"{type(err).__name__}: {err}"
+        return err
 
 
 async def watch_health(
@@ -338,7 +380,7 @@ def make_pool(cfg: Config, url: str | None = None, name: str = "pydb") -> AsyncC
         # so a database back from a long outage is found again within seconds, not minutes.
         reconnect_timeout=10.0,
         name=name,
-        configure=session_settings(cfg.lock_timeout) if cfg.lock_timeout > 0 else None,
+        configure=session_setup(cfg.lock_timeout, cfg.database_prepare, listen_url=bool(cfg.database_listen_url)),
     )
 
 
@@ -355,7 +397,7 @@ async def serve(
     interceptors = server_interceptors(cfg)  # first: a refused configuration opens nothing
     pool = make_pool(cfg)
     replica = make_pool(cfg, cfg.database_replica_url, "pydb-replica") if cfg.database_replica_url else None
-    configure_streams(pool, cfg.max_listen_streams)
+    configure_streams(pool, cfg.max_listen_streams, cfg.database_listen_url)
     configure_max_answer(pool, cfg.max_send_message_bytes)
     set_log_detail(cfg.log_database_detail)
     await pool.open(wait=False)

@@ -167,7 +167,11 @@ VALUES
 -- A retried enqueue touches the existing row so RETURNING yields it.
 ON CONFLICT (billing_idempotency_key)
   DO UPDATE SET billing_idempotency_key = EXCLUDED.billing_idempotency_key
-RETURNING tasks.id, tasks.tool_id, tasks.status, tasks.priority, tasks.retry_count, tasks.max_retries, tasks.input, tasks.output, tasks.error, tasks.reported_usage, tasks.reserved_token_amount, tasks.billing_idempotency_key, tasks.w3c_traceparent, tasks.lease_token, tasks.claim_expires_at, tasks.created_at, tasks.started_at, tasks.completed_at, tasks.lease_seconds
+RETURNING tasks.id, tasks.tool_id, tasks.status, tasks.priority, tasks.retry_count,
+  tasks.max_retries, tasks.input, tasks.output, tasks.error, tasks.reported_usage,
+  tasks.reserved_token_amount, tasks.billing_idempotency_key, tasks.w3c_traceparent,
+  tasks.lease_token, tasks.claim_expires_at, tasks.created_at, tasks.started_at, tasks.completed_at,
+  tasks.lease_seconds
 """
 QUEUE_TASK_LOADERS = rt.loaders(text=("jsonb", "uuid"), timestamps=("timestamptz",))
 
@@ -214,7 +218,11 @@ WHERE q.tool_id IS NOT NULL
 ORDER BY NULLIF(q.idempotency_key, ''), CASE WHEN COALESCE(q.idempotency_key, '') = '' THEN q.ord END
 ON CONFLICT (billing_idempotency_key)
   DO UPDATE SET billing_idempotency_key = EXCLUDED.billing_idempotency_key
-RETURNING tasks.id, tasks.tool_id, tasks.status, tasks.priority, tasks.retry_count, tasks.max_retries, tasks.input, tasks.output, tasks.error, tasks.reported_usage, tasks.reserved_token_amount, tasks.billing_idempotency_key, tasks.w3c_traceparent, tasks.lease_token, tasks.claim_expires_at, tasks.created_at, tasks.started_at, tasks.completed_at, tasks.lease_seconds
+RETURNING tasks.id, tasks.tool_id, tasks.status, tasks.priority, tasks.retry_count,
+  tasks.max_retries, tasks.input, tasks.output, tasks.error, tasks.reported_usage,
+  tasks.reserved_token_amount, tasks.billing_idempotency_key, tasks.w3c_traceparent,
+  tasks.lease_token, tasks.claim_expires_at, tasks.created_at, tasks.started_at, tasks.completed_at,
+  tasks.lease_seconds
 """
 QUEUE_TASKS_LOADERS = rt.loaders(text=("jsonb", "uuid"), timestamps=("timestamptz",))
 
@@ -222,7 +230,10 @@ QUEUE_TASKS_LOADERS = rt.loaders(text=("jsonb", "uuid"), timestamps=("timestampt
 async def queue_tasks(
     conn: AsyncConnection[Any], request: task_pb2.QueueTasksRequest
 ) -> task_pb2.QueueTasksResponse:
-    """QueueTasks: Enqueues many tasks in one statement, with QueueTask's defaults and idempotency: a key already stored (or repeated in the batch) yields its task. Rows are inserted in key order, so concurrent batches sharing keys wait for each other instead of deadlocking. The wake trigger's NOTIFYs of one transaction are folded by PostgreSQL: one wake per tool per batch.
+    """QueueTasks: Enqueues many tasks in one statement, with QueueTask's defaults and idempotency:
+    a key already stored (or repeated in the batch) yields its task. Rows are inserted in key order,
+    so concurrent batches sharing keys wait for each other instead of deadlocking. The wake
+    trigger's NOTIFYs of one transaction are folded by PostgreSQL: one wake per tool per batch.
 
     Any number of rows, into `tasks`.
     """
@@ -274,7 +285,8 @@ CLAIM_NEXT_TASK_LOADERS = rt.loaders(text=("jsonb", "uuid"), timestamps=("timest
 async def claim_next_task(
     conn: AsyncConnection[Any], request: task_pb2.ClaimNextTaskRequest
 ) -> task_pb2.ClaimNextTaskResponse:
-    """ClaimNextTask: Claims the tool's next task: a reclaimable zombie first, then by priority, then FIFO. Reclaiming a zombie (lease lapsed while processing) burns one retry.
+    """ClaimNextTask: Claims the tool's next task: a reclaimable zombie first, then by priority,
+    then FIFO. Reclaiming a zombie (lease lapsed while processing) burns one retry.
 
     Zero or one row, into `task` (left unset when there is none).
     """
@@ -329,7 +341,10 @@ CLAIM_TASKS_LOADERS = rt.loaders(text=("jsonb", "uuid"), timestamps=("timestampt
 async def claim_tasks(
     conn: AsyncConnection[Any], request: task_pb2.ClaimTasksRequest
 ) -> task_pb2.ClaimTasksResponse:
-    """ClaimTasks: The same claim for up to `limit` tasks at once, and at most about `max_bytes` of them: a locked candidate that would not fit the answer is left untouched (unlocked at commit), so no claim is committed that cannot reach the caller. The size bound over-estimates the encoded Task (the JSON text and strings plus 512 bytes for ids, numbers and timestamps).
+    """ClaimTasks: The same claim for up to `limit` tasks at once, and at most about `max_bytes` of
+    them: a locked candidate that would not fit the answer is left untouched (unlocked at commit),
+    so no claim is committed that cannot reach the caller. The size bound over-estimates the encoded
+    Task (the JSON text and strings plus 512 bytes for ids, numbers and timestamps).
 
     Any number of rows, into `tasks`.
     """
@@ -349,7 +364,11 @@ UPDATE generation.tasks
 SET claim_expires_at = now() + COALESCE(lease_seconds, (SELECT tl.lease_seconds FROM generation.tools AS tl
                                                        WHERE tl.id = tool_id)) * INTERVAL '1 second'
 WHERE id = %(task_id)s AND lease_token = %(lease_token)s AND status = 'processing'
-RETURNING tasks.id, tasks.tool_id, tasks.status, tasks.priority, tasks.retry_count, tasks.max_retries, tasks.input, tasks.output, tasks.error, tasks.reported_usage, tasks.reserved_token_amount, tasks.billing_idempotency_key, tasks.w3c_traceparent, tasks.lease_token, tasks.claim_expires_at, tasks.created_at, tasks.started_at, tasks.completed_at, tasks.lease_seconds
+RETURNING tasks.id, tasks.tool_id, tasks.status, tasks.priority, tasks.retry_count,
+  tasks.max_retries, tasks.input, tasks.output, tasks.error, tasks.reported_usage,
+  tasks.reserved_token_amount, tasks.billing_idempotency_key, tasks.w3c_traceparent,
+  tasks.lease_token, tasks.claim_expires_at, tasks.created_at, tasks.started_at, tasks.completed_at,
+  tasks.lease_seconds
 """
 HEARTBEAT_TASK_EXISTS_SQL = "SELECT 1 FROM generation.tasks WHERE id = %(task_id)s"
 HEARTBEAT_TASK_LOADERS = rt.loaders(text=("jsonb", "uuid"), timestamps=("timestamptz",))
@@ -388,7 +407,11 @@ SET status = 'completed',
     completed_at = now(),
     claim_expires_at = NULL
 WHERE id = %(task_id)s AND lease_token = %(lease_token)s AND status = 'processing'
-RETURNING tasks.id, tasks.tool_id, tasks.status, tasks.priority, tasks.retry_count, tasks.max_retries, tasks.input, tasks.output, tasks.error, tasks.reported_usage, tasks.reserved_token_amount, tasks.billing_idempotency_key, tasks.w3c_traceparent, tasks.lease_token, tasks.claim_expires_at, tasks.created_at, tasks.started_at, tasks.completed_at, tasks.lease_seconds
+RETURNING tasks.id, tasks.tool_id, tasks.status, tasks.priority, tasks.retry_count,
+  tasks.max_retries, tasks.input, tasks.output, tasks.error, tasks.reported_usage,
+  tasks.reserved_token_amount, tasks.billing_idempotency_key, tasks.w3c_traceparent,
+  tasks.lease_token, tasks.claim_expires_at, tasks.created_at, tasks.started_at, tasks.completed_at,
+  tasks.lease_seconds
 """
 COMPLETE_TASK_EXISTS_SQL = "SELECT 1 FROM generation.tasks WHERE id = %(task_id)s"
 COMPLETE_TASK_LOADERS = rt.loaders(text=("jsonb", "uuid"), timestamps=("timestamptz",))
@@ -431,7 +454,9 @@ SET status = 'completed',
 FROM unnest(%(task_ids)s::uuid[], %(lease_tokens)s::uuid[], %(outputs)s::text[], %(reported_usages)s::text[])
   AS done (id, lease_token, output, reported_usage)
 WHERE t.id = done.id AND t.lease_token = done.lease_token AND t.status = 'processing'
-RETURNING t.id, t.tool_id, t.status, t.priority, t.retry_count, t.max_retries, t.input, t.output, t.error, t.reported_usage, t.reserved_token_amount, t.billing_idempotency_key, t.w3c_traceparent, t.lease_token, t.claim_expires_at, t.created_at, t.started_at, t.completed_at, t.lease_seconds
+RETURNING t.id, t.tool_id, t.status, t.priority, t.retry_count, t.max_retries, t.input, t.output,
+  t.error, t.reported_usage, t.reserved_token_amount, t.billing_idempotency_key, t.w3c_traceparent,
+  t.lease_token, t.claim_expires_at, t.created_at, t.started_at, t.completed_at, t.lease_seconds
 """
 COMPLETE_TASKS_LOADERS = rt.loaders(text=("jsonb", "uuid"), timestamps=("timestamptz",))
 
@@ -439,7 +464,8 @@ COMPLETE_TASKS_LOADERS = rt.loaders(text=("jsonb", "uuid"), timestamps=("timesta
 async def complete_tasks(
     conn: AsyncConnection[Any], request: task_pb2.CompleteTasksRequest
 ) -> task_pb2.CompleteTasksResponse:
-    """CompleteTasks: Completes many tasks in one statement; entries whose lease was lost are skipped.
+    """CompleteTasks: Completes many tasks in one statement; entries whose lease was lost are
+    skipped.
 
     Any number of rows, into `tasks`.
     """
@@ -472,7 +498,11 @@ WHERE id = %(task_id)s
                      OR (status = 'processing' AND claim_expires_at < now()))
            ELSE status = 'processing' AND lease_token = %(lease_token)s
       END
-RETURNING tasks.id, tasks.tool_id, tasks.status, tasks.priority, tasks.retry_count, tasks.max_retries, tasks.input, tasks.output, tasks.error, tasks.reported_usage, tasks.reserved_token_amount, tasks.billing_idempotency_key, tasks.w3c_traceparent, tasks.lease_token, tasks.claim_expires_at, tasks.created_at, tasks.started_at, tasks.completed_at, tasks.lease_seconds
+RETURNING tasks.id, tasks.tool_id, tasks.status, tasks.priority, tasks.retry_count,
+  tasks.max_retries, tasks.input, tasks.output, tasks.error, tasks.reported_usage,
+  tasks.reserved_token_amount, tasks.billing_idempotency_key, tasks.w3c_traceparent,
+  tasks.lease_token, tasks.claim_expires_at, tasks.created_at, tasks.started_at, tasks.completed_at,
+  tasks.lease_seconds
 """
 FAIL_TASK_EXISTS_SQL = "SELECT 1 FROM generation.tasks WHERE id = %(task_id)s"
 FAIL_TASK_LOADERS = rt.loaders(text=("jsonb", "uuid"), timestamps=("timestamptz",))
@@ -481,7 +511,8 @@ FAIL_TASK_LOADERS = rt.loaders(text=("jsonb", "uuid"), timestamps=("timestamptz"
 async def fail_task(
     conn: AsyncConnection[Any], request: task_pb2.FailTaskRequest
 ) -> task_pb2.FailTaskResponse:
-    """FailTask: Fails a task. With increment_retry it is re-queued while retries remain. Without lease_token (the reaper) it only applies to rows no live lease protects.
+    """FailTask: Fails a task. With increment_retry it is re-queued while retries remain. Without
+    lease_token (the reaper) it only applies to rows no live lease protects.
 
     Exactly one row, into `task`. No row: NOT_FOUND when the generation.tasks row does not exist, else FAILED_PRECONDITION.
     """
@@ -516,7 +547,9 @@ SET status = CASE WHEN t.retry_count + 1 < t.max_retries
     lease_token = NULL
 FROM unnest(%(task_ids)s::uuid[], %(lease_tokens)s::uuid[], %(errors)s::text[]) AS f (id, lease_token, error)
 WHERE t.id = f.id AND t.lease_token = f.lease_token AND t.status = 'processing'
-RETURNING t.id, t.tool_id, t.status, t.priority, t.retry_count, t.max_retries, t.input, t.output, t.error, t.reported_usage, t.reserved_token_amount, t.billing_idempotency_key, t.w3c_traceparent, t.lease_token, t.claim_expires_at, t.created_at, t.started_at, t.completed_at, t.lease_seconds
+RETURNING t.id, t.tool_id, t.status, t.priority, t.retry_count, t.max_retries, t.input, t.output,
+  t.error, t.reported_usage, t.reserved_token_amount, t.billing_idempotency_key, t.w3c_traceparent,
+  t.lease_token, t.claim_expires_at, t.created_at, t.started_at, t.completed_at, t.lease_seconds
 """
 FAIL_TASKS_LOADERS = rt.loaders(text=("jsonb", "uuid"), timestamps=("timestamptz",))
 
@@ -524,7 +557,8 @@ FAIL_TASKS_LOADERS = rt.loaders(text=("jsonb", "uuid"), timestamps=("timestamptz
 async def fail_tasks(
     conn: AsyncConnection[Any], request: task_pb2.FailTasksRequest
 ) -> task_pb2.FailTasksResponse:
-    """FailTasks: FailTask(increment_retry=true) for many leased tasks in one statement: each is re-queued while retries remain, else failed. Entries whose lease was lost are skipped.
+    """FailTasks: FailTask(increment_retry=true) for many leased tasks in one statement: each is
+    re-queued while retries remain, else failed. Entries whose lease was lost are skipped.
 
     Any number of rows, into `tasks`.
     """
@@ -563,7 +597,12 @@ LIST_STALE_TASKS_LOADERS = rt.loaders(text=("uuid",), timestamps=("timestamptz",
 async def list_stale_tasks(
     conn: AsyncConnection[Any], request: task_pb2.ListStaleTasksRequest
 ) -> task_pb2.ListStaleTasksResponse:
-    """ListStaleTasks: The rows no claim will recover: dead zombies past the grace window, unclaimable rows (retry_count >= max_retries) and abandoned queued rows. The reaper fails each. Only the columns the reaper needs, so a page is small whatever the rows hold. Two disjoint branches, each an ordered index scan that stops at `limit` (idx_gen_tasks_unclaimable, idx_gen_tasks_stale's range older than the cutoff), merged: one WHERE of ORs read every live row (the backlog).
+    """ListStaleTasks: The rows no claim will recover: dead zombies past the grace window,
+    unclaimable rows (retry_count >= max_retries) and abandoned queued rows. The reaper fails each.
+    Only the columns the reaper needs, so a page is small whatever the rows hold. Two disjoint
+    branches, each an ordered index scan that stops at `limit` (idx_gen_tasks_unclaimable,
+    idx_gen_tasks_stale's range older than the cutoff), merged: one WHERE of ORs read every live row
+    (the backlog).
 
     Any number of rows, into `tasks`.
     """
@@ -598,7 +637,12 @@ SELECT count(*) AS deleted FROM gone
 async def prune_tasks(
     conn: AsyncConnection[Any], request: task_pb2.PruneTasksRequest
 ) -> task_pb2.PruneTasksResponse:
-    """PruneTasks: Retention: deletes up to `limit` terminal rows finished more than `older_than_seconds` ago, oldest first (idx_gen_tasks_terminal), skipping rows another transaction holds. The batch's ids are gathered into an array first, so the DELETE is primary-key lookups and costs the batch, not the table: `WHERE id IN (subquery)` was planned as a hash join over a sequential scan of the whole table (docs/performance.md, "Reaper and retention").
+    """PruneTasks: Retention: deletes up to `limit` terminal rows finished more than
+    `older_than_seconds` ago, oldest first (idx_gen_tasks_terminal), skipping rows another
+    transaction holds. The batch's ids are gathered into an array first, so the DELETE is
+    primary-key lookups and costs the batch, not the table: `WHERE id IN (subquery)` was planned as
+    a hash join over a sequential scan of the whole table (docs/performance.md, "Reaper and
+    retention").
 
     Exactly one row. No row: NOT_FOUND.
     """
@@ -615,7 +659,11 @@ async def prune_tasks(
 
 
 GET_TASK_SQL = """\
-SELECT tasks.id, tasks.tool_id, tasks.status, tasks.priority, tasks.retry_count, tasks.max_retries, tasks.input, tasks.output, tasks.error, tasks.reported_usage, tasks.reserved_token_amount, tasks.billing_idempotency_key, tasks.w3c_traceparent, tasks.lease_token, tasks.claim_expires_at, tasks.created_at, tasks.started_at, tasks.completed_at, tasks.lease_seconds FROM generation.tasks WHERE id = %(task_id)s
+SELECT tasks.id, tasks.tool_id, tasks.status, tasks.priority, tasks.retry_count, tasks.max_retries,
+  tasks.input, tasks.output, tasks.error, tasks.reported_usage, tasks.reserved_token_amount,
+  tasks.billing_idempotency_key, tasks.w3c_traceparent, tasks.lease_token, tasks.claim_expires_at,
+  tasks.created_at, tasks.started_at, tasks.completed_at, tasks.lease_seconds
+FROM generation.tasks WHERE id = %(task_id)s
 """
 GET_TASK_LOADERS = rt.loaders(text=("jsonb", "uuid"), timestamps=("timestamptz",))
 
@@ -657,7 +705,12 @@ FROM batch AS b JOIN newest AS n ON n.task_id = b.task_id
 async def append_task_events(
     conn: AsyncConnection[Any], request: task_pb2.AppendTaskEventsRequest
 ) -> task_pb2.AppendTaskEventsResponse:
-    """AppendTaskEvents: Live task events without Redis: stores a batch of events, numbering each task's events after its newest stored one (two concurrent appends to one task: one fails on the primary key and is dropped by the best-effort emitter, never a gap or a duplicate number). `newest` is MATERIALIZED so each task's max(seq) is looked up once, before the first row is inserted: looked up per row, every lookup would step over the rows this statement had already inserted (invisible to it), quadratic in the batch size (49 ms -> 8 ms for 500).
+    """AppendTaskEvents: Live task events without Redis: stores a batch of events, numbering each
+    task's events after its newest stored one (two concurrent appends to one task: one fails on the
+    primary key and is dropped by the best-effort emitter, never a gap or a duplicate number).
+    `newest` is MATERIALIZED so each task's max(seq) is looked up once, before the first row is
+    inserted: looked up per row, every lookup would step over the rows this statement had already
+    inserted (invisible to it), quadratic in the batch size (49 ms -> 8 ms for 500).
 
     Returns no rows.
     """
@@ -673,7 +726,8 @@ async def append_task_events(
 
 
 LIST_TASK_EVENTS_SQL = """\
-SELECT task_events.task_id, task_events.seq, task_events.kind, task_events.data, task_events.emitted_at FROM generation.task_events
+SELECT task_events.task_id, task_events.seq, task_events.kind, task_events.data,
+  task_events.emitted_at FROM generation.task_events
 WHERE task_id = %(task_id)s AND seq > %(after_seq)s
 ORDER BY seq
 LIMIT %(limit)s
@@ -725,7 +779,13 @@ WHERE task_id = ANY (ARRAY(
 async def purge_task_events(
     conn: AsyncConnection[Any], request: task_pb2.PurgeTaskEventsRequest
 ) -> task_pb2.PurgeTaskEventsResponse:
-    """PurgeTaskEvents: Deletes the events of finished tasks past retention, and of abandoned ones past idle. Costs the tasks it deletes, not the table: the candidates are the terminal events older than the retention cutoff (idx_gen_task_events_terminal) and the first events older than the idle cutoff (idx_gen_task_events_first); each candidate's events are then checked by primary key against the rule itself (newest event terminal, every event older than the cutoff), and the ids gathered into an array so the DELETE is primary-key lookups. Grouping the whole table by task read every event on every run.
+    """PurgeTaskEvents: Deletes the events of finished tasks past retention, and of abandoned ones
+    past idle. Costs the tasks it deletes, not the table: the candidates are the terminal events
+    older than the retention cutoff (idx_gen_task_events_terminal) and the first events older than
+    the idle cutoff (idx_gen_task_events_first); each candidate's events are then checked by primary
+    key against the rule itself (newest event terminal, every event older than the cutoff), and the
+    ids gathered into an array so the DELETE is primary-key lookups. Grouping the whole table by
+    task read every event on every run.
 
     Returns no rows.
     """
@@ -857,7 +917,10 @@ class GenerationDataServiceHandlers(task_pb2_grpc.GenerationDataServiceServicer)
     async def WatchTaskWakes(
         self, request: task_pb2.WatchTaskWakesRequest, context: grpc.aio.ServicerContext[Any, Any]
     ) -> AsyncIterator[task_pb2.WatchTaskWakesResponse]:
-        """WatchTaskWakes: The wake signal without Redis: streams the tool_id of every task that becomes claimable, as the schema's trigger NOTIFYs it on channel task_wake inside the enqueue's own transaction (so only committed enqueues wake anyone). Best-effort, like any wake: workers keep polling. The initial metadata `pydb-listening` says the stream is live.
+        """WatchTaskWakes: The wake signal without Redis: streams the tool_id of every task that
+        becomes claimable, as the schema's trigger NOTIFYs it on channel task_wake inside the
+        enqueue's own transaction (so only committed enqueues wake anyone). Best-effort, like any
+        wake: workers keep polling. The initial metadata `pydb-listening` says the stream is live.
 
         One response per NOTIFY on channel `task_wake`, its payload in `tool_id`; when
         `tool_ids` is set, only the payloads it lists. Streams until the caller cancels.
@@ -874,7 +937,8 @@ class GenerationDataServiceHandlers(task_pb2_grpc.GenerationDataServiceServicer)
     async def WatchTaskEvents(
         self, request: task_pb2.WatchTaskEventsRequest, context: grpc.aio.ServicerContext[Any, Any]
     ) -> AsyncIterator[task_pb2.WatchTaskEventsResponse]:
-        """WatchTaskEvents: Rings when events of a task are committed (the schema's trigger NOTIFYs task_events with the task id); readers then ListTaskEvents from the last seq they saw.
+        """WatchTaskEvents: Rings when events of a task are committed (the schema's trigger NOTIFYs
+        task_events with the task id); readers then ListTaskEvents from the last seq they saw.
 
         One response per NOTIFY on channel `task_events`, its payload in `task_id`; when
         `task_ids` is set, only the payloads it lists. Streams until the caller cancels.

@@ -10,16 +10,19 @@ from __future__ import annotations
 import posixpath
 import re
 import traceback
+from collections.abc import Mapping
 
 from google.protobuf import descriptor_pb2
 
 from pydb.v1 import options_pb2
 
-from ..diagnostics import Diagnostic, Severity, SqlSpan
+from ..diagnostics import Diagnostic
 from ..protos import Message, ProtoIndex, leading_comment, location
 from ..sql import Analysis, Catalog, QualifiedName, SchemaRoots, analyze, load_catalog, read_files, schema_path
 from . import ir, syntax
+from .cache import CompileCache
 from .params import bind_params, field_ref
+from .positions import SourceMap
 from .report import Reporter, method_path
 from .results import bind_row, row_target
 
@@ -54,24 +57,17 @@ class FileCompiler:
         index: ProtoIndex,
         read_schema: SchemaRoots,
         catalogs: dict[str, tuple[Catalog | None, list[Diagnostic]]],
+        source: str | None = None,
+        cache: CompileCache | None = None,
     ) -> None:
         self.file = file
         self.index = index
         self.read_schema = read_schema
         self.catalogs = catalogs
-        self.report = Reporter(file, index)
+        self.cache = cache
+        self.report = Reporter(file, index, source=proto_source(file.name, read_schema, source))
         self.diagnostics = self.report.diagnostics
-
-    def at_method(
-        self,
-        si: int,
-        mi: int,
-        message: str,
-        sql: str | None = None,
-        span: SqlSpan | None = None,
-        severity: Severity = "error",
-    ) -> None:
-        self.report.at_method(si, mi, message, sql, span, severity)
+        self.at_method = self.report.at_method
 
     # -- schema ----------------------------------------------------------------------------
     def catalog(self) -> Catalog | None:
@@ -93,7 +89,9 @@ class FileCompiler:
                 )
                 return None
             try:
-                self.catalogs[path] = load_catalog(read_files(found), found)
+                self.catalogs[path] = (
+                    self.cache.catalog(found) if self.cache is not None else load_catalog(read_files(found), found)
+                )
             except Exception as err:  # a bug in protoc-gen-pydb, not in the schema
                 self.catalogs[path] = (None, [Diagnostic(str(found), 1, 1, internal_error(f"schema {found}", err))])
             self.diagnostics.extend(self.catalogs[path][1])
@@ -220,7 +218,10 @@ class FileCompiler:
                 si, mi, f"{method.name}: set (pydb.v1.sql).cardinality to CARDINALITY_ONE, _OPTIONAL, _MANY or _EXEC"
             )
         nullable_params = frozenset(f.name for f in request.fields if f.has_presence)
-        analysis, problems = analyze(sql, catalog, nullable_params)
+        if self.cache is not None:
+            analysis, problems = self.cache.analyze(sql, catalog, nullable_params)
+        else:
+            analysis, problems = analyze(sql, catalog, nullable_params)
         for p in problems:
             self.at_method(si, mi, f"{method.name}: {p.message}", sql, p.span, p.severity)
         if analysis is None or cardinality is None:
@@ -235,7 +236,7 @@ class FileCompiler:
         if target is not None and analysis.columns is not None and self.report.error_count() == errors_before:
 
             def null_literals() -> frozenset[str]:
-                parsed = syntax.parse(sql, analysis)
+                parsed = syntax.parse(analysis)
                 return parsed.null_columns() if parsed is not None else frozenset()
 
             row = bind_row(
@@ -278,12 +279,12 @@ def statement(sql: str, analysis: Analysis) -> ir.Statement:
     unplaced = [p.name for p in analysis.params if not p.spans]
     if unplaced:  # it would reach PostgreSQL as `@name`: fail the build, not the first call
         raise ValueError(f"parameter @{unplaced[0]} has no place in the statement text")
-    rewrites: list[tuple[int, int, str | ir.ParamRef]] = [
+    rewrites: list[tuple[int, int, ir.ParamRef | ir.ColumnList]] = [
         (span.start, span.end, ir.ParamRef(p.name)) for p in analysis.params for span in p.spans
     ]
-    rewrites += [(e.span.start, e.span.end, e.text) for e in analysis.expansions]
+    rewrites += [(e.span.start, e.span.end, ir.ColumnList(column_list(e.text))) for e in analysis.expansions]
     rewrites.sort(key=lambda r: r[0])
-    pieces: list[str | ir.ParamRef] = []
+    pieces: list[str | ir.ParamRef | ir.ColumnList] = []
     pos = 0
     for start, end, replacement in rewrites:
         if start < pos:
@@ -291,13 +292,36 @@ def statement(sql: str, analysis: Analysis) -> ir.Statement:
         pieces += [sql[pos:start], replacement]
         pos = end + 1
     pieces.append(sql[pos:])
-    merged: list[str | ir.ParamRef] = []
+    merged: list[str | ir.ParamRef | ir.ColumnList] = []
     for piece in pieces:
         if isinstance(piece, str) and merged and isinstance(merged[-1], str):
             merged[-1] += piece
         elif piece != "":
             merged.append(piece)
     return ir.Statement(tuple(merged))
+
+
+def column_list(text: str) -> tuple[str, ...]:
+    """An expansion's `a, b, "c, d", f(x, y)` as its items: split at the commas outside quoted
+    identifiers, string literals and parentheses."""
+    items: list[str] = []
+    depth, quote, start = 0, "", 0
+    for i, ch in enumerate(text):
+        if quote:
+            quote = "" if ch == quote else quote  # a doubled quote closes and reopens: the same
+        elif ch in "\"'":
+            quote = ch
+        elif ch == "(":
+            depth += 1
+        elif ch == ")":
+            depth -= 1
+        elif ch == "," and depth == 0:
+            items.append(text[start:i].strip())
+            start = i + 1
+    items.append(text[start:].strip())
+    if quote or depth or "" in items:
+        raise ValueError(f"not a column list: {text!r}")
+    return tuple(items)
 
 
 def _probe(analysis: Analysis, cardinality: ir.Cardinality) -> ir.Probe | None:
@@ -334,25 +358,42 @@ def internal_error(what: str, err: Exception) -> str:
     )
 
 
+def proto_source(name: str, roots: SchemaRoots, text: str | None = None) -> SourceMap | None:
+    """The .proto's own text (given, or read under the proto_path roots), for exact positions."""
+    if text is None:
+        path = roots.find(name)
+        if path is None or not path.is_file():
+            return None
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            return None
+    return SourceMap(text)
+
+
 def compile_request(
     files: list[descriptor_pb2.FileDescriptorProto],
     to_generate: list[str],
     read_schema: SchemaRoots,
+    sources: Mapping[str, str] | None = None,
+    cache: CompileCache | None = None,
 ) -> tuple[list[ir.File], list[Diagnostic]]:
+    """`sources`: the text of protos by name, where it is not (yet) on disk (an editor's buffer);
+    `cache`: what a long-lived checker (watch mode, the language server) keeps between runs."""
     index = ProtoIndex(files)
     catalogs: dict[str, tuple[Catalog | None, list[Diagnostic]]] = {}
     out: list[ir.File] = []
     diagnostics: list[Diagnostic] = []
     for name in to_generate:
-        compiler = FileCompiler(index.files[name], index, read_schema, catalogs)
+        compiler = FileCompiler(index.files[name], index, read_schema, catalogs, (sources or {}).get(name), cache)
         compiled = compiler.compile()
         diagnostics.extend(compiler.diagnostics)
         if compiled is not None:
             out.append(compiled)
-    return out, _dedupe(diagnostics)
+    return out, dedupe(diagnostics)
 
 
-def _dedupe(diagnostics: list[Diagnostic]) -> list[Diagnostic]:
+def dedupe(diagnostics: list[Diagnostic]) -> list[Diagnostic]:
     seen = set()
     out = []
     for d in diagnostics:

@@ -95,12 +95,35 @@ class ParamRef:
 
 
 @dataclass(frozen=True)
-class Statement:
-    """The SQL, as pieces: text (with `*` and whole-row references already expanded into
-    explicit, quoted column lists) and parameters. A generator writes the text as its driver
-    wants it (escaping) and each parameter as its driver's placeholder."""
+class ColumnList:
+    """What a `*` or whole-row reference expands to: explicit, quoted column expressions, in the
+    order PostgreSQL would produce them. A generator joins them with commas, laid out as it likes
+    (whitespace between them is the only freedom)."""
 
-    pieces: tuple[str | ParamRef, ...]
+    columns: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Statement:
+    """The SQL, as pieces: text, the column lists of `*` and whole-row references, and
+    parameters. A generator writes the text as its driver wants it (escaping) and each parameter
+    as its driver's placeholder."""
+
+    pieces: tuple[str | ParamRef | ColumnList, ...]
+
+    def numbered(self) -> tuple[str, tuple[str, ...]]:
+        """The text as PostgreSQL's PREPARE takes it (`$n` by first appearance of each @name, the
+        column lists written out) and the parameter names in `$n` order."""
+        numbers: dict[str, int] = {}
+        text: list[str] = []
+        for piece in self.pieces:
+            if isinstance(piece, ParamRef):
+                text.append(f"${numbers.setdefault(piece.name, len(numbers) + 1)}")
+            elif isinstance(piece, ColumnList):
+                text.append(", ".join(piece.columns))
+            else:
+                text.append(piece)
+        return "".join(text), tuple(numbers)
 
 
 @dataclass(frozen=True)

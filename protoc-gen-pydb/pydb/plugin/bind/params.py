@@ -4,14 +4,13 @@ field must not feed a NOT NULL column directly."""
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Iterator
 
 from pglast import ast
 
 from ..diagnostics import SqlSpan
 from ..protos import Field, Message, ProtoIndex
-from ..sql import Analysis, PgType
+from ..sql import Analysis, PgType, closest
 from . import ir, syntax
 from . import typemap as t
 from .enums import enum_mapping
@@ -39,8 +38,8 @@ def bind_params(
         f = request.field(p.name)
         if f is None:
             names = [x.name for x in request.fields]
-            close = difflib.get_close_matches(p.name, names, n=1, cutoff=0.6)
-            hint = f"; did you mean @{close[0]}?" if close else ""
+            close = closest(p.name, names)
+            hint = f"; did you mean @{close}?" if close else ""
             rep.at_method(si, mi, f"{rpc}: parameter @{p.name} is not a field of {request.full_name}{hint}", sql, span)
             continue
         used.add(f.name)
@@ -115,7 +114,7 @@ def _optional_into_not_null(
         for p in analysis.params
         if (f := request.field(p.name)) and f.has_presence and not f.repeated and "." not in f.type
     }
-    parsed = syntax.parse(sql, analysis) if table is not None and optional else None
+    parsed = syntax.parse(analysis) if table is not None and optional else None
     if parsed is None or table is None:
         return
     node = parsed.node

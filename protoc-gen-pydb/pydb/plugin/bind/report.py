@@ -11,10 +11,12 @@ from google.protobuf import descriptor_pb2
 from pydb.v1 import options_pb2
 
 from ..diagnostics import Diagnostic, Severity, SqlSpan
-from ..protos import ProtoIndex, location
+from ..protos import ProtoIndex, location, location_span
+from .positions import Position, SourceMap
 
 # FileDescriptorProto.service = 6, ServiceDescriptorProto.method = 2, MethodDescriptorProto.options = 4
 _SERVICE, _METHOD, _OPTIONS = 6, 2, 4
+_QUERY = 1  # Sql.query: `option (pydb.v1.sql).query = "..."` is located at [..., sql, 1]
 # FileDescriptorProto.message_type = 4, DescriptorProto.field = 2 / nested_type = 3
 _MESSAGE, _FIELD, _NESTED = 4, 2, 3
 
@@ -33,6 +35,10 @@ class Reporter:
     #: The schema had errors: the RPCs are still checked against what applied, but follow-on
     #: reports (a field no column fills, when a table's columns may be missing) are left out.
     schema_has_errors: bool = False
+    #: The .proto's own text, when it was found under the proto_path roots: a problem in a
+    #: statement is then placed at its token inside the string literal(s), not at the option.
+    source: SourceMap | None = None
+    _positions: dict[tuple[int, int], list[Position] | None] = field(default_factory=dict)
 
     def at_method(
         self,
@@ -43,8 +49,26 @@ class Reporter:
         span: SqlSpan | None = None,
         severity: Severity = "error",
     ) -> None:
-        line, col = location(self.file, [*method_path(si, mi), _OPTIONS, options_pb2.sql.number], method_path(si, mi))
-        self.diagnostics.append(Diagnostic(self.file.name, line, col, message, severity, sql, span))
+        option = [*method_path(si, mi), _OPTIONS, options_pb2.sql.number]
+        line, col = location(self.file, option, [*option, _QUERY], method_path(si, mi))
+        end: tuple[int | None, int | None] = (None, None)
+        positions = self._query_positions(si, mi, sql) if span is not None and sql is not None else None
+        if positions is not None and span is not None:
+            first = positions[min(max(span.start, 0), len(positions) - 1)]
+            last = positions[min(max(span.end, span.start, 0) + 1, len(positions) - 1)]
+            line, col = first[0] + 1, first[1] + 1
+            end = (last[0] + 1, last[1] + 1) if last > first else (line, col + 1)
+        self.diagnostics.append(Diagnostic(self.file.name, line, col, message, severity, sql, span, *end))
+
+    def _query_positions(self, si: int, mi: int, sql: str | None) -> list[Position] | None:
+        """Per character of the RPC's query its place in the .proto (see positions.py)."""
+        if self.source is None or sql is None:
+            return None
+        if (si, mi) not in self._positions:
+            option = [*method_path(si, mi), _OPTIONS, options_pb2.sql.number]
+            span = location_span(self.file, [*option, _QUERY], option)
+            self._positions[si, mi] = None if span is None else self.source.query_positions(span, sql)
+        return self._positions[si, mi]
 
     def at_field(self, message: str, field_name: str, text: str, rpc: str) -> None:
         """An error about field `field_name` of message `message`, found while binding `rpc`:

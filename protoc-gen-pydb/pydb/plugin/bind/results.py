@@ -4,12 +4,11 @@ that every field of the row's message is filled."""
 
 from __future__ import annotations
 
-import difflib
 import functools
 from collections.abc import Callable
 
 from ..protos import Field, Message
-from ..sql import NULL, Analysis, Expansion, PgType, ResultColumn
+from ..sql import NULL, Analysis, Expansion, PgType, ResultColumn, closest, did_you_mean
 from . import ir
 from . import typemap as t
 from .enums import enum_mapping
@@ -84,8 +83,7 @@ def row_target(
         return response
     f = response.field(result_field)
     if f is None:
-        close = difflib.get_close_matches(result_field, [x.name for x in response.fields], n=1, cutoff=0.6)
-        hint = f"; did you mean {close[0]}?" if close else ""
+        hint = did_you_mean(result_field, [x.name for x in response.fields])
         where.error(f"result_field {result_field} is not a field of {response.full_name}{hint}")
         return None
     msg = rep.index.messages.get(f.type)
@@ -164,8 +162,8 @@ def _row(where: _Rpc, columns: tuple[ResultColumn, ...], target: Message, start:
             position += width
             continue
         if f is None:
-            close = difflib.get_close_matches(col.name, [x.name for x in target.fields], n=1, cutoff=0.6)
-            hint = f"; did you mean {close[0]}? (or alias the column: AS {close[0]})" if close else ""
+            close = closest(col.name, [x.name for x in target.fields])
+            hint = f"; did you mean {close}? (or alias the column: AS {close})" if close else ""
             where.error(f"result column {col.name} has no field in {target.full_name}{hint}", col)
         else:
             filled.add(f.name)

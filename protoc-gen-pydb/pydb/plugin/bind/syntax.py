@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from pglast import ast
 
-from ..sql import Analysis, pgparse
+from ..sql import Analysis
 
 
 @dataclass(frozen=True)
@@ -44,18 +44,9 @@ class Parsed:
         return frozenset(out)
 
 
-def parse(sql: str, analysis: Analysis) -> Parsed | None:
-    """`sql`'s single statement, or None when PostgreSQL's grammar does not take it as one
-    (the analyzer reports syntax)."""
-    names: list[str] = []
-    pieces, pos = [], 0
-    for start, end, name in sorted((s.start, s.end, p.name) for p in analysis.params for s in p.spans):
-        names.append(name)
-        pieces += [sql[pos:start], f"${len(names)}"]
-        pos = end + 1
-    pieces.append(sql[pos:])
-    try:
-        statements = pgparse.parse("".join(pieces))
-    except pgparse.PgSyntaxError:
+def parse(analysis: Analysis) -> Parsed | None:
+    """The statement as PostgreSQL's grammar read it when it was analysed (the analysis carries
+    that parse: it is not parsed again), or None when it is not one statement."""
+    if analysis.tree is None:
         return None
-    return Parsed(statements[0].node, tuple(names)) if len(statements) == 1 else None
+    return Parsed(analysis.tree, analysis.positional_names)

@@ -14,7 +14,7 @@ from ..bind import ir, typemap
 from ..protos import python_module, snake_case
 from ..sql import quote_ident
 from . import model
-from .text import py_str
+from .text import py_str, py_tuple
 
 _C = ir.Conversion
 
@@ -165,9 +165,53 @@ class _Module:
         return self.converters[key].function
 
 
+#: Generated SQL lines are kept to this width where a column list is what makes them long.
+SQL_WIDTH = 100
+
+
 def psycopg_sql(statement: ir.Statement) -> str:
-    """The statement as psycopg takes it: parameters as `%(name)s`, every other `%` doubled."""
-    return "".join(p.replace("%", "%%") if isinstance(p, str) else f"%({p.name})s" for p in statement.pieces)
+    """The statement as psycopg takes it: parameters as `%(name)s`, every other `%` doubled,
+    and each column list wrapped at SQL_WIDTH (continuation lines indented two spaces past the
+    line the list starts on; what follows a wrapped list on its line moves to a line of its own
+    when it would pass SQL_WIDTH). Only whitespace between tokens changes."""
+    texts = [
+        p.replace("%", "%%") if isinstance(p, str) else f"%({p.name})s" if isinstance(p, ir.ParamRef) else p
+        for p in statement.pieces
+    ]
+    out = ""
+    for i, piece in enumerate(texts):
+        if isinstance(piece, str):
+            out += piece
+            continue
+        line = out[out.rfind("\n") + 1 :]
+        base = line[: len(line) - len(line.lstrip())]
+        indent = base + "  "
+        moved = bool(line.strip()) and len(line) + len(piece.columns[0]) > SQL_WIDTH
+        if moved:  # the line is long already: the list starts on a line of its own
+            out = out.rstrip(" ") + "\n" + indent
+            line = indent
+        listed = _wrapped(tuple(c.replace("%", "%%") for c in piece.columns), len(line), indent)
+        out += listed
+        rest = "".join(t if isinstance(t, str) else ", ".join(t.columns) for t in texts[i + 1 :]).split("\n", 1)[0]
+        last = (line + listed).rsplit("\n", 1)[-1]
+        if rest.startswith(" ") and (moved or ("\n" in listed and len(last) + len(rest) > SQL_WIDTH)):
+            out += "\n" + base
+            texts[i + 1] = str(texts[i + 1]).lstrip(" ")
+    return out
+
+
+def _wrapped(columns: tuple[str, ...], start: int, indent: str) -> str:
+    """`columns` joined by commas from column `start` on, a new line (at `indent`) before a
+    column that would pass SQL_WIDTH."""
+    text, width = columns[0], start + len(columns[0])
+    for column in columns[1:]:
+        if width + 2 + len(column) > SQL_WIDTH:
+            text += ",\n" + indent + column
+            width = len(indent) + len(column)
+        else:
+            text += ", " + column
+            width += 2 + len(column)
+    return text
 
 
 def _columns(row: ir.Row) -> list[ir.Column]:
@@ -242,9 +286,12 @@ def _rpc(m: _Module, rpc: ir.Rpc) -> model.Rpc:
         params=tuple(m.param(p) for p in rpc.params),
         response=response,
         result_field=rpc.result_field,
-        text_types=text_types,
-        timestamp_types=timestamp_types,
         loaders_const=function.upper() + "_LOADERS" if text_types or timestamp_types else None,
+        loaders_args=", ".join(
+            f"{keyword}={py_tuple(types)}"
+            for keyword, types in (("text", text_types), ("timestamps", timestamp_types))
+            if types
+        ),
         probe=_probe(rpc, function.upper() + "_EXISTS_SQL"),
         conflict_do_nothing=rpc.conflict_do_nothing,
         transaction=rpc.writes and can_fail,
@@ -300,4 +347,5 @@ def lower(file: ir.File) -> model.File:
         converters=tuple(m.converters.values()),
         services=services,
         version=__version__,
+        uses_tuple_row=any(r.loaders_const is None for s in services for r in s.rpcs),
     )

@@ -74,12 +74,12 @@ class Rpc:
     #: Python expression of the response built from `row` (ONE, OPTIONAL) or `rows` (MANY).
     response: str
     result_field: str | None
-    #: PostgreSQL types whose values are loaded as the text PostgreSQL sends (uuid, json, date...).
-    text_types: tuple[str, ...]
-    #: Timestamp types loaded with ±infinity (and years past Timestamp's) as its max/min.
-    timestamp_types: tuple[str, ...]
-    #: The module constant holding the adapters that load them (rt.loaders), made once at import.
+    #: The module constant holding the adapters that load its columns (rt.loaders), made once at
+    #: import, or None when the RPC reads with psycopg's own loaders (tuple_row).
     loaders_const: str | None
+    #: rt.loaders' arguments: the PostgreSQL types whose values are loaded as the text PostgreSQL
+    #: sends (uuid, json, date...) and the timestamp types loaded with ±infinity as max/min.
+    loaders_args: str
     probe: Probe | None
     conflict_do_nothing: bool
     #: Run in a transaction: the rows are converted before the statement's writes commit.
@@ -136,3 +136,5 @@ class File:
     converters: tuple[RowConverter, ...]
     services: tuple[Service, ...]
     version: str
+    #: Some RPC reads with psycopg's plain tuple_row (no loaders of its own): import it.
+    uses_tuple_row: bool

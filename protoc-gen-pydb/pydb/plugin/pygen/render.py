@@ -10,7 +10,7 @@ import jinja2
 
 from ..bind import ir
 from .lower import lower
-from .text import py_block, py_comment, py_str
+from .text import py_block, py_comment, py_doc, py_str
 
 
 def _load_template(name: str) -> str:
@@ -30,6 +30,7 @@ def environment() -> jinja2.Environment:
     env.filters["py_block"] = py_block
     env.filters["py_str"] = py_str
     env.filters["py_comment"] = py_comment
+    env.filters["py_doc"] = py_doc
     env.globals["Cardinality"] = ir.Cardinality
     return env
 

@@ -4,6 +4,11 @@ or SQL text yields a valid module."""
 
 from __future__ import annotations
 
+import textwrap
+
+#: Generated docstrings are wrapped to this width.
+DOC_WIDTH = 100
+
 
 def py_str(text: str) -> str:
     """`text` as a Python string literal: double-quoted unless it holds a double quote (and no
@@ -12,6 +17,11 @@ def py_str(text: str) -> str:
     if literal[0] == "'" and "'" not in text and '"' not in text:
         return f'"{literal[1:-1]}"'
     return literal
+
+
+def py_tuple(items: tuple[str, ...]) -> str:
+    """`items` as a Python tuple of string literals (a 1-tuple keeps its comma)."""
+    return "(" + ", ".join(map(py_str, items)) + ("," if len(items) == 1 else "") + ")"
 
 
 def py_block(text: str) -> str:
@@ -25,3 +35,22 @@ def py_block(text: str) -> str:
 def py_comment(text: str) -> str:
     """`text` on one line, for a `#` comment."""
     return " ".join(text.splitlines()) if ("\n" in text or "\r" in text) else text
+
+
+def py_doc(text: str, indent: int, lead: str) -> str:
+    """A docstring's first paragraph, `lead: text` (or `lead` alone), as py_block, wrapped at
+    DOC_WIDTH for a docstring opened at column `indent`: words are never broken, only the
+    spaces between them become line breaks."""
+    full = f"{lead}: {text}" if text else lead
+    opening = " " * (indent + 3)  # the indentation and the opening quotes
+    wrapped = textwrap.fill(
+        full,
+        width=DOC_WIDTH,
+        initial_indent=opening,
+        subsequent_indent=" " * indent,
+        expand_tabs=False,
+        replace_whitespace=False,
+        break_long_words=False,
+        break_on_hyphens=False,
+    )
+    return py_block(wrapped[len(opening) :])

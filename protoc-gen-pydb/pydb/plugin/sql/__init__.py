@@ -1,7 +1,8 @@
 """The PostgreSQL front end: schema text → `Catalog`, one statement + the Catalog → `Analysis`.
 
-Layers, each importing only those below it (tests/test_sql_layers.py holds them to it):
+Layers, each importing only those below it (tests/sql/test_sql_layers.py holds them to it):
 
+    frontend.py  the entry points wired: build_catalog / load_catalog with views typed by the analyzer
     analyzer/  one statement → Analysis (scope, expressions, calls, operators, grouping, statements)
     schema/    DDL text → Catalog (tables, objects, partitions, renames; schema files and dumps)
     bridge/    the seam between pglast's tree and sqlglot's: same-length stand-ins, offsets
@@ -15,11 +16,11 @@ This module re-exports what the rest of the plugin (bind/, pygen/, main) uses; n
 from .analyzer.analyzer import analyze
 from .analyzer.result import Analysis, Expansion, ResultColumn
 from .catalog.builtins import load_builtins
-from .catalog.identifiers import QualifiedName, quote_ident
+from .catalog.identifiers import QualifiedName, closest, did_you_mean, quote_ident
 from .catalog.model import Catalog
 from .catalog.types import NULL, PgType
-from .schema.source import SchemaRoots, load_catalog, read_files, schema_path
-from .syntax import pgparse
+from .frontend import load_catalog
+from .schema.source import SchemaRoots, read_files, schema_path
 
 __all__ = [
     "NULL",
@@ -31,9 +32,10 @@ __all__ = [
     "ResultColumn",
     "SchemaRoots",
     "analyze",
+    "closest",
+    "did_you_mean",
     "load_builtins",
     "load_catalog",
-    "pgparse",
     "quote_ident",
     "read_files",
     "schema_path",

@@ -9,6 +9,7 @@ by concern: scope.py, infer.py, operators.py, functions.py, grouping.py, stateme
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import replace
 
 import sqlglot
 from pglast import ast
@@ -31,17 +32,18 @@ from ..catalog.model import Catalog, Table
 from ..syntax.grammar import check_statement
 from .calls import FunctionCalls, is_volatile
 from .expressions import ExpressionInference
+from .from_items import FromItems
 from .grouping import Grouping
 from .operators import Operators
 from .result import Analysis, Param, ResultColumn, StatementKind
-from .scope import FromItems, Scope, Typed
-from .statements import Statements
+from .scope import Scope, Typed
 from .utility import analyze_utility
+from .writes import Writes
 
 __all__ = ["Analyzer", "analyze"]
 
 
-class Analyzer(Statements, Grouping, FromItems, ExpressionInference, Operators, FunctionCalls):
+class Analyzer(Writes, Grouping, FromItems, ExpressionInference, Operators, FunctionCalls):
     """One statement's analysis: the mixins joined, and the entry point."""
 
     def analyze(self) -> Analysis | None:
@@ -49,7 +51,7 @@ class Analyzer(Statements, Grouping, FromItems, ExpressionInference, Operators, 
         if self.grammar.kind == "other" or (isinstance(tree, ast.SelectStmt) and tree.intoClause is not None):
             # CALL, TRUNCATE, NOTIFY, DDL (whose type names are its own: serial, a type it drops),
             # SELECT INTO (a CREATE TABLE AS): PostgreSQL's tree, not sqlglot's.
-            utility = analyze_utility(self.sql, self.grammar, self.catalog)
+            utility = analyze_utility(self.sql, self.grammar, self.catalog, analyze)
             self.problems.extend(utility.problems)
             return utility
         if not self.type_names_exist():
@@ -169,6 +171,10 @@ def analyze(
         return None, list(grammar.problems)
     analyzer = Analyzer(sql, catalog, grammar, nullable_params)
     result = analyzer.analyze()
+    if result is not None:
+        numbers = {p.number: p.name for p in grammar.parameters}
+        names = tuple(numbers.get(n, "") for n in range(1, max(numbers, default=0) + 1))
+        result = replace(result, tree=grammar.tree, positional_names=names)
     return result, [*analyzer.problems, *analyzer.warnings]
 
 

@@ -4,10 +4,8 @@ and where nodes stand in the text."""
 
 from __future__ import annotations
 
-import difflib
 import re
 from abc import ABC, abstractmethod
-from typing import TYPE_CHECKING
 
 from pglast import ast
 from sqlglot import exp
@@ -17,22 +15,13 @@ from ..bridge.call_standins import function_calls
 from ..bridge.type_standins import type_names_by_offset
 from ..catalog import types as t
 from ..catalog.builtins import load_builtins
-from ..catalog.model import Catalog
+from ..catalog.model import Catalog, Table
 from ..catalog.types import PgType, span_of
 from ..rules.casts import is_untyped, same_family
 from ..syntax.colnames import OutputNames
 from ..syntax.grammar import GrammarCheck
 from .result import Expansion
-
-if TYPE_CHECKING:
-    from ..catalog.model import Table
-    from .scope import Relation, Scope, Typed
-
-
-def suggest(name: str, candidates: list[str]) -> str:
-    close = difflib.get_close_matches(name, candidates, n=1, cutoff=0.6)
-    return f"; did you mean {close[0]}?" if close else ""
-
+from .scope import Relation, Scope, Typed
 
 #: What follows `x` in `x::type`: the type name, its modifiers and array brackets.
 _CAST_SUFFIX = re.compile(

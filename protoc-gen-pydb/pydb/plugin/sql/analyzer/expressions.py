@@ -11,11 +11,12 @@ from ..bridge.call_standins import function_name
 from ..bridge.operator_standins import GENERIC_OPERATORS, written_operator
 from ..bridge.type_standins import parse_type_name, resolve_type_name, unknown_type_message
 from ..catalog import types as t
+from ..catalog.identifiers import did_you_mean
 from ..catalog.types import PgType
 from ..rules.casts import assignable, castable, describe, is_untyped
 from ..rules.coercion import ResolveError, common_type
 from ..rules.literals import BOOLEAN_INPUTS, is_date_like, is_int, is_interval, is_json, is_number, is_temporal, is_uuid
-from .core import AnalyzerCore, suggest
+from .core import AnalyzerCore
 from .grouping import aggregates
 from .operators import ARITHMETIC, COMPARISONS, CONTAINMENT, KEY_TESTS
 from .scope import Scope, Typed
@@ -83,12 +84,6 @@ class ExpressionInference(AnalyzerCore):
             written = before[-1] if before else None
         return written or _GENERIC_SYMBOLS[type(node)]
 
-    def written_as_modeled(self, node: exp.Expr) -> bool:
-        """Whether a call sqlglot models (COALESCE) was written as one PostgreSQL has, not as
-        a function of another dialect sqlglot reads as it (IFNULL)."""
-        call = self.calls.get(node.meta["start"]) if "start" in node.meta else None
-        return call is None or self.call_exists(call)
-
     def assign(self, value: exp.Expr, want: PgType, scope: Scope, column: str | None = None) -> Typed:
         """Type `value` stored into a column of type `want` (INSERT, SET): like `expect`, but
         with Postgres' assignment casts, under which any type may be stored in a text column.
@@ -121,7 +116,7 @@ class ExpressionInference(AnalyzerCore):
                 assert want.labels is not None
                 if value not in want.labels:
                     self.error(
-                        f"'{value}' is not a label of enum {want.name} ({', '.join(want.labels)}){suggest(value, list(want.labels))}",
+                        f"'{value}' is not a label of enum {want.name} ({', '.join(want.labels)}){did_you_mean(value, list(want.labels))}",
                         lit,
                     )
             elif want.name in t.INTEGER:

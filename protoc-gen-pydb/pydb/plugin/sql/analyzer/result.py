@@ -3,8 +3,10 @@ statement, plus the rewrites that make its SQL explicit. Pure data; knows nothin
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
+
+from pglast import ast
 
 from ...diagnostics import Problem, SqlSpan
 from ..catalog.model import Table
@@ -67,3 +69,7 @@ class Analysis:
     #: Whether the statement only reads (no data-modifying CTE, no FOR UPDATE/SHARE, no volatile
     #: function): a replica could serve it.
     read_only: bool = False
+    #: PostgreSQL's own parse of the statement, the grammar check's (pglast; each `@name` is
+    #: `$n`, `positional_names[n - 1]` its name): reused by bind/ rather than parsed again.
+    tree: ast.Node | None = field(default=None, compare=False, repr=False)
+    positional_names: tuple[str, ...] = ()

@@ -14,6 +14,7 @@ transaction: VACUUM, COMMIT, COPY FROM STDIN, ...) are errors.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 
 from pglast import ast
@@ -42,17 +43,23 @@ _MIXED_CASE_SETTINGS = {name.lower(): name for name in ("DateStyle", "IntervalSt
 _LOCKABLE: frozenset[RelationKind] = frozenset({"table", "partitioned_table", "view", "foreign_table"})
 
 
-def analyze_utility(sql: str, grammar: GrammarCheck, catalog: Catalog) -> Analysis:
+#: The statement analyzer (`analyzer.analyze`), handed in by it: the queries inside a utility
+#: statement (CREATE TABLE AS, EXPLAIN, an expression argument of CALL) are analysed by it.
+StatementAnalyzer = Callable[[str, Catalog], tuple[Analysis | None, list[Problem]]]
+
+
+def analyze_utility(sql: str, grammar: GrammarCheck, catalog: Catalog, analyze: StatementAnalyzer) -> Analysis:
     """The analysis of one statement PostgreSQL's grammar read as neither a query nor
     INSERT/UPDATE/DELETE/MERGE (`grammar.kind == "other"`)."""
-    return _Utility(sql, grammar, catalog).analyze()
+    return _Utility(sql, grammar, catalog, analyze).analyze()
 
 
 class _Utility:
-    def __init__(self, sql: str, grammar: GrammarCheck, catalog: Catalog) -> None:
+    def __init__(self, sql: str, grammar: GrammarCheck, catalog: Catalog, analyze: StatementAnalyzer) -> None:
         self.sql = sql
         self.grammar = grammar
         self.catalog = catalog
+        self.analyze_statement = analyze
         self.problems: list[Problem] = []
 
     def error(self, message: str, span: SqlSpan | None) -> None:
@@ -241,10 +248,8 @@ class _Utility:
         argument alone as `SELECT <expr>`, laid out at the same offsets (the rest blanked), so
         its diagnostics point into the annotation as written. Parameters inside it are typed
         by it."""
-        from .analyzer import analyze  # analyze.py calls this module: imported at use
-
         text = "SELECT" + " " * (extent.start - len("SELECT")) + self.sql[extent.start : extent.end + 1]
-        analysis, problems = analyze(text, self.catalog)
+        analysis, problems = self.analyze_statement(text, self.catalog)
         self.problems.extend(problems)
         if analysis is None or problems or not analysis.columns:
             return None
@@ -297,12 +302,10 @@ class _Utility:
     def analyse_inner(self, spans: list[SqlSpan]) -> tuple[Param, ...]:
         """The inner query by the statement analyzer, laid out at its offsets (the rest
         blanked): its problems, and its parameters typed."""
-        from .analyzer import analyze  # analyze.py calls this module: imported at use
-
         text = [" "] * len(self.sql)
         for span in spans:
             text[span.start : span.end + 1] = self.sql[span.start : span.end + 1]
-        analysis, problems = analyze("".join(text), self.catalog)
+        analysis, problems = self.analyze_statement("".join(text), self.catalog)
         self.problems.extend(problems)
         return analysis.params if analysis is not None else ()
 

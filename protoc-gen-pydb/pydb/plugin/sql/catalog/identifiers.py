@@ -3,13 +3,11 @@ the search_path. The one module that knows the `public` rule."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Sequence
+import difflib
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import TypeVar
 
 from pglast.keywords import COL_NAME_KEYWORDS, RESERVED_KEYWORDS, TYPE_FUNC_NAME_KEYWORDS, UNRESERVED_KEYWORDS
-
-_T = TypeVar("_T")
 
 #: Keywords that must be quoted to be used as a column or table name (PostgreSQL's
 #: quote_identifier quotes every keyword but the unreserved ones).
@@ -116,19 +114,14 @@ def parse_search_path(value: str) -> tuple[str, ...]:
     return tuple(out)
 
 
-def lookup(
-    schema: str | None,
-    name: str,
-    find: Callable[[QualifiedName], _T | None],
-    search_path: Iterable[str] = DEFAULT_SEARCH_PATH,
-) -> _T | None:
-    """Resolve a possibly unqualified name the way PostgreSQL does: a qualified name in its
-    schema only; an unqualified one in pg_catalog first (implicitly), then each schema of the
-    search_path in order."""
-    if schema is not None:
-        return find(QualifiedName(schema, name))
-    for candidate in (PG_CATALOG, *search_path):
-        found = find(QualifiedName(candidate, name))
-        if found is not None:
-            return found
-    return None
+def closest(name: str, candidates: Iterable[str], cutoff: float = 0.6) -> str | None:
+    """The candidate closest to a name not found, for "did you mean" hints (None: none close)."""
+    close = difflib.get_close_matches(name, list(candidates), n=1, cutoff=cutoff)
+    return close[0] if close else None
+
+
+def did_you_mean(name: str, candidates: Iterable[str]) -> str:
+    """`; did you mean x?` to end a message about `name` not found, or "" when nothing other
+    than `name` itself is close."""
+    close = closest(name, (c for c in candidates if c != name))
+    return f"; did you mean {close}?" if close else ""

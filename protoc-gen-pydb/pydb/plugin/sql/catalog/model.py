@@ -1,10 +1,10 @@
 """The catalog: every object the schema's DDL created, as PostgreSQL would hold it after applying
-the DDL in order (`ddl.py` applies it; `schema_source.py` says where it comes from).
+the DDL in order (`schema/apply.py` applies it; `schema/source.py` says where it comes from).
 
 How to use it
 -------------
-`build_catalog(sql)` -> `(Catalog, problems)`: a schema text applied statement by statement.
-`schema_source.load_catalog(...)` does the same for a file, a `pg_dump` or a migrations directory.
+`frontend.build_catalog(sql)` -> `(Catalog, problems)`: a schema text applied statement by statement.
+`frontend.load_catalog(...)` does the same for a file, a `pg_dump` or a migrations directory.
 
 Look objects up the way PostgreSQL resolves names, through the search path (`"$user", public`,
 with `pg_catalog` searched first for types and functions); `schema=None` means unqualified:
@@ -20,21 +20,19 @@ with `pg_catalog` searched first for types and functions); `schema=None` means u
 - `catalog.enum(schema, name)`, `catalog.domain(...)`, `catalog.composite(...)`,
   `catalog.sequence(...)` for the details.
 
-Qualified names are `QualifiedName(schema, name)` (`names.py`), already folded; dictionary keys
+Qualified names are `QualifiedName(schema, name)` (`identifiers.py`), already folded; dictionary keys
 are their `str()` (`schema.name`). Never re-implement the `public` rule: call these methods.
 """
 
 from __future__ import annotations
 
-import difflib
 import functools
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal, TypeVar
 
-from ...diagnostics import Problem
 from .builtins import BUILTIN_RELATION_SCHEMAS, load_builtins
-from .identifiers import DEFAULT_SEARCH_PATH, PG_CATALOG, QualifiedName, candidates
+from .identifiers import DEFAULT_SEARCH_PATH, PG_CATALOG, QualifiedName, candidates, closest
 from .signatures import FunctionSig, OperatorSig
 from .types import PgType
 
@@ -103,10 +101,6 @@ class Table:
     @property
     def qualified(self) -> str:
         return f"{self.schema}.{self.name}"
-
-    @property
-    def qname(self) -> QualifiedName:
-        return QualifiedName(self.schema, self.name)
 
     def column(self, name: str) -> Column | None:
         for col in self.columns:
@@ -244,17 +238,7 @@ class Catalog:
     def suggest_table(self, name: str) -> str | None:
         """The closest relation name, for "did you mean" hints."""
         bare = {t.name: t.qualified for t in self.tables.values()}
-        close = difflib.get_close_matches(name, [*bare, *self.tables], n=1, cutoff=0.6)
-        return close[0] if close else None
-
-
-def build_catalog(sql: str) -> tuple[Catalog, list[Problem]]:
-    """Apply the DDL of one schema text in order. Problems carry spans into `sql`; the catalog
-    holds everything that applied, even when there are errors."""
-    from ..schema.apply import apply_schema  # ddl builds Catalogs: imported here to avoid the cycle
-
-    catalog, problems = apply_schema([("", sql)])
-    return catalog, [p for _, p in problems]
+        return closest(name, [*bare, *self.tables])
 
 
 def _sequence_relation(catalog: Catalog, key: str) -> Table | None:

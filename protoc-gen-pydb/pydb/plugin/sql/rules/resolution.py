@@ -33,13 +33,14 @@ and casts; it defaults to the core built-ins.
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from ..catalog.identifiers import closest
 from ..catalog.signatures import FunctionSig, OperatorSig
 from ..catalog.types import PgType
+from .candidates import select_candidate
 from .coercion import (
     ANY,
     POLYMORPHIC,
@@ -56,7 +57,6 @@ from .coercion import (
     display,
     element_type,
     generic_bindings,
-    info_of,
     is_complex,
     is_unknown,
     pathway,
@@ -163,94 +163,6 @@ class OperatorResolution:
     result: PgType
     left: PgType | None  # what the left operand is coerced to (None: prefix operator)
     right: PgType
-
-
-# ---------------------------------------------------------------------------------------------
-# Candidate selection (func_select_candidate)
-
-
-def _select_candidate(inputs: Sequence[PgType], candidates: list[tuple[PgType, ...]], env: TypeEnv) -> int | None:
-    """Index into `candidates` (all of which accept `inputs` implicitly) of the best one, or None
-    when PostgreSQL's heuristics leave more than one."""
-    nargs = len(inputs)
-    base = [UNKNOWN if is_unknown(t) else base_type(t, env) for t in inputs]
-    n_unknown = sum(1 for t in base if is_unknown(t))
-    alive = list(range(len(candidates)))
-
-    def keep_best(score: list[int]) -> None:
-        best = max(score)
-        alive[:] = [i for i, s in zip(alive, score, strict=True) if s == best]
-
-    # 1. most exact matches on known inputs
-    keep_best([sum(1 for k in range(nargs) if not is_unknown(base[k]) and candidates[i][k] == base[k]) for i in alive])
-    if len(alive) == 1:
-        return alive[0]
-    # 2. most exact-or-preferred matches at the arguments needing coercion
-    slot_category = [info_of(t, env).category for t in base]
-    scores = []
-    for i in alive:
-        n = 0
-        for k in range(nargs):
-            if is_unknown(base[k]):
-                continue
-            cinfo = info_of(candidates[i][k], env)
-            if candidates[i][k] == base[k] or (cinfo.category == slot_category[k] and cinfo.preferred):
-                n += 1
-        scores.append(n)
-    keep_best(scores)
-    if len(alive) == 1:
-        return alive[0]
-    if n_unknown == 0:
-        return None
-    # 4. unknown inputs: the category the candidates agree on (string wins), preferred types first
-    resolved = True
-    slot_preferred = [False] * nargs
-    for k in range(nargs):
-        if not is_unknown(base[k]):
-            continue
-        category: str | None = None
-        conflict = False
-        for i in alive:
-            cinfo = info_of(candidates[i][k], env)
-            if category is None:
-                category, slot_preferred[k] = cinfo.category, cinfo.preferred
-            elif cinfo.category == category:
-                slot_preferred[k] |= cinfo.preferred
-            elif cinfo.category == "S":
-                category, slot_preferred[k] = "S", cinfo.preferred
-            else:
-                conflict = True
-        if conflict and category != "S":
-            resolved = False
-            break
-        slot_category[k] = category or "X"
-    if resolved:
-        kept = []
-        for i in alive:
-            ok = True
-            for k in range(nargs):
-                if not is_unknown(base[k]):
-                    continue
-                cinfo = info_of(candidates[i][k], env)
-                if cinfo.category != slot_category[k] or (slot_preferred[k] and not cinfo.preferred):
-                    ok = False
-                    break
-            if ok:
-                kept.append(i)
-        if kept:
-            alive = kept
-        if len(alive) == 1:
-            return alive[0]
-    # 5. all known inputs of one type: assume the unknown ones are that type too
-    if n_unknown < nargs:
-        known = {t for t in base if not is_unknown(t)}
-        if len(known) == 1:
-            (only,) = known
-            assumed = [only] * nargs
-            matching = [i for i in alive if can_coerce_all(assumed, candidates[i], "i", env)]
-            if len(matching) == 1:
-                return matching[0]
-    return None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -396,8 +308,8 @@ def resolve_function(
         if candidates:
             note = _candidates_note(candidates, e)
         else:
-            close = difflib.get_close_matches(name.lower(), sorted(known_names), n=1, cutoff=0.8)
-            note = DIALECT_HINTS.get(name.lower()) or (f"did you mean {close[0]}()?" if close else None)
+            close = closest(name.lower(), sorted(known_names), cutoff=0.8)
+            note = DIALECT_HINTS.get(name.lower()) or (f"did you mean {close}()?" if close else None)
         return ResolveError(
             "42883", f"function {_call_text(shown, args, arg_names, e)} does not exist", _NO_FUNCTION_HINT, note
         )
@@ -422,7 +334,7 @@ def resolve_function(
         if len(matching) == 1:
             chosen = matching[0]
         else:
-            best = _select_candidate(args, [c.types for c in matching], e)
+            best = select_candidate(args, [c.types for c in matching], e)
             if best is None:
                 raise not_unique()
             chosen = matching[best]
@@ -516,7 +428,7 @@ def resolve_operator(
         if len(matching) == 1:
             exact = sigs[matching[0]]
         else:
-            best = _select_candidate(inputs, [tuple(declared[i]) for i in matching], e)
+            best = select_candidate(inputs, [tuple(declared[i]) for i in matching], e)
             if best is None:
                 raise ResolveError(
                     "42725",

@@ -21,14 +21,17 @@ from ...diagnostics import Problem, SqlSpan
 from ..catalog.identifiers import parse_search_path
 from ..catalog.model import Catalog
 from ..syntax.pgparse import PgSyntaxError, RawStatement, parse, scan
-from . import objects, procedural, tables
-from .state import PgNode, State, strings
+from . import alter, objects, procedural, tables
+from .state import PgNode, QueryTyper, State, strings
 
 
-def apply_schema(files: Sequence[tuple[str, str]]) -> tuple[Catalog, list[tuple[str, Problem]]]:
-    """Apply each `(path, text)` in order. Returns the catalog of everything that applied and
-    the problems, each with the path of its file and a span into that file's text."""
-    state = State()
+def apply_schema(
+    files: Sequence[tuple[str, str]], query_typer: QueryTyper
+) -> tuple[Catalog, list[tuple[str, Problem]]]:
+    """Apply each `(path, text)` in order; views' queries are typed by `query_typer`. Returns the
+    catalog of everything that applied and the problems, each with the path of its file and a
+    span into that file's text."""
+    state = State(query_typer=query_typer)
     for path, text in files:
         state.path = path
         state.text = text
@@ -265,6 +268,7 @@ _HANDLERS: dict[str, Callable[[State, PgNode], None]] = {
     "CreateSchemaStmt": _create_schema,
     "CommentStmt": _comment,
     **tables.HANDLERS,
+    **alter.HANDLERS,
     **objects.HANDLERS,
 }
 

@@ -87,8 +87,6 @@ def _normal_dependents(state: State, key: str, column: str) -> tuple[list[str], 
 
 def drop_column(state: State, key: str, column: str, cascade: bool) -> bool:
     """ALTER TABLE key DROP COLUMN column [CASCADE]; False when refused (reported)."""
-    from .tables import drop_constraint  # tables imports this module
-
     table = state.tables[key]
     views, generated, foreign_keys = _normal_dependents(state, key, column)
     if (views or generated or foreign_keys) and not cascade:
@@ -143,3 +141,27 @@ def alter_type_allowed(state: State, key: str, column: str) -> bool:
         state.error("cannot alter type of a column used by a generated column", word=column)
         return False
     return True
+
+
+def drop_constraint(state: State, key: str, name: str, missing_ok: bool) -> None:
+    info = state.constraints.get(key, {}).pop(name, None)
+    table = state.tables[key]
+    if info is None:
+        if not missing_ok:
+            # Implicit constraint names follow PostgreSQL's rules closely, not perfectly
+            # (truncation of multibyte names): a miss is a warning, not a refused schema.
+            state.warning(f"constraint {name} of relation {table.qualified} is not in the catalog (DROP CONSTRAINT)")
+        return
+    if info.kind in "pux":
+        state.indexes.pop(f"{table.schema}.{name}", None)
+    if info.kind == "p":
+        table = replace(table, primary_key=())
+    if info.kind in ("p", "u"):
+        keys = list(table.unique_keys)
+        if info.columns in keys:
+            keys.remove(info.columns)
+        table = replace(table, unique_keys=tuple(keys))
+    state.tables[key] = table
+
+
+# -- CREATE INDEX ---------------------------------------------------------------------------

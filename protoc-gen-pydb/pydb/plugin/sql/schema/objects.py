@@ -14,10 +14,10 @@ from ..catalog.identifiers import split_name
 from ..catalog.model import Column, CompositeType, Domain, RangeType, Sequence, Table
 from ..catalog.signatures import FunctionSig, Volatility
 from ..catalog.types import PgType
-from ..syntax.pgtree import walk
+from ..syntax.pgtree import nodes_of, walk
 from . import rename
-from .indexes import deparse
 from .state import PgNode, State, qualified, strings
+from .tables import deparse
 
 _RELATION_KINDS = {
     ObjectType.OBJECT_TABLE: ("table", "partitioned_table"),
@@ -213,9 +213,7 @@ def create_sequence(state: State, node: PgNode) -> None:
     if schema is None:
         return
     key = f"{schema}.{rv.relname}"
-    if state.relation_exists(key):
-        if not node.if_not_exists:
-            state.error(f"relation {key} already exists", rv.location, len(rv.relname))
+    if state.relation_taken(key, rv, node.if_not_exists):
         return
     seqtype = PgType("int8")
     for opt in node.options or ():
@@ -243,14 +241,10 @@ def alter_sequence(state: State, node: PgNode) -> None:
 # -- views and CREATE TABLE AS --------------------------------------------------------------
 def _query_columns(state: State, query: PgNode, what: str, names: list[str]) -> tuple[Column, ...]:
     """The columns of a view's or CREATE TABLE AS's query, analysed by the statement checker."""
-    from ..analyzer.analyzer import analyze  # the analyzer reads the Catalog: imported here to avoid the cycle
-
-    sql = deparse(query)
-    analysis, problems = analyze(sql, state.freeze(state.search_path))
-    errors = [p.message for p in problems if p.severity == "error"]
+    columns, errors = state.query_typer(deparse(query), state.freeze(state.search_path))
     if errors:
         state.warning(f"{what}: its query could not be fully analysed ({errors[0]}); columns may be missing or untyped")
-    result = analysis.columns if analysis is not None and analysis.columns is not None else ()
+    result = columns if columns is not None else ()
     out = []
     for i, rc in enumerate(result):
         name = names[i] if i < len(names) else rc.name
@@ -265,8 +259,8 @@ def create_view(state: State, node: PgNode) -> None:
         return
     key = f"{schema}.{rv.relname}"
     existing = state.tables.get(key)
-    if state.relation_exists(key) and not (node.replace and existing is not None and existing.kind == "view"):
-        state.error(f"relation {key} already exists", rv.location, len(rv.relname))
+    replacing = node.replace and existing is not None and existing.kind == "view"
+    if not replacing and state.relation_taken(key, rv):
         return
     aliases = [s.sval for s in node.aliases or ()]
     columns = _query_columns(state, node.query, f"view {key}", aliases)
@@ -281,9 +275,7 @@ def create_table_as(state: State, node: PgNode) -> None:
     if schema is None:
         return
     key = f"{schema}.{rv.relname}"
-    if state.relation_exists(key):
-        if not node.if_not_exists:
-            state.error(f"relation {key} already exists", rv.location, len(rv.relname))
+    if state.relation_taken(key, rv, node.if_not_exists):
         return
     matview = node.objtype == ObjectType.OBJECT_MATVIEW
     names = [s.sval for s in node.into.colNames or ()]
@@ -318,22 +310,7 @@ def _record_view_reads(state: State, key: str, query: PgNode) -> None:
 
 def _reads(state: State, query: PgNode) -> set[str]:
     """The relations a query reads (WITH query names resolve to no relation and drop out)."""
-    found: set[str] = set()
-
-    def visit(value: object) -> None:
-        if isinstance(value, ast.RangeVar):
-            key = state.relation_key(value)
-            if key is not None:
-                found.add(key)
-        elif isinstance(value, ast.Node):
-            for attr in value:
-                visit(getattr(value, attr))
-        elif isinstance(value, tuple):
-            for item in value:
-                visit(item)
-
-    visit(query)
-    return found
+    return {key for rv in nodes_of(query, ast.RangeVar) if (key := state.relation_key(rv)) is not None}
 
 
 # -- functions ------------------------------------------------------------------------------

@@ -9,9 +9,9 @@ from typing import Any
 from pglast import ast
 from pglast.enums import DropBehavior, ObjectType
 
-from ..catalog.identifiers import split_name
+from ..catalog.identifiers import did_you_mean, split_name
 from ..catalog.types import PgType
-from .state import PgNode, State, qualified, suggest
+from .state import PgNode, State, qualified
 
 _RELATION_KINDS = {
     ObjectType.OBJECT_TABLE: ("table", "partitioned_table"),
@@ -362,7 +362,7 @@ def _rename_in(state: State, key: str, old: str, new: str, recursing: bool = Fal
     if recursing and old not in names:
         return
     if old not in names:
-        state.error(f"column {old} does not exist in {table.qualified}{suggest(old, names)}", word=old)
+        state.error(f"column {old} does not exist in {table.qualified}{did_you_mean(old, names)}", word=old)
         return
     if new in names:
         state.error(f"column {new} of relation {table.qualified} already exists", word=new)

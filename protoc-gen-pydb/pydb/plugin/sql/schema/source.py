@@ -29,6 +29,7 @@ from pathlib import Path
 from ...diagnostics import Diagnostic, Problem
 from ..catalog.model import Catalog
 from .apply import apply_schema
+from .state import QueryTyper
 
 DEFAULT_SCHEMA = "schema.sql"
 
@@ -157,10 +158,13 @@ def up_sections(text: str) -> str:
     return "".join(out)
 
 
-def load_catalog(files: Sequence[SchemaFile], source: Path | None = None) -> tuple[Catalog, list[Diagnostic]]:
-    """Apply the files in order; each problem becomes a diagnostic at its file, line and column.
-    A migrations directory (`source`) without a migration is an error: the path is likely wrong."""
-    catalog, problems = apply_schema([(f.path, f.sql) for f in files])
+def load_catalog(
+    files: Sequence[SchemaFile], query_typer: QueryTyper, source: Path | None = None
+) -> tuple[Catalog, list[Diagnostic]]:
+    """Apply the files in order (views typed by `query_typer`); each problem becomes a diagnostic
+    at its file, line and column. A migrations directory (`source`) without a migration is an
+    error: the path is likely wrong."""
+    catalog, problems = apply_schema([(f.path, f.sql) for f in files], query_typer)
     if not files and source is not None and source.is_dir():
         message = f"migrations directory {os.path.normpath(source)} holds no .sql migration (see docs/workflow.md)"
         return catalog, [Diagnostic(os.path.normpath(str(source)), 1, 1, message)]

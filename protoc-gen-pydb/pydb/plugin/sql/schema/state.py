@@ -3,13 +3,21 @@ the problems found, and the lookups and type resolution every DDL statement need
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, Protocol
 
 from ...diagnostics import Problem, Severity, SqlSpan
-from ..catalog.identifiers import DEFAULT_SEARCH_PATH, PG_CATALOG, PG_TEMP, QualifiedName, candidates, fold, split_name
+from ..catalog.identifiers import (
+    DEFAULT_SEARCH_PATH,
+    PG_CATALOG,
+    PG_TEMP,
+    QualifiedName,
+    candidates,
+    did_you_mean,
+    fold,
+    split_name,
+)
 from ..catalog.model import (
     Catalog,
     CompositeType,
@@ -48,6 +56,30 @@ SERIALS = {
     "smallserial": "int2",
     "serial2": "int2",
 }
+
+
+class QueryColumn(Protocol):
+    """One result column of a query, as the statement analyzer types it."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def type(self) -> PgType | None: ...
+    @property
+    def nullable(self) -> bool: ...
+
+
+class QueryTyper(Protocol):
+    """What types a view's (or CREATE TABLE AS's) query: the statement analyzer, handed in by
+    whoever builds a catalog (`sql/frontend.py`), so that schema/ never imports the analyzer,
+    which reads the catalogs schema/ builds (sqlc's `columnGenerator`, the same seam). Returns
+    the query's columns (None when it has none) and the messages of its errors."""
+
+    def __call__(self, sql: str, catalog: Catalog) -> tuple[Sequence[QueryColumn] | None, list[str]]: ...
+
+
+def _no_analyzer(sql: str, catalog: Catalog) -> tuple[Sequence[QueryColumn] | None, list[str]]:
+    return None, ["no statement analyzer was handed to the schema"]
 
 
 @dataclass
@@ -96,6 +128,8 @@ class State:
     #: The session's search path (SET search_path / set_config change it for what follows).
     search_path: tuple[str, ...] = DEFAULT_SEARCH_PATH
     problems: list[tuple[str, Problem]] = field(default_factory=list)
+    #: Types the queries of views and CREATE TABLE AS (see `QueryTyper`).
+    query_typer: QueryTyper = _no_analyzer
     #: The file being applied and the statement's range in it.
     path: str = ""
     text: str = ""
@@ -161,7 +195,7 @@ class State:
                 return None
         elif schema not in self.schemas:
             self.error(
-                f"schema {schema} does not exist{suggest(schema, sorted(self.schemas))} (CREATE SCHEMA {schema} first)",
+                f"schema {schema} does not exist{did_you_mean(schema, sorted(self.schemas))} (CREATE SCHEMA {schema} first)",
                 location,
                 len(schema),
             )
@@ -185,10 +219,19 @@ class State:
     def relation_exists(self, key: str) -> bool:
         return key in self.tables or key in self.indexes or key in self.sequences
 
+    def relation_taken(self, key: str, rv: PgNode, if_not_exists: bool = False, types_too: bool = False) -> bool:
+        """Whether the relation `key` a CREATE names (at `rv`) already exists (or, `types_too`,
+        a type of that name): PostgreSQL's error unless IF NOT EXISTS, which passes over it."""
+        if not self.relation_exists(key) and not (types_too and key in self.types):
+            return False
+        if not if_not_exists:
+            self.error(f"relation {key} already exists", rv.location, len(rv.relname))
+        return True
+
     def missing_relation(self, rv: PgNode, what: str = "relation") -> None:
         shown = f"{rv.schemaname}.{rv.relname}" if rv.schemaname else rv.relname
         known = sorted(self.tables) if rv.schemaname else sorted({t.name for t in self.tables.values()})
-        self.error(f"{what} {shown} does not exist{suggest(shown, known)}", rv.location, len(shown))
+        self.error(f"{what} {shown} does not exist{did_you_mean(shown, known)}", rv.location, len(shown))
 
     def descendants(self, key: str, partitions_only: bool = False) -> list[str]:
         """The tables inheriting from `key`, recursively (PostgreSQL recurses ALTER TABLE to
@@ -403,9 +446,4 @@ _COMMON_TYPES = [
 def _type_hint(name: str, declared: Collection[str]) -> str:
     if name in _OTHER_DIALECTS:
         return f"; PostgreSQL calls it {_OTHER_DIALECTS[name]}"
-    return suggest(name, sorted({*_COMMON_TYPES, *(k.split(".", 1)[1] for k in declared)}))
-
-
-def suggest(name: str, candidates_: Sequence[str]) -> str:
-    close = difflib.get_close_matches(name, list(candidates_), n=1, cutoff=0.6)
-    return f"; did you mean {close[0]}?" if close and close[0] != name else ""
+    return did_you_mean(name, sorted({*_COMMON_TYPES, *(k.split(".", 1)[1] for k in declared)}))

@@ -1,5 +1,5 @@
-"""CREATE TABLE (partitions, INHERITS, LIKE, OF type, generated and identity columns), ALTER TABLE,
-constraints and CREATE INDEX, applied as PostgreSQL applies them."""
+"""CREATE TABLE (partitions, INHERITS, LIKE, OF type, generated and identity columns),
+constraints and CREATE INDEX, applied as PostgreSQL applies them (ALTER TABLE: `alter.py`)."""
 
 from __future__ import annotations
 
@@ -7,17 +7,23 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from pglast import ast
-from pglast.enums import AlterTableType, ConstrType, DropBehavior, ObjectType, TableLikeOption
+from pglast.enums import ConstrType, TableLikeOption
+from pglast.stream import RawStream
 
-from ..catalog.identifiers import split_name
+from ..catalog.identifiers import did_you_mean, split_name
 from ..catalog.model import Column, Index, PartitionBound, PartitionKey, RelationKind, Sequence, Table
 from ..catalog.types import PgType
-from . import indexes
-from .depend import alter_type_allowed, column_refs, drop_column, null_default
+from ..syntax.colnames import figure_index_colname
+from ..syntax.pgtree import nodes_of
+from .depend import column_refs, null_default
 from .partitions import inherited_keys_include_key, partition_bound, partition_key, unique_includes_key
-from .state import SERIALS, ConstraintInfo, PgNode, State, choose_name, qualified, strings, suggest
+from .state import SERIALS, ConstraintInfo, PgNode, State, choose_name, qualified, strings
 
 _LIKE = {m.name: int(m.value) for m in TableLikeOption}
+
+
+def deparse(node: PgNode) -> str:
+    return str(RawStream()(node))
 
 
 # -- columns --------------------------------------------------------------------------------
@@ -74,7 +80,7 @@ def column_def(state: State, cd: PgNode, table_key: str) -> tuple[Column, list[C
             table_constraints.append((con, None))  # named, like a table CHECK, after what it reads
     column = Column(cd.colname, pgtype, not_null, has_default, generated, identity_always)
     if identity is not None:
-        _identity_sequence(state, table_key, column, identity)
+        identity_sequence(state, table_key, column, identity)
     return column, table_constraints
 
 
@@ -109,6 +115,18 @@ def _merge(state: State, columns: list[Column], col: Column, location: int | Non
     columns.append(col)
 
 
+def identity_sequence(state: State, key: str, col: Column, con: PgNode) -> None:
+    schema, table = key.split(".", 1)
+    seq_key = None
+    for opt in con.options or ():
+        if opt.defname == "sequence_name":
+            seq_schema, seq_name = split_name(strings(opt.arg))
+            seq_key = f"{seq_schema or schema}.{seq_name}"
+    if seq_key is None:
+        seq_key = f"{schema}.{choose_name(table, col.name, 'seq', lambda n: state.relation_exists(f'{schema}.{n}'))}"
+    state.sequences[seq_key] = Sequence(qualified(seq_key), col.type, (key, col.name))
+
+
 # -- CREATE TABLE ---------------------------------------------------------------------------
 def create_table(state: State, node: PgNode) -> None:
     rv = node.relation
@@ -116,9 +134,7 @@ def create_table(state: State, node: PgNode) -> None:
     if schema is None:
         return
     key = f"{schema}.{rv.relname}"
-    if state.relation_exists(key) or key in state.types:
-        if not node.if_not_exists:
-            state.error(f"relation {key} already exists", rv.location, len(rv.relname))
+    if state.relation_taken(key, rv, node.if_not_exists, types_too=True):
         return
     kind: RelationKind = "partitioned_table" if node.partspec is not None else "table"
     if isinstance(node, ast.CreateForeignTableStmt):
@@ -232,7 +248,7 @@ def _like(state: State, like: PgNode, columns: list[Column]) -> tuple[tuple[str,
 
 
 # -- constraints ----------------------------------------------------------------------------
-def _keys(con: PgNode) -> tuple[str, ...]:
+def constraint_keys(con: PgNode) -> tuple[str, ...]:
     if con.contype == ConstrType.CONSTR_EXCLUSION:
         out = []
         for pair in con.exclusions or ():
@@ -253,7 +269,7 @@ def add_constraint(state: State, key: str, con: PgNode, on_columns: tuple[str, .
     elif kind == ConstrType.CONSTR_CHECK:
         cols = tuple(column_refs(con.raw_expr))
     else:
-        cols = tuple(s.sval for s in con.fk_attrs or ()) if kind == ConstrType.CONSTR_FOREIGN else _keys(con)
+        cols = tuple(s.sval for s in con.fk_attrs or ()) if kind == ConstrType.CONSTR_FOREIGN else constraint_keys(con)
     if kind == ConstrType.CONSTR_EXCLUSION and table.kind == "partitioned_table":
         state.error("exclusion constraints are not supported on partitioned tables", con.location)
         return
@@ -267,7 +283,7 @@ def add_constraint(state: State, key: str, con: PgNode, on_columns: tuple[str, .
     for col in cols if kind != ConstrType.CONSTR_CHECK else ():
         if col not in names:
             state.error(
-                f"column {col} named in key does not exist in {table.qualified}{suggest(col, names)}",
+                f"column {col} named in key does not exist in {table.qualified}{did_you_mean(col, names)}",
                 word=col,
             )
             return
@@ -363,7 +379,7 @@ def _check_reference(state: State, table: Table, con: PgNode, cols: tuple[str, .
         if ref not in names:
             state.error(
                 f"column {ref} referenced in foreign key constraint does not exist in {target.qualified}"
-                f"{suggest(ref, names)}",
+                f"{did_you_mean(ref, names)}",
                 word=ref,
             )
             return False
@@ -378,235 +394,70 @@ def _check_reference(state: State, table: Table, con: PgNode, cols: tuple[str, .
     return True
 
 
-def drop_constraint(state: State, key: str, name: str, missing_ok: bool) -> None:
-    info = state.constraints.get(key, {}).pop(name, None)
-    table = state.tables[key]
-    if info is None:
-        if not missing_ok:
-            # Implicit constraint names follow PostgreSQL's rules closely, not perfectly
-            # (truncation of multibyte names): a miss is a warning, not a refused schema.
-            state.warning(f"constraint {name} of relation {table.qualified} is not in the catalog (DROP CONSTRAINT)")
-        return
-    if info.kind in "pux":
-        state.indexes.pop(f"{table.schema}.{name}", None)
-    if info.kind == "p":
-        table = replace(table, primary_key=())
-    if info.kind in ("p", "u"):
-        keys = list(table.unique_keys)
-        if info.columns in keys:
-            keys.remove(info.columns)
-        table = replace(table, unique_keys=tuple(keys))
-    state.tables[key] = table
-
-
-# -- ALTER TABLE ----------------------------------------------------------------------------
-def alter_table(state: State, node: PgNode) -> None:
-    if node.objtype == ObjectType.OBJECT_TYPE:
-        _alter_composite(state, node)
-        return
-    if node.objtype in (ObjectType.OBJECT_INDEX, ObjectType.OBJECT_SEQUENCE):
-        return  # owners, storage, ATTACH PARTITION of an index: no change to what queries see
+def create_index(state: State, node: PgNode) -> None:
     rv = node.relation
     key = state.relation_key(rv)
     if key is None:
-        if state.find_key(rv.schemaname, rv.relname, [*state.sequences, *state.indexes]) is not None:
-            return  # ALTER TABLE on a sequence or index (pg_dump's OWNER TO): no change to the tables
-        if not node.missing_ok:
-            state.missing_relation(rv)
+        state.missing_relation(rv)
         return
-    for cmd in node.cmds or ():
-        _alter_cmd(state, key, cmd)
-        if rv.inh and cmd.subtype in _RECURSING:
-            for child in state.descendants(key):
-                _alter_cmd(state, child, cmd, recursing=True)
-        elif rv.inh and cmd.subtype == AlterTableType.AT_AddConstraint and cmd.def_.contype in _PARTITION_KEYS:
-            cols = _keys(cmd.def_)
-            primary = cmd.def_.contype == ConstrType.CONSTR_PRIMARY
-            for child in state.descendants(key, partitions_only=True):
-                part = state.tables[child]
-                state.tables[child] = replace(
-                    part,
-                    columns=tuple(replace(c, not_null=True) if primary and c.name in cols else c for c in part.columns),
-                    primary_key=cols if primary else part.primary_key,
-                    unique_keys=(*part.unique_keys, cols),
-                )
-
-
-#: ALTER TABLE actions PostgreSQL applies to inheriting tables and partitions too (without ONLY).
-_RECURSING = frozenset(
-    {
-        AlterTableType.AT_AddColumn,
-        AlterTableType.AT_DropColumn,
-        AlterTableType.AT_AlterColumnType,
-        AlterTableType.AT_SetNotNull,
-        AlterTableType.AT_DropNotNull,
-        AlterTableType.AT_ColumnDefault,
-    }
-)
-#: Keys a partitioned table's partitions get too (each holds a partition of the index).
-_PARTITION_KEYS = (ConstrType.CONSTR_PRIMARY, ConstrType.CONSTR_UNIQUE)
-
-
-def _alter_cmd(state: State, key: str, cmd: PgNode, recursing: bool = False) -> None:
-    """One ALTER TABLE action on `key`; `recursing`: on an inheriting table, where a column
-    already added or already gone is PostgreSQL's merge, not an error."""
     table = state.tables[key]
-    sub = cmd.subtype
-    columns = list(table.columns)
-    idx = next((i for i, c in enumerate(columns) if c.name == cmd.name), None) if cmd.name else None
-    needs_column = sub in (
-        AlterTableType.AT_ColumnDefault,
-        AlterTableType.AT_DropNotNull,
-        AlterTableType.AT_SetNotNull,
-        AlterTableType.AT_AlterColumnType,
-        AlterTableType.AT_AddIdentity,
-        AlterTableType.AT_SetIdentity,
-        AlterTableType.AT_DropIdentity,
-        AlterTableType.AT_DropExpression,
-        AlterTableType.AT_SetExpression,
-    )
-    if needs_column and idx is None:
-        if recursing:
-            return
-        state.error(
-            f"column {cmd.name} of relation {table.qualified} does not exist{suggest(cmd.name or '', [c.name for c in columns])}",
-            word=cmd.name,
-        )
-        return
-    if sub == AlterTableType.AT_AddColumn:
-        cd = cmd.def_
-        if any(c.name == cd.colname for c in columns):
-            if not cmd.missing_ok and not recursing:
+    names = [c.name for c in table.columns]
+    cols: list[str] = []
+    naming: list[str] = []  # ChooseIndexColumnNames: a column's name, an expression's FigureIndexColname
+    plain = True
+    for elem in node.indexParams or ():
+        naming.append(elem.indexcolname or elem.name or figure_index_colname(elem.expr) or "expr")
+        if elem.name:
+            if elem.name not in names:
                 state.error(
-                    f"column {cd.colname} of relation {table.qualified} already exists", cd.location, len(cd.colname)
+                    f"column {elem.name} does not exist in {table.qualified}{did_you_mean(elem.name, names)}",
+                    word=elem.name,
                 )
-            return
-        col, constraints = column_def(state, cd, key)
-        state.tables[key] = replace(table, columns=(*columns, col))
-        for con, cols in constraints:
-            add_constraint(state, key, con, cols)
-    elif sub == AlterTableType.AT_DropColumn:
-        if idx is None:
-            if not cmd.missing_ok and not recursing:
-                state.error(f"column {cmd.name} of relation {table.qualified} does not exist", word=cmd.name)
-            return
-        if table.partition_key is not None and cmd.name in table.partition_key.columns:
-            state.error(
-                f"cannot drop column {cmd.name} because it is part of the partition key of relation {table.name}",
-                word=cmd.name,
-            )
-            return
-        drop_column(state, key, columns[idx].name, cmd.behavior == DropBehavior.DROP_CASCADE)
-    elif sub == AlterTableType.AT_ColumnDefault and idx is not None:
-        columns[idx] = replace(columns[idx], has_default=cmd.def_ is not None and not null_default(cmd.def_))
-    elif sub == AlterTableType.AT_DropNotNull and idx is not None:
-        if columns[idx].name in table.primary_key:
-            state.error(f"column {cmd.name} is in a primary key (DROP NOT NULL)")
-            return
-        columns[idx] = replace(columns[idx], not_null=False)
-    elif sub == AlterTableType.AT_SetNotNull and idx is not None:
-        columns[idx] = replace(columns[idx], not_null=True)
-    elif sub == AlterTableType.AT_AlterColumnType and idx is not None:
-        if not alter_type_allowed(state, key, columns[idx].name):
-            return
-        columns[idx] = replace(columns[idx], type=state.resolve_type(cmd.def_.typeName, f"column {cmd.name}"))
-    elif sub == AlterTableType.AT_AddIdentity and idx is not None:
-        columns[idx] = replace(
-            columns[idx], has_default=True, not_null=True, identity_always=cmd.def_.generated_when == "a"
-        )
-        _identity_sequence(state, key, columns[idx], cmd.def_)
-    elif sub == AlterTableType.AT_DropIdentity and idx is not None:
-        columns[idx] = replace(columns[idx], has_default=False, identity_always=False)
-    elif sub == AlterTableType.AT_DropExpression and idx is not None:
-        columns[idx] = replace(columns[idx], generated=False, has_default=False)
-    elif sub == AlterTableType.AT_AddConstraint or sub == AlterTableType.AT_AddIndexConstraint:
-        add_constraint(state, key, cmd.def_)
-        return
-    elif sub == AlterTableType.AT_DropConstraint:
-        drop_constraint(state, key, cmd.name or "", bool(cmd.missing_ok))
-        return
-    elif sub in (AlterTableType.AT_AttachPartition, AlterTableType.AT_DetachPartition):
-        _link(state, key, cmd.def_.name, sub == AlterTableType.AT_AttachPartition, partition=True, bound=cmd.def_.bound)
-        return
-    elif sub in (AlterTableType.AT_AddInherit, AlterTableType.AT_DropInherit):
-        parent_key = state.relation_key(cmd.def_)
-        if parent_key is None:
-            state.missing_relation(cmd.def_)
+                return
+            cols.append(elem.name)
         else:
-            _link(state, parent_key, None, sub == AlterTableType.AT_AddInherit, partition=False, child=key)
+            plain = False
+            for ref in _column_refs(elem.expr):
+                if ref not in names:
+                    state.error(f"column {ref} does not exist in {table.qualified}{did_you_mean(ref, names)}", word=ref)
+                    return
+            cols.append(f"({deparse(elem.expr)})")
+    name = node.idxname or choose_name(
+        table.name,
+        "_".join(naming),
+        "idx",
+        lambda n: state.relation_exists(f"{table.schema}.{n}"),
+    )
+    index_key = f"{table.schema}.{name}"
+    if state.relation_exists(index_key):
+        if not node.if_not_exists:
+            state.error(f"relation {index_key} already exists", rv.location)
         return
-    else:
-        return  # owners, storage, statistics, triggers, RLS, options: no change to the shape
-    if needs_column:
-        state.tables[key] = replace(table, columns=tuple(columns))
-
-
-def _link(
-    state: State,
-    parent: str,
-    child_rv: PgNode,
-    attach: bool,
-    partition: bool,
-    child: str | None = None,
-    bound: PgNode = None,
-) -> None:
-    """ATTACH/DETACH PARTITION (with the partition's `bound`), INHERIT/NO INHERIT: the
-    inheritance later ALTERs recurse along."""
-    if child is None:
-        child = state.relation_key(child_rv)
-        if child is None:
-            state.missing_relation(child_rv)
+    predicate = deparse(node.whereClause) if node.whereClause is not None else None
+    for ref in _column_refs(node.whereClause):
+        if ref not in names:
+            state.error(f"column {ref} does not exist in {table.qualified} (index predicate)", word=ref)
             return
-    links = state.parents.setdefault(child, [])
-    if attach:
-        links.append((parent, partition))
-        if partition:  # the partition gets the partitioned table's keys (its index partitions)
-            table = state.tables[child]
-            checked = partition_bound(state, state.tables[parent], bound, child) if bound is not None else None
-            state.tables[child] = replace(
-                table, unique_keys=(*table.unique_keys, *state.tables[parent].unique_keys), partition_bound=checked
-            )
-    else:
-        state.parents[child] = [link for link in links if link[0] != parent]
-        if partition:
-            state.tables[child] = replace(state.tables[child], partition_bound=None)
-
-
-def _identity_sequence(state: State, key: str, col: Column, con: PgNode) -> None:
-    schema, table = key.split(".", 1)
-    seq_key = None
-    for opt in con.options or ():
-        if opt.defname == "sequence_name":
-            seq_schema, seq_name = split_name(strings(opt.arg))
-            seq_key = f"{seq_schema or schema}.{seq_name}"
-    if seq_key is None:
-        seq_key = f"{schema}.{choose_name(table, col.name, 'seq', lambda n: state.relation_exists(f'{schema}.{n}'))}"
-    state.sequences[seq_key] = Sequence(qualified(seq_key), col.type, (key, col.name))
-
-
-def _alter_composite(state: State, node: PgNode) -> None:
-    rv = node.relation
-    key = state.find_key(rv.schemaname, rv.relname, state.composites)
-    if key is None:
-        state.error(f"type {rv.relname} is not a composite type", rv.location)
+    if node.unique and not unique_includes_key(state, table, tuple(cols), False, rv.location):
         return
-    comp = state.composites[key]
-    attrs = list(comp.attributes)
-    for cmd in node.cmds or ():
-        if cmd.subtype == AlterTableType.AT_AddColumn:
-            attrs.append((cmd.def_.colname, state.resolve_type(cmd.def_.typeName, f"attribute {cmd.def_.colname}")))
-        elif cmd.subtype == AlterTableType.AT_DropColumn:
-            attrs = [(n, t) for n, t in attrs if n != cmd.name]
-        elif cmd.subtype == AlterTableType.AT_AlterColumnType:
-            new = state.resolve_type(cmd.def_.typeName, f"attribute {cmd.name}")
-            attrs = [(n, new if n == cmd.name else t) for n, t in attrs]
-    state.composites[key] = replace(comp, attributes=tuple(attrs))
+    state.indexes[index_key] = Index(
+        index_key, key, tuple(cols), bool(node.unique), predicate is not None, predicate, bool(node.nulls_not_distinct)
+    )
+    reads = [e.name or ref for e in node.indexParams or () for ref in ([e.name] if e.name else column_refs(e.expr))]
+    state.index_reads[index_key] = {*reads, *(e.name for e in node.indexIncludingParams or () if e.name)}
+    state.index_reads[index_key] |= set(column_refs(node.whereClause))
+    if node.unique and predicate is None and plain:
+        state.tables[key] = replace(table, unique_keys=(*table.unique_keys, tuple(cols)))
 
 
-# -- CREATE INDEX ---------------------------------------------------------------------------
+def _column_refs(node: PgNode) -> list[str]:
+    """The column names an index expression or predicate reads, in the order written."""
+    refs = sorted(nodes_of(node, ast.ColumnRef), key=lambda ref: ref.location or 0)
+    return [str(ref.fields[-1].sval) for ref in refs if ref.fields and isinstance(ref.fields[-1], ast.String)]
+
+
 HANDLERS: dict[str, Callable[[State, PgNode], None]] = {
     "CreateStmt": create_table,
     "CreateForeignTableStmt": create_table,
-    "AlterTableStmt": alter_table,
-    "IndexStmt": indexes.create_index,
+    "IndexStmt": create_index,
 }

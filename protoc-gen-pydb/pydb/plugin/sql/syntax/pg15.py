@@ -29,7 +29,7 @@ from pglast import ast, parser
 from .pgtree import walk
 
 #: Keywords of pglast's grammar (PostgreSQL 18) that PostgreSQL 15 does not have (its
-#: pg_get_keywords(); tests/test_sql_pg15_grammar.py compares the two lists with the server).
+#: pg_get_keywords(); tests/sql/test_sql_pg15_grammar.py compares the two lists with the server).
 NEWER_KEYWORDS = frozenset(
     {
         *("absent", "conditional", "empty", "enforced", "error", "format", "indent", "json", "json_array"),

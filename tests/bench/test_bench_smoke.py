@@ -1,0 +1,139 @@
+"""Smoke tests for benchmarks/: each benchmark runs at tiny size so it keeps working.
+
+No timing is asserted here (benchmarks are not tests): only that every script runs end to end
+and reports the measurements RESULTS.md is written from.
+"""
+
+from __future__ import annotations
+
+import importlib
+import shutil
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+from support.pg import Cluster
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+pytestmark = pytest.mark.slow
+
+
+def bench(name: str) -> ModuleType:
+    return importlib.import_module(name)
+
+
+def render(results: dict[str, Any], tmp_path: Path) -> str:
+    """RESULTS.md for these results; the plots too when matplotlib (a bench-only dependency) is here."""
+    report = bench("report")
+    text: str = report.markdown({"quick": True, **results})
+    if importlib.util.find_spec("matplotlib") is not None:
+        written = report.plots(results, tmp_path)
+        assert all(p.stat().st_size > 0 for p in written)
+    return text
+
+
+def test_codegen(tmp_path: Path) -> None:
+    result = bench("bench_codegen").run(quick=True)
+    case = next(c for name, c in result["cases"].items() if name.startswith("queue"))
+    assert case["pydb_s"]["n"] == 1 and case["pydb_s"]["median"] > 0
+    assert "synthetic 10 RPCs, 100 tables" in result["cases"]
+    calls = result["phases"]["calls"]
+    assert calls["SQL analysis (sqlglot parse + checks)"] == 10
+    assert calls["schema parse (catalog)"] == 1 and calls["render (jinja2)"] == 1
+    assert result["phases"]["phases_s"]["schema parse (catalog)"] > 0
+    assert "## 1. Codegen speed" in render({"codegen": result}, tmp_path)
+
+
+def test_codegen_phase_breakdown_refuses_a_vanished_phase(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A phase whose entry point was renamed is an error, not a phase silently left out."""
+    import pydb.plugin.bind.compiler as compiler
+
+    codegen = bench("bench_codegen")
+    monkeypatch.delattr(compiler, "load_catalog")
+    with pytest.raises(RuntimeError, match=r"load_catalog .*no longer exists"):
+        codegen.phase_breakdown(codegen.PROTO_ROOT, codegen.QUEUE_PROTO, tmp_path)
+
+
+def test_synthetic_proto_matches_sqlc_queries() -> None:
+    synth = bench("synth")
+    assert synth.proto(12).count("rpc ") == 12
+    assert synth.sqlc_queries(12).count("-- name: ") == 12
+    assert synth.schema_sql().count("CREATE TABLE") == synth.TABLES
+
+
+def test_overhead(pg_server: tuple[str, Cluster | None], tmp_path: Path) -> None:
+    result = bench("bench_overhead").run(pg_server[0], quick=True)
+    assert result["generated"]["n"] == result["hand_written"]["n"] > 0
+    assert result["ratio_per_round"]["median"] > 0
+    assert "## 2. Handler overhead" in render({"overhead": result}, tmp_path)
+
+
+@pytest.mark.skipif(shutil.which("pgbench") is None and not list(Path("/usr/lib/postgresql").glob("*/bin/pgbench")),
+                    reason="pgbench not installed")  # fmt: skip
+def test_throughput(pg_server: tuple[str, Cluster | None], tmp_path: Path) -> None:
+    result = bench("bench_throughput").run(pg_server[0], quick=True)
+    for mode in ("single", "batched"):
+        for row in result[mode].values():
+            assert row["tool"]["tasks_per_s"] > 0 and row["pgbench"]["tasks_per_s"] > 0
+            assert row["tool"]["verified_completed_rows"] > 0
+    assert "## 3. Queue throughput" in render({"throughput": result}, tmp_path)
+
+
+def test_pgbench_scripts_use_the_generated_sql() -> None:
+    scripts = bench("bench_throughput").pgbench_scripts()
+    assert "FOR UPDATE SKIP LOCKED" in scripts["single"] and "\\gset" in scripts["single"]
+    assert "WHERE id = :id AND lease_token = :lease_token" in scripts["single"]
+    assert "unnest(:ids::uuid[]" in scripts["batched"]
+    assert "%(" not in scripts["single"] + scripts["batched"]
+
+
+def test_backlog(pg_server: tuple[str, Cluster | None], tmp_path: Path) -> None:
+    result = bench("bench_backlog").run(pg_server[0], quick=True)
+    assert set(result["sweep"]) == {"1000", "10000"}
+    for s in result["settings"].values():
+        assert s["after"]["n"] > 0 and s["churn"]["windows"]
+    assert "## 4. Backlog depth" in render({"backlog": result}, tmp_path)
+
+
+def test_partition(pg_server: tuple[str, Cluster | None], tmp_path: Path) -> None:
+    result = bench("bench_partition").run(pg_server[0], quick=True)
+    assert set(result["scenarios"]) == {"terminal", "deep"}
+    for scenario in result["scenarios"].values():
+        assert set(scenario["layouts"]) == {"plain", "plain_tuned", "by_tool", "by_status"}
+        for layout in scenario["layouts"].values():
+            assert layout["claim"]["n"] > 0 and layout["single_tasks_per_s"]["median"] > 0
+            assert layout["indexes"]["tasks_pkey"]["bytes"] > 0
+    by_tool = result["scenarios"]["terminal"]["layouts"]["by_tool"]["indexes"]
+    assert "tasks_billing_idempotency_key_tool_id_key" in by_tool  # the widened key, on every partition
+    assert "## 8. Partitioning the queue table" in render({"partition": result}, tmp_path)
+
+
+def test_fleet(pg_server: tuple[str, Cluster | None], tmp_path: Path) -> None:
+    result = bench("bench_fleet").run(pg_server[0], quick=True)
+    for key in ("fleet_batched", "fleet_one_report_per_task"):
+        assert result[key]["completed"] == result["tasks"] == result[key]["verified_completed_rows"]
+    assert result["fleet_batched"]["report_batches"] < result["fleet_one_report_per_task"]["report_batches"]
+    assert result["enqueue_bulk_500"]["queued"] == result["enqueue_bulk_500"]["verified_rows"] > 0
+    assert "## 6. The worker fleet end to end" in render({"fleet": result}, tmp_path)
+
+
+def test_replication(pg_server: tuple[str, Cluster | None], tmp_path: Path) -> None:
+    result = bench("bench_replication").run(pg_server[0], quick=True)
+    round_ = result["failover"]["rounds"][0]
+    assert 0 < round_["promote_to_first_ok_s"] < round_["kill_to_first_ok_s"]
+    assert round_["enqueued_before_kill"] > 0
+    assert result["servers"]["one_server_tasks_per_s"]["median"] > 0
+    assert result["servers"]["three_servers_tasks_per_s"]["median"] > 0
+    assert "## 7. Failover and several server processes" in render({"replication": result}, tmp_path)
+
+
+def test_devloop() -> None:
+    result = bench("bench_devloop").run(quick=True)
+    assert result["incremental"]["incremental_typo_ms"]["n"] == 4
+    assert result["lsp"]["diagnostic_ms"]["n"] == 3
+    rows = bench("report").headline({"devloop": result})
+    assert [r[2] for r in rows] == ["≤ 50 ms", "≤ 300 ms"]
