@@ -199,7 +199,7 @@ def section(r: Json) -> list[str]:
     deep_rows = [f"| {label} | {d['claim_ms'][k]['p50_ms']:.3f} | {d['claim_ms'][k]['p90_ms']:.3f} | {d['claim_ms'][k]['n']} |"
                  for k, label in (("small", f"{d['small_queued']:,} queued"), ("deep", f"{d['deep_queued']:,} queued + {d['deep_scheduled']:,} scheduled"))]  # fmt: skip
     return [
-        "## 9. Scheduling features on the claim path",
+        "## 11. Scheduling features on the claim path",
         "",
         (__doc__ or "").split("\n\n", 1)[1].strip(),
         "",

@@ -89,6 +89,8 @@ class ConstraintInfo:
     columns: tuple[str, ...]
     #: A foreign key's referenced table (`schema.name`): DROP TABLE of it needs CASCADE.
     references: str | None = None
+    #: A foreign key's referenced columns (DROP COLUMN of one needs CASCADE).
+    ref_columns: tuple[str, ...] = ()
 
 
 @dataclass
@@ -114,6 +116,11 @@ class State:
     #: column it takes with it.
     view_types: dict[str, set[str]] = field(default_factory=dict)
     view_columns: dict[str, set[str]] = field(default_factory=dict)
+    #: pg_depend of what reads columns by name: an index's keys, expressions and predicate (by
+    #: index), a generated column's expression (by table, then column). DROP COLUMN takes
+    #: those indexes with it and refuses (or with CASCADE takes) those generated columns.
+    index_reads: dict[str, set[str]] = field(default_factory=dict)
+    generated_reads: dict[str, dict[str, set[str]]] = field(default_factory=dict)
     #: Inheritance: child table -> [(parent, is_partition)] (INHERITS, PARTITION OF, ATTACH).
     parents: dict[str, list[tuple[str, bool]]] = field(default_factory=dict)
     #: Extensions created that the catalog has no data for: their objects are unknown.
