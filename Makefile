@@ -59,11 +59,11 @@ check-generated: venv
 	echo "generated/ is up to date"
 
 lint: venv
-	$(VENV)/bin/ruff check protoc-gen-pydb tests worker benchmarks generated --exclude '*_pb2*.py*'
-	$(VENV)/bin/ruff format --check protoc-gen-pydb tests worker benchmarks
+	$(VENV)/bin/ruff check protoc-gen-pydb tests worker dashboard benchmarks generated --exclude '*_pb2*.py*'
+	$(VENV)/bin/ruff format --check protoc-gen-pydb tests worker dashboard benchmarks
 
 typecheck: venv
-	$(VENV)/bin/mypy protoc-gen-pydb/pydb generated worker tests
+	$(VENV)/bin/mypy protoc-gen-pydb/pydb generated worker dashboard tests
 
 test: lint typecheck check-generated
 	$(VENV)/bin/pytest -q -p no:cacheprovider

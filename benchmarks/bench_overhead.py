@@ -138,7 +138,13 @@ def python_side(iterations: int) -> Json:
         now,
         None,
         120,
-    )  # fmt: skip  (the claim's columns, in order; the last is the effective lease)
+        now,
+        now,
+        None,
+        "[]",
+        None,
+        None,
+    )  # fmt: skip  (the claim's columns, in order: ..., the effective lease, run_at, attempted_at, the effective run-time limit, errors, periodic_name, periodic_slot_at)
     from pydb import runtime as rt
 
     start = time.perf_counter()

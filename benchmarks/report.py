@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import bench_schedule
 import report_deploy
 from common import Json, spread
 
@@ -101,6 +102,8 @@ def headline(r: Json) -> list[tuple[str, str, str, str]]:
             after = bl["settings"][name]["after"]["p50_ms"]
             rows.append((f"Claim p50 after {bl['churn_seconds']:.0f} s churn at {bl['churn_depth']:,} rows, {name}",
                          f"{after:.2f} ms = {ratio:.2f}x of {int(first):,}", "≤ 1.5x", _met(ratio <= TARGETS["backlog_ratio"])))  # fmt: skip
+    if r.get("schedule") and not r.get("quick"):
+        rows += bench_schedule.headline(r["schedule"])
     return rows
 
 
@@ -379,6 +382,34 @@ def _fleet(r: Json) -> list[str]:
     return out
 
 
+def _observe(r: Json) -> list[str]:
+    ob = r["observe"]
+    ov, da = ob["overhead"], ob["dashboard"]
+    out = [
+        "## 12. Observability: metrics, tracing, the dashboard",
+        "",
+        f"Batched path (ClaimTasks 100 + CompleteTasks, 8 clients in 2 processes), servers with metrics and tracing "
+        f"off, then on (`--metrics-addr`, `--tracing`, the OpenTelemetry SDK with a BatchSpanProcessor dropping the "
+        f"spans), alternated, {ov['rounds']} round(s) of {ov['seconds_per_run']:.0f} s each.",
+        "",
+        "| Server | tasks/s (median) | server CPU per task (µs) |",
+        "|---|---|---|",
+        f"| off | {ov['tasks_per_s_off']:,.0f} | {ov['server_cpu_us_per_task_off']:.1f} |",
+        f"| metrics + tracing | {ov['tasks_per_s_on']:,.0f} | {ov['server_cpu_us_per_task_on']:.1f} |",
+        "",
+        f"On / off: **{ov['ratio_on_to_off']:.3f}x** (target {ov['target']}).",
+        "",
+        f"Dashboard (`python -m taskdash` and the generated server as processes, {da['tasks']:,} tasks in the table), "
+        f"{da['requests_per_page']} requests per page one after another:",
+        "",
+        "| Page | p50 (ms) | p95 (ms) |",
+        "|---|---|---|",
+    ]
+    out += [f"| {name} | {p['p50_ms']:.1f} | {p['p95_ms']:.1f} |" for name, p in da["pages"].items()]
+    out += ["", f"Worst p95: **{da['worst_p95_ms']:.1f} ms** (target {da['target_p95_ms']} ms).", ""]
+    return out
+
+
 def _replication(r: Json) -> list[str]:
     rp = r["replication"]
     fo, sv = rp["failover"], rp["servers"]
@@ -524,9 +555,16 @@ def markdown(r: Json) -> str:
         ("partition", _partition),
         ("autofailover", report_deploy.autofailover),
         ("longtx", report_deploy.longtx),
+        ("schedule", bench_schedule.section),
+        ("observe", _observe),
     ):
         if name in r:
             out += section(r)
+    # Measured by hand, not by `make bench` (third-party SQL stays outside the repository):
+    # the real-application differential's figures, kept in their own file and carried along.
+    differential = Path(__file__).with_name("differential_results.md")
+    if differential.is_file():
+        out += [differential.read_text(encoding="utf-8").rstrip(), ""]
     return "\n".join(out) + "\n"
 
 

@@ -2,7 +2,7 @@
 
     python benchmarks/run.py                 # everything (about 10 minutes)
     python benchmarks/run.py --only codegen  # one or more of: codegen overhead throughput backlog partition events fleet replication
-                                             #   autofailover longtx devloop
+                                             #   autofailover longtx devloop schedule observe
     python benchmarks/run.py --quick         # tiny sizes, a smoke run (numbers mean nothing)
     python benchmarks/run.py --render-only   # re-write RESULTS.md and plots from results.json
 
@@ -27,7 +27,7 @@ from common import Json
 
 NAMES = (
     "codegen", "overhead", "throughput", "backlog", "partition", "events", "fleet", "replication",
-    "autofailover", "longtx", "devloop",
+    "autofailover", "longtx", "devloop", "schedule", "observe",
 )  # fmt: skip
 
 
@@ -39,9 +39,11 @@ def run_all(names: list[str], quick: bool) -> Json:
     import bench_events
     import bench_fleet
     import bench_longtx
+    import bench_observe
     import bench_overhead
     import bench_partition
     import bench_replication
+    import bench_schedule
     import bench_throughput
 
     results: Json = {"quick": quick, "timings_s": {}}
@@ -77,6 +79,10 @@ def run_all(names: list[str], quick: bool) -> Json:
                     results[name] = bench_autofailover.run(server, quick=quick)
                 elif name == "longtx":
                     results[name] = bench_longtx.run(server, quick=quick)
+                elif name == "schedule":
+                    results[name] = bench_schedule.run(server, quick=quick)
+                elif name == "observe":
+                    results[name] = bench_observe.run(server, quick=quick)
             except Exception:  # one broken benchmark must not lose the others' results
                 traceback.print_exc()
                 results.setdefault("failed", {})[name] = traceback.format_exc(limit=3)

@@ -107,8 +107,12 @@ def load_config(path: Path) -> dict[str, Any]:
 
 
 def _paths(directory: Path, value: object) -> list[Path]:
+    """The config's paths; a glob (`queries/*.sql`) is its matches in name order."""
     items = value if isinstance(value, list) else [value] if isinstance(value, str) else []
-    return [directory / str(item) for item in items]
+    out: list[Path] = []
+    for item in map(str, items):
+        out += sorted(directory.glob(item)) if set(item) & set("*?[") else [directory / item]
+    return out
 
 
 def expected_failure(directory: Path) -> str | None:
@@ -539,11 +543,14 @@ def run_case(case: Case, server_url: str) -> dict[str, Any]:
 
 
 def _run_case(case: Case, server_url: str, record: dict[str, Any]) -> None:
-    schema = "\n".join(
-        "\n".join(n.sql + ";" for n in statements(schema_text(text), str(path)) if n.name is None)
+    ddl = [
+        n.sql
         for path in case.schema
         for text in _read_all(path)
-    )
+        for n in statements(schema_text(text), str(path))
+        if n.name is None
+    ]
+    schema = "\n".join(sql + "\n;" for sql in ddl)  # a statement may end in a -- comment
     queries: list[Named] = []
     for path in case.queries:
         for file in sql_files(path):
@@ -557,11 +564,7 @@ def _run_case(case: Case, server_url: str, record: dict[str, Any]) -> None:
             url = psycopg.conninfo.make_conninfo(server_url, dbname=database)
             # A bound on every statement: a schema or statement must never hang the run.
             with psycopg.connect(url, autocommit=True, options="-c statement_timeout=20s") as conn:
-                try:
-                    conn.execute(schema.encode())  # simple protocol: many statements at once
-                    record["schema_postgres"] = None
-                except psycopg.Error as err:
-                    record["schema_postgres"] = str(err).strip().split("\n")[0]
+                record["schema_postgres"] = apply_schema(conn, ddl)
                 types = pg_type_names(conn)
                 enums = {row[0] for row in conn.execute("SELECT oid FROM pg_type WHERE typtype = 'e'")}
                 rpcs, set_aside = _describe_all(conn, queries, types, enums, results)
@@ -571,6 +574,21 @@ def _run_case(case: Case, server_url: str, record: dict[str, Any]) -> None:
     catalog, _ = build_catalog(schema)
     for rpc, result in set_aside:
         result["mismatches"] = _compare(catalog, rpc)
+
+
+def apply_schema(conn: psycopg.Connection[Any], ddl: list[str]) -> str | None:
+    """The schema's statements one at a time in autocommit, as psql applies a file (CREATE INDEX
+    CONCURRENTLY, VACUUM and a new enum value's first use each need a statement of their own);
+    PostgreSQL's first error, or None. A `SET` of a parameter this server does not know (pg_dump
+    of a newer server writes `SET transaction_timeout = 0`) is passed over, as psql goes on after it."""
+    for sql in ddl:
+        try:
+            conn.execute(sql.encode())  # simple protocol: the statement as written
+        except psycopg.Error as err:
+            message = str(err).strip().split("\n")[0]
+            if not (sql.lstrip()[:4].upper() == "SET " and "unrecognized configuration parameter" in message):
+                return message
+    return None
 
 
 def _describe_all(

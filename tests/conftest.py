@@ -19,6 +19,7 @@ from psycopg.conninfo import make_conninfo
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "generated"))
 sys.path.insert(0, str(ROOT / "worker"))  # the taskworker package (tests/worker/)
+sys.path.insert(0, str(ROOT / "dashboard"))  # the taskdash package (tests/observe/)
 sys.path.insert(0, str(ROOT / "tests"))
 CORPUS_JOBS_SCHEMA = ROOT / "tests" / "corpus" / "_shared" / "jobs" / "schema.sql"
 

@@ -137,3 +137,17 @@ def test_devloop() -> None:
     assert result["lsp"]["diagnostic_ms"]["n"] == 3
     rows = bench("report").headline({"devloop": result})
     assert [r[2] for r in rows] == ["≤ 50 ms", "≤ 300 ms"]
+
+
+def test_schedule(pg_server: tuple[str, Cluster | None], tmp_path: Path) -> None:
+    result = bench("bench_schedule").run(pg_server[0], quick=True)
+    assert result["batched"]["tasks_per_s"]["seed"] > 0 and result["batched"]["tasks_per_s"]["now"] > 0
+    assert result["deep"]["samples"] == {"small": 200, "deep": 200}
+    assert "## 11. Scheduling features on the claim path" in render({"schedule": result}, tmp_path)
+
+
+def test_observe(pg_server: tuple[str, Cluster | None], tmp_path: Path) -> None:
+    result = bench("bench_observe").run(pg_server[0], quick=True)
+    assert result["overhead"]["tasks_per_s_off"] > 0 and result["overhead"]["tasks_per_s_on"] > 0
+    assert set(result["dashboard"]["pages"]) >= {"queues", "tasks", "tasks_page_21", "task_detail"}
+    assert "## 12. Observability" in render({"observe": result}, tmp_path)

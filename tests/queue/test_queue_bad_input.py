@@ -94,12 +94,38 @@ CASES = [
     Case("AppendTaskEvents", "lists of unequal length", lambda c: pb.AppendTaskEventsRequest(task_ids=[c.task, c.task], kinds=["progress"], data=["{}"], emitted_at_unix=[1.0]), INVALID, "kind"),
     Case("ListTaskEvents", "malformed task_id", lambda c: pb.ListTaskEventsRequest(task_id="x", limit=5), INVALID, "task_id"),
     Case("ListTaskEvents", "negative limit", lambda c: pb.ListTaskEventsRequest(task_id=c.task, limit=-1), INVALID, "LIMIT must not be negative"),
+    Case("SetToolRetryPolicy", "cap below base", lambda c: pb.SetToolRetryPolicyRequest(tool_id=c.tool, retry_base_seconds=10, retry_cap_seconds=1), INVALID, "tools_check"),
+    Case("SetToolRetryPolicy", "unknown tool", lambda c: pb.SetToolRetryPolicyRequest(tool_id=NO_SUCH, retry_base_seconds=1, retry_cap_seconds=2), NOT_FOUND, "does not exist"),
+    Case("SetToolMaxRuntime", "zero seconds", lambda c: pb.SetToolMaxRuntimeRequest(tool_id=c.tool, max_runtime_seconds=0), INVALID, "max_runtime_seconds"),
+    Case("PauseTool", "malformed tool_id", lambda c: pb.PauseToolRequest(tool_id="x"), INVALID, "tool_id"),
+    Case("PauseTool", "unknown tool", lambda c: pb.PauseToolRequest(tool_id=NO_SUCH), NOT_FOUND, "does not exist"),
+    Case("ResumeTool", "empty tool_id", lambda c: pb.ResumeToolRequest(), INVALID, "tool_id is required"),
+    Case("SnoozeTask", "wrong lease", lambda c: pb.SnoozeTaskRequest(task_id=c.task, lease_token=NO_SUCH), PRECONDITION, "current state"),
+    Case("SnoozeTask", "malformed lease_token", lambda c: pb.SnoozeTaskRequest(task_id=c.task, lease_token="l"), INVALID, "lease_token"),
+    Case("CancelTask", "unknown task", lambda c: pb.CancelTaskRequest(task_id=NO_SUCH), NOT_FOUND, "does not exist"),
+    Case("CancelTask", "NUL byte in reason", lambda c: pb.CancelTaskRequest(task_id=c.task, reason="\x00"), INVALID, "NUL"),
+    Case("CancelTasks", "malformed id in the batch", lambda c: pb.CancelTasksRequest(task_ids=[c.task, "x"]), INVALID, "task_ids[1]"),
+    Case("RetryTask", "a running task", lambda c: pb.RetryTaskRequest(task_id=c.task), PRECONDITION, "current state"),
+    Case("RetryTask", "unknown task", lambda c: pb.RetryTaskRequest(task_id=NO_SUCH), NOT_FOUND, "does not exist"),
+    Case("RetryTasks", "malformed tool_id", lambda c: pb.RetryTasksRequest(tool_id="x"), INVALID, "tool_id"),
+    Case("UpsertPeriodicTask", "unknown time zone", lambda c: pb.UpsertPeriodicTaskRequest(name="p", tool_id=c.tool, cron="* * * * *", timezone="Nowhere/City"), INVALID, "time zone"),
+    Case("UpsertPeriodicTask", "not a cron expression", lambda c: pb.UpsertPeriodicTaskRequest(name="p", tool_id=c.tool, cron="often"), INVALID, "cron"),
+    Case("UpsertPeriodicTask", "unknown tool", lambda c: pb.UpsertPeriodicTaskRequest(name="p", tool_id=NO_SUCH, cron="* * * * *"), NOT_FOUND, "tool_id"),
+    Case("DeletePeriodicTask", "unknown schedule", lambda c: pb.DeletePeriodicTaskRequest(name="no such schedule"), NOT_FOUND, ""),
+    Case("ListPeriodicTasks", "negative limit", lambda c: pb.ListPeriodicTasksRequest(limit=-1), INVALID, "LIMIT must not be negative"),
+    Case("EnqueuePeriodicTask", "NUL byte in name", lambda c: pb.EnqueuePeriodicTaskRequest(name="\x00"), INVALID, "NUL"),
 ]  # fmt: skip
 
 # The server-streaming RPCs have their bad-input cases below (test_watch_task_wakes_...) and in
 # test_events_postgres.py (WatchTaskEvents); PurgeTaskEvents takes only integers, where 0 or less
-# means the default (test_events_postgres.py checks a negative window purges nothing fresh).
-COVERED_ELSEWHERE = {"WatchTaskWakes", "WatchTaskEvents", "PurgeTaskEvents"}
+# means the default (test_events_postgres.py checks a negative window purges nothing fresh); so do
+# PromoteDueTasks and ReapOverdueTasks (test_queue_schedule.py). WatchTaskCancels: test_queue_cancel.py.
+# ListTasks' bad input (a tampered page token, an oversized page) is test_queue_admin.py's; ListTools,
+# GetQueueStats and ListToolOutcomes take no field that can be wrong (a window of 0 or less is the default).
+COVERED_ELSEWHERE = {
+    "WatchTaskWakes", "WatchTaskEvents", "PurgeTaskEvents", "WatchTaskCancels", "PromoteDueTasks", "ReapOverdueTasks",
+    "ListTasks", "ListTools", "GetQueueStats", "ListToolOutcomes",
+}  # fmt: skip
 
 
 @pytest.fixture

@@ -102,8 +102,12 @@ async def test_reaper_progresses_past_stale_rows_of_any_size(database_url: str) 
     async with private_service(database_url) as (url, server), grpc.aio.insecure_channel(server.address) as channel:
         stub = task_pb2_grpc.GenerationDataServiceStub(channel)
         tool = await new_tool(stub, "stale-big")
-        await seed_sized(url, tool.id, 5, int(1.5 * MB), created_at="now() - interval '1 day'")
-        await seed_sized(url, tool.id, 250, 100, created_at="now() - interval '1 day'")
+        await seed_sized(
+            url, tool.id, 5, int(1.5 * MB), created_at="now() - interval '1 day'", run_at="now() - interval '1 day'"
+        )
+        await seed_sized(
+            url, tool.id, 250, 100, created_at="now() - interval '1 day'", run_at="now() - interval '1 day'"
+        )
         result = await Reconciler(stub, batch=100).sweep()
         assert result.failed == 255 and result.skipped == 0
         rows = await fetch(url, "SELECT status::text AS s, count(*) AS n FROM generation.tasks GROUP BY 1")
@@ -142,7 +146,7 @@ async def test_prune_deletes_only_old_terminal_rows_under_concurrent_claims(data
         await seed_sized(url, tool.id, 3000, 10, status="'completed'", completed_at=old)
         await seed_sized(url, tool.id, 500, 10, status="'failed'", completed_at=old)
         await seed_sized(url, tool.id, 200, 10, status="'completed'", completed_at="now() - interval '1 hour'")
-        await seed_sized(url, tool.id, 300, 10, created_at=old)  # old but live: queued
+        await seed_sized(url, tool.id, 300, 10, created_at=old, run_at=old)  # old but live: queued
         await seed_sized(url, tool.id, 1000, 10)  # fresh live work, claimed while pruning runs
         before = await fetch(
             url,

@@ -9,7 +9,7 @@ import asyncio
 import grpc
 from conftest import RunningServer
 from generation.task.v1 import task_pb2 as pb
-from support.queue_support import Row, Stub, claim_one, enqueue, expire_leases, fetch, new_tool, row, rpc_error
+from support.queue_support import AT_ONCE, Row, Stub, claim_one, enqueue, expire_leases, fetch, new_tool, row, rpc_error
 
 
 def stale_calls(stub: Stub, task_id: str, token: str) -> list[tuple[str, object, object]]:
@@ -23,7 +23,9 @@ def stale_calls(stub: Stub, task_id: str, token: str) -> list[tuple[str, object,
         (
             "FailTask(retry)",
             stub.FailTask,
-            pb.FailTaskRequest(task_id=task_id, lease_token=token, error="late", increment_retry=True),
+            pb.FailTaskRequest(
+                task_id=task_id, lease_token=token, error="late", increment_retry=True, retry_after=AT_ONCE
+            ),
         ),
         (
             "FailTask(final)",
@@ -76,7 +78,9 @@ async def test_lease_dies_when_the_task_is_requeued(stub: Stub, database_url: st
     await enqueue(stub, tool.id)
     first = await claim_one(stub, tool.id)
     await stub.FailTask(
-        pb.FailTaskRequest(task_id=first.id, lease_token=first.lease_token, error="e", increment_retry=True)
+        pb.FailTaskRequest(
+            task_id=first.id, lease_token=first.lease_token, error="e", increment_retry=True, retry_after=AT_ONCE
+        )
     )
     queued = await assert_fenced(stub, database_url, first.id, first.lease_token)
     assert queued["status"] == "queued" and queued["lease_token"] is None

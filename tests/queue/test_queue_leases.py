@@ -7,7 +7,18 @@ from __future__ import annotations
 import datetime as dt
 
 from generation.task.v1 import task_pb2 as pb
-from support.queue_support import Stub, claim_next, claim_one, enqueue, execute, expire_leases, fetch, new_tool, row
+from support.queue_support import (
+    AT_ONCE,
+    Stub,
+    claim_next,
+    claim_one,
+    enqueue,
+    execute,
+    expire_leases,
+    fetch,
+    new_tool,
+    row,
+)
 
 LEASE = dt.timedelta(minutes=2)
 
@@ -82,7 +93,9 @@ async def test_fresh_claims_never_burn_a_retry(stub: Stub, database_url: str) ->
     assert {t.id for t in batch} == {*fresh, requeued.id} and all(t.retry_count == 0 for t in batch)
     mine = next(t for t in batch if t.id == requeued.id)
     await stub.FailTask(
-        pb.FailTaskRequest(task_id=mine.id, lease_token=mine.lease_token, error="e", increment_retry=True)
+        pb.FailTaskRequest(
+            task_id=mine.id, lease_token=mine.lease_token, error="e", increment_retry=True, retry_after=AT_ONCE
+        )
     )
     again = await claim_one(stub, tool.id)
     assert again.id == requeued.id and again.retry_count == 1

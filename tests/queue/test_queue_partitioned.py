@@ -54,8 +54,9 @@ def seed(url: str, tool_names: list[str], per_tool: int) -> list[str]:
             assert row is not None
             ids.append(row[0])
             conn.execute(
-                "INSERT INTO generation.tasks (tool_id, created_at) "
-                "SELECT %s, now() - interval '1 day' + g * interval '1 second' FROM generate_series(1, %s) AS g",
+                "INSERT INTO generation.tasks (tool_id, created_at, run_at) "
+                "SELECT %s, now() - interval '1 day' + g * interval '1 second', now() - interval '1 day' + g * interval '1 second' "
+                "FROM generate_series(1, %s) AS g",
                 (row[0], per_tool),
             )
     return ids
@@ -110,7 +111,10 @@ async def test_generated_handlers_run_on_the_tool_partitioned_queue(pg_server: t
             failed = await task_pydb.fail_tasks(
                 conn,
                 task_pb2.FailTasksRequest(
-                    task_ids=[batch[2].id], lease_tokens=[batch[2].lease_token], errors=["try again"]
+                    task_ids=[batch[2].id],
+                    lease_tokens=[batch[2].lease_token],
+                    errors=["try again"],
+                    retry_after_seconds=[0],
                 ),
             )
             assert [t.status for t in failed.tasks] == [task_pb2.TASK_STATUS_QUEUED]
@@ -125,7 +129,8 @@ async def test_generated_handlers_run_on_the_tool_partitioned_queue(pg_server: t
             pruned = await task_pydb.prune_tasks(conn, task_pb2.PruneTasksRequest(limit=10))
             assert pruned.deleted == 4  # 3 completed + 1 failed
             stale = await task_pydb.list_stale_tasks(conn, task_pb2.ListStaleTasksRequest(queued_max_age_seconds=60))
-            assert len(stale.tasks) == 9 + 7  # every queued row is a day old
+            # Every queued row is a day old, but for the one FailTasks just re-queued: due since now.
+            assert len(stale.tasks) == 9 + 6
 
 
 async def claim_until_empty(url: str, tools: list[str], completions: Counter[str]) -> int:
@@ -222,7 +227,8 @@ async def test_enqueue_cannot_run_on_a_partitioned_queue(pg_server: tuple[str, C
 @pytest.mark.parametrize("layout", ["by_tool", "by_status"])
 def test_the_plugin_refuses_the_enqueues_against_a_partitioned_schema(tmp_path: Path, layout: str) -> None:
     """task.proto compiled against the partitioned schema: QueueTask and QueueTasks are refused
-    with PostgreSQL's message, at their ON CONFLICT; nothing else is."""
+    with PostgreSQL's message, at their ON CONFLICT, and so is EnqueuePeriodicTask (its slot key
+    widened by the partition key); nothing else is."""
     target = tmp_path / "generation" / "task" / "v1"
     target.mkdir(parents=True)
     shutil.copy(PROTO_DIR / "task.proto", target / "task.proto")
@@ -230,6 +236,7 @@ def test_the_plugin_refuses_the_enqueues_against_a_partitioned_schema(tmp_path: 
     name = "generation/task/v1/task.proto"
     outcome = run_plugin(compile_protos(tmp_path, [name]), [name], cwd=tmp_path)
     errors_shown = [line for line in outcome.error.splitlines() if ": error: " in line]
-    assert len(errors_shown) == 2, outcome.error
-    for rpc, line in zip(("QueueTask", "QueueTasks"), errors_shown, strict=True):
-        assert line.startswith(f"{name}:") and f"error: {rpc}: {ON_CONFLICT} (billing_idempotency_key)" in line
+    assert len(errors_shown) == 3, outcome.error
+    keys = ("(billing_idempotency_key)", "(billing_idempotency_key)", "(periodic_name, periodic_slot_at)")
+    for rpc, key, line in zip(("QueueTask", "QueueTasks", "EnqueuePeriodicTask"), keys, errors_shown, strict=True):
+        assert line.startswith(f"{name}:") and f"error: {rpc}: {ON_CONFLICT} {key}" in line

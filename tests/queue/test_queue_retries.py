@@ -7,7 +7,7 @@ from __future__ import annotations
 import grpc
 import pytest
 from generation.task.v1 import task_pb2 as pb
-from support.queue_support import Stub, claim_next, claim_one, enqueue, expire_leases, new_tool, row, rpc_error
+from support.queue_support import AT_ONCE, Stub, claim_next, claim_one, enqueue, expire_leases, new_tool, row, rpc_error
 
 
 @pytest.mark.parametrize("max_retries", [1, 2, 3, 5])
@@ -24,7 +24,11 @@ async def test_fail_with_retry_requeues_until_max_retries(stub: Stub, database_u
         failed = (
             await stub.FailTask(
                 pb.FailTaskRequest(
-                    task_id=task.id, lease_token=task.lease_token, error=f"try {claims}", increment_retry=True
+                    task_id=task.id,
+                    lease_token=task.lease_token,
+                    error=f"try {claims}",
+                    increment_retry=True,
+                    retry_after=AT_ONCE,
                 )
             )
         ).task
@@ -49,7 +53,9 @@ async def test_fail_without_retry_is_final_at_once(stub: Stub, database_url: str
     queued = await enqueue(stub, tool.id, max_retries=5)
     task = await claim_one(stub, tool.id)
     await stub.FailTask(
-        pb.FailTaskRequest(task_id=task.id, lease_token=task.lease_token, error="e1", increment_retry=True)
+        pb.FailTaskRequest(
+            task_id=task.id, lease_token=task.lease_token, error="e1", increment_retry=True, retry_after=AT_ONCE
+        )
     )
     task = await claim_one(stub, tool.id)
     assert task.retry_count == 1
@@ -72,7 +78,11 @@ async def test_failures_and_lapsed_leases_share_one_retry_budget(stub: Stub, dat
     tool = await new_tool(stub, "retry")
     queued = await enqueue(stub, tool.id, max_retries=3)
     t = await claim_one(stub, tool.id)  # attempt 1: fails
-    await stub.FailTask(pb.FailTaskRequest(task_id=t.id, lease_token=t.lease_token, error="e", increment_retry=True))
+    await stub.FailTask(
+        pb.FailTaskRequest(
+            task_id=t.id, lease_token=t.lease_token, error="e", increment_retry=True, retry_after=AT_ONCE
+        )
+    )
     t = await claim_one(stub, tool.id)  # attempt 2: the worker dies, the lease lapses
     assert t.retry_count == 1
     await expire_leases(database_url, [t.id])
@@ -80,7 +90,9 @@ async def test_failures_and_lapsed_leases_share_one_retry_budget(stub: Stub, dat
     assert t.retry_count == 2
     last = (
         await stub.FailTask(
-            pb.FailTaskRequest(task_id=t.id, lease_token=t.lease_token, error="e3", increment_retry=True)
+            pb.FailTaskRequest(
+                task_id=t.id, lease_token=t.lease_token, error="e3", increment_retry=True, retry_after=AT_ONCE
+            )
         )
     ).task
     assert (last.id, last.status, last.retry_count) == (queued.id, pb.TASK_STATUS_FAILED, 3)
@@ -97,6 +109,10 @@ async def test_requeued_task_waits_its_turn(stub: Stub, database_url: str) -> No
     assert t.id == urgent.id
     t = await claim_one(stub, tool.id)
     assert t.id == first.id
-    await stub.FailTask(pb.FailTaskRequest(task_id=t.id, lease_token=t.lease_token, error="e", increment_retry=True))
+    await stub.FailTask(
+        pb.FailTaskRequest(
+            task_id=t.id, lease_token=t.lease_token, error="e", increment_retry=True, retry_after=AT_ONCE
+        )
+    )
     order = [(await claim_one(stub, tool.id)).id for _ in range(2)]
     assert order == [first.id, later.id], "the re-queued task keeps its created_at and goes first"

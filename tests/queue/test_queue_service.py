@@ -10,6 +10,10 @@ import psycopg
 import pytest
 from generation.task.v1 import task_pb2 as pb
 from generation.task.v1 import task_pb2_grpc
+from google.protobuf.duration_pb2 import Duration
+
+# Re-queued claimable at once (not after the tool's backoff): these tests re-claim right away.
+AT_ONCE = Duration()
 
 if TYPE_CHECKING:
     Stub = task_pb2_grpc.GenerationDataServiceAsyncStub
@@ -122,7 +126,9 @@ async def test_fail_task_requeues_then_fails(stub: Stub, tool: pb.Tool) -> None:
     task = await claim(stub, tool)
     failed = (
         await stub.FailTask(
-            pb.FailTaskRequest(task_id=task.id, lease_token=task.lease_token, error="boom", increment_retry=True)
+            pb.FailTaskRequest(
+                task_id=task.id, lease_token=task.lease_token, error="boom", increment_retry=True, retry_after=AT_ONCE
+            )
         )
     ).task
     assert failed.status == pb.TASK_STATUS_QUEUED and failed.retry_count == 1 and failed.error == "boom"
@@ -130,7 +136,9 @@ async def test_fail_task_requeues_then_fails(stub: Stub, tool: pb.Tool) -> None:
     task = await claim(stub, tool)
     failed = (
         await stub.FailTask(
-            pb.FailTaskRequest(task_id=task.id, lease_token=task.lease_token, error="again", increment_retry=True)
+            pb.FailTaskRequest(
+                task_id=task.id, lease_token=task.lease_token, error="again", increment_retry=True, retry_after=AT_ONCE
+            )
         )
     ).task
     assert failed.status == pb.TASK_STATUS_FAILED and failed.retry_count == 2 and failed.HasField("completed_at")
@@ -163,7 +171,9 @@ async def test_fencing_after_reclaim(stub: Stub, tool: pb.Tool, database_url: st
         (stub.CompleteTask, pb.CompleteTaskRequest(task_id=old.id, lease_token=old.lease_token, output="{}")),
         (
             stub.FailTask,
-            pb.FailTaskRequest(task_id=old.id, lease_token=old.lease_token, error="late", increment_retry=True),
+            pb.FailTaskRequest(
+                task_id=old.id, lease_token=old.lease_token, error="late", increment_retry=True, retry_after=AT_ONCE
+            ),
         ),
     ):
         with pytest.raises(grpc.aio.AioRpcError) as err:

@@ -46,8 +46,10 @@ async def listed(stub: Stub, **kw: int) -> set[str]:
 async def age(url: str, task_id: str, seconds: float) -> None:
     await execute(
         url,
-        "UPDATE generation.tasks SET created_at = now() - make_interval(secs => %s) WHERE id = %s",
-        (seconds, task_id),
+        # Queued since created and due since then (run_at): the queued age counts from both.
+        "UPDATE generation.tasks SET created_at = now() - make_interval(secs => %s), run_at = now() - make_interval(secs => %s)"
+        " WHERE id = %s",
+        (seconds, seconds, task_id),
     )
 
 

@@ -186,3 +186,25 @@ def test_no_module_over_600_lines() -> None:
         if (n := len(p.read_text().splitlines())) > 600
     }
     assert long == {}
+
+
+def test_expression_typing_does_not_depend_on_registration_order() -> None:
+    """`infer_node` types a node by the handler of the most specific registered class in its
+    MRO: for that to be the only possible reading, the registered classes every sqlglot node
+    class meets must form one chain (each a subclass of the next), never two unrelated ones."""
+    import inspect
+    import itertools
+
+    from pydb.plugin.sql.analyzer import expressions
+    from sqlglot import exp
+
+    registered = expressions._HANDLERS
+    assert len(registered) > 40
+    kinds = [c for _, c in inspect.getmembers(exp, inspect.isclass) if issubclass(c, exp.Expr)]
+    tangled = []
+    for kind in kinds:
+        met = [k for k in kind.__mro__ if k in registered]
+        tangled += [(kind, a, b) for a, b in itertools.pairwise(met) if not issubclass(a, b)]
+    assert tangled == []
+    assert expressions._handler(exp.Coalesce) is registered[exp.Func]  # a Func without its own
+    assert expressions._handler(exp.Cast) is registered[exp.Cast]  # more specific than Func

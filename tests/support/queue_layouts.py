@@ -26,7 +26,8 @@ LAYOUTS = ("plain", "by_tool", "by_status")
 
 _ID = "CREATE TABLE generation.tasks (\n    id uuid PRIMARY KEY DEFAULT gen_random_uuid(),\n"
 _KEY = "    billing_idempotency_key text UNIQUE,\n"
-_END = "    lease_seconds integer CHECK (lease_seconds BETWEEN 1 AND 86400)\n);\n"
+_END = "    periodic_slot_at timestamptz\n);\n"
+_SLOT = "ON generation.tasks (periodic_name, periodic_slot_at)\n"
 
 
 def _replace_once(text: str, old: str, new: str) -> str:
@@ -49,8 +50,8 @@ def partition_clause(layout: str, partitions: int = 8) -> tuple[str, str, list[s
     if layout == "by_status":
         parts = [
             "CREATE TABLE generation.tasks_live PARTITION OF generation.tasks "
-            "FOR VALUES IN ('queued', 'dispatched', 'processing');",
-            "CREATE TABLE generation.tasks_terminal PARTITION OF generation.tasks FOR VALUES IN ('completed', 'failed');",
+            "FOR VALUES IN ('scheduled', 'queued', 'dispatched', 'processing');",
+            "CREATE TABLE generation.tasks_terminal PARTITION OF generation.tasks FOR VALUES IN ('completed', 'failed', 'cancelled');",
         ]
         return "status", "PARTITION BY LIST (status)", parts
     raise ValueError(f"unknown partitioned layout {layout!r}")
@@ -67,9 +68,10 @@ def schema_sql(layout: str, partitions: int = 8) -> str:
     )
     text = _replace_once(text, _KEY, "    billing_idempotency_key text,\n")
     end = (
-        "    lease_seconds integer CHECK (lease_seconds BETWEEN 1 AND 86400),\n"
+        "    periodic_slot_at timestamptz,\n"
         f"    PRIMARY KEY (id, {column}),\n"
         f"    UNIQUE (billing_idempotency_key, {column})\n"
         f") {clause};\n" + "".join(p + "\n" for p in parts)
     )
+    text = _replace_once(text, _SLOT, f"ON generation.tasks (periodic_name, periodic_slot_at, {column})\n")
     return _replace_once(text, _END, end)

@@ -21,6 +21,7 @@ import grpc
 import psycopg
 from generation.task.v1 import task_pb2 as pb
 from generation.task.v1 import task_pb2_grpc
+from google.protobuf.duration_pb2 import Duration
 from psycopg.rows import dict_row
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -31,6 +32,9 @@ if TYPE_CHECKING:
 else:
     Stub = task_pb2_grpc.GenerationDataServiceStub
 Row = dict[str, Any]
+
+#: FailTask(retry_after=AT_ONCE): re-queued claimable at once, not after the tool's backoff.
+AT_ONCE = Duration()
 
 # Words that would mean SQL text or a Python traceback leaked into a status message.
 LEAK_MARKERS = ("SELECT ", "UPDATE ", "INSERT ", "RETURNING", "WHERE ", "Traceback", 'File "', "psycopg", "%(")

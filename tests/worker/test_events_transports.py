@@ -186,6 +186,10 @@ async def test_terminal_event_for_completed_failed_and_lease_lost(
             await asyncio.Event().wait()  # works until the lease is lost
         return {"ok": True}
 
+    # The re-queued attempt comes back after 10 ms, not the default policy's 2 s.
+    await stub.SetToolRetryPolicy(
+        pb.SetToolRetryPolicyRequest(tool_id=tool.id, retry_base_seconds=0.01, retry_cap_seconds=0.01)
+    )
     done = await queue(stub, tool, input='{"do": "complete"}')
     failed = await queue(stub, tool, input='{"do": "fail"}', max_retries=1)
     retried = await queue(stub, tool, input='{"do": "fail-retry"}', max_retries=2)

@@ -14,9 +14,13 @@ import grpc
 import psycopg
 from generation.task.v1 import task_pb2 as pb
 from generation.task.v1 import task_pb2_grpc
+from google.protobuf.duration_pb2 import Duration
 from support.plugin_harness import Outcome, compile_protos, run_plugin
 from support.worker_support import Pickups, sql, wait_until
 from taskworker import ListenWakeSubscriber, WorkerFleet
+
+# Re-queued claimable at once (not after the tool's backoff): these tests re-claim right away.
+AT_ONCE = Duration()
 
 if TYPE_CHECKING:
     Stub = task_pb2_grpc.GenerationDataServiceAsyncStub
@@ -80,7 +84,9 @@ async def test_requeue_by_fail_task_wakes_again(stub: Stub) -> None:
         task = (await stub.ClaimNextTask(pb.ClaimNextTaskRequest(tool_id=tool.id))).task
         await stub.HeartbeatTask(pb.HeartbeatTaskRequest(task_id=task.id, lease_token=task.lease_token))
         await stub.FailTask(
-            pb.FailTaskRequest(task_id=task.id, lease_token=task.lease_token, error="x", increment_retry=True)
+            pb.FailTaskRequest(
+                task_id=task.id, lease_token=task.lease_token, error="x", increment_retry=True, retry_after=AT_ONCE
+            )
         )
         assert await next_wake(call) == tool.id  # queued again: claimable, so a wake
     finally:

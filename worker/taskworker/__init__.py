@@ -6,6 +6,7 @@ redis. See docs/worker.md.
 
 from __future__ import annotations
 
+from .cancels import CancelWatcher
 from .config import environment, redis_url, wake_channel
 from .connect import ChannelSettings, ConnectionSetupError, open_channel
 from .events import (
@@ -18,25 +19,31 @@ from .events import (
     TaskEvent,
     watch_task_events,
 )
-from .fleet import FleetStats, Process, TaskContext, TaskResult, WorkerFleet
+from .fleet import FleetStats, Process, RetryAfter, Snooze, TaskContext, TaskResult, WorkerFleet
+from .metrics import FleetObserver, QueueGauges, serve_metrics
 from .reconciler import Reconciler, SweepResult
 from .run import run_reconciler, run_worker
 from .wake import ListenWakeSubscriber, RedisWakeSubscriber, WakePublisher, enqueue
 
 __all__ = [
+    "CancelWatcher",
     "ChannelSettings",
     "ConnectionSetupError",
     "EventEmitter",
     "EventPurger",
+    "FleetObserver",
     "FleetStats",
     "ListenWakeSubscriber",
     "PostgresEventSource",
     "PostgresEventTransport",
     "Process",
+    "QueueGauges",
     "Reconciler",
     "RedisEventSource",
     "RedisEventTransport",
     "RedisWakeSubscriber",
+    "RetryAfter",
+    "Snooze",
     "SweepResult",
     "TaskContext",
     "TaskEvent",
@@ -49,6 +56,7 @@ __all__ = [
     "redis_url",
     "run_reconciler",
     "run_worker",
+    "serve_metrics",
     "wake_channel",
     "watch_task_events",
 ]

@@ -24,6 +24,17 @@ every task fenced by its own lease token and told whether its own row took the o
 outcome is kept and resent across outages until it lands or its lease is certainly lost; the
 heartbeat keeps the lease alive meanwhile. Claims and reports use `wait_for_ready`.
 
+Scheduling from the tool's side (docs/worker.md, "Delays, backoff, cancellation"): a tool
+raises `RetryAfter(seconds)` to fail this attempt and be claimable again after that long
+(retries remain: otherwise failed), or `Snooze(seconds)` to go back to the queue without
+burning a retry (SnoozeTask). A plain exception is retried after the tool's retry policy.
+A task cancelled while running (CancelTask) is learnt from the heartbeat's `cancel_requested`
+or at once from `request_cancel` (a `CancelWatcher` relaying WatchTaskCancels calls it, and the
+heartbeat confirms): `TaskContext.cancel_requested` is set, and after `cancel_grace` seconds
+(5.0) the tool's coroutine is cancelled; nothing is reported (the row is already terminal).
+A heartbeat answering `runtime_exceeded` (the attempt ran past its run-time limit) cancels the
+work at once, unreported: the reaper's ReapOverdueTasks fails it with a clear error.
+
 `drain()` (SIGTERM/SIGINT with `install_signal_handlers`) stops claiming, lets running tasks
 finish within `drain_timeout`, then cancels what is left *without* failing it and stops
 heartbeating: the leases lapse and another fleet reclaims the work.
@@ -33,6 +44,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import datetime
 import json
 import logging
 import math
@@ -46,8 +58,10 @@ from typing import TYPE_CHECKING, Any
 import grpc
 from generation.task.v1 import task_pb2 as pb
 from generation.task.v1 import task_pb2_grpc
+from google.protobuf import duration_pb2
 
 from . import events as task_events
+from .metrics import FleetObserver
 from .reports import LEASE_LOST, Outcome, ReportBatcher
 
 log = logging.getLogger("taskworker.fleet")
@@ -57,6 +71,22 @@ if TYPE_CHECKING:
 
 #: Under gRPC's default 4 MiB receive limit, with room for the response's own framing.
 DEFAULT_CLAIM_MAX_BYTES = 4_000_000
+
+
+class RetryAfter(Exception):
+    """Raised by a tool: fail this attempt, claimable again after `seconds` (while retries remain)."""
+
+    def __init__(self, seconds: float, message: str = "") -> None:
+        super().__init__(message or f"retry in {seconds:g} s")
+        self.seconds = max(float(seconds), 0.0)
+
+
+class Snooze(Exception):
+    """Raised by a tool: back to the queue, claimable after `seconds`; not a failed attempt."""
+
+    def __init__(self, seconds: float) -> None:
+        super().__init__(f"snooze {seconds:g} s")
+        self.seconds = max(float(seconds), 0.0)
 
 
 @dataclass
@@ -75,6 +105,12 @@ class TaskContext:
         self.fleet = fleet
         self.usage: dict[str, Any] = {}
         self.lease_lost = asyncio.Event()
+        # Set when the task was cancelled (CancelTask): stop soon; after the fleet's cancel_grace
+        # the coroutine is cancelled. Its result would be refused, so none is reported.
+        self.cancel_requested = asyncio.Event()
+        # Set when the attempt ran past its run-time limit (the heartbeat said so): the work is
+        # cancelled at once and the reaper fails the attempt.
+        self.runtime_exceeded = asyncio.Event()
         self.claimed_at = time.monotonic()
 
     def report_usage(self, **amounts: Any) -> None:
@@ -147,6 +183,9 @@ class FleetStats:
     abandoned: int = 0  # cancelled by a drain timeout: left for the lease to lapse
     sweeps: int = 0
     heartbeat_errors: int = 0  # transient: the lease may still hold, so the work goes on
+    cancelled: int = 0  # cancelled by CancelTask while running: stopped, not reported
+    runtime_exceeded: int = 0  # past their run-time limit: stopped, left to the reaper
+    snoozed: int = 0  # Snooze raised: back in the queue, no retry burnt
 
 
 class WorkerFleet:
@@ -166,8 +205,12 @@ class WorkerFleet:
         claim_max_bytes: int = DEFAULT_CLAIM_MAX_BYTES,
         events: task_events.EventEmitter | None = None,
         events_flush_timeout: float = 5.0,
+        cancel_grace: float = 5.0,
+        observer: FleetObserver | None = None,
     ) -> None:
         self.stub = stub
+        # Metrics and task spans (metrics.py); None: neither.
+        self.observer = observer
         # Live task events: TaskContext.emit_* and a terminal event per attempt. The caller
         # owns the emitter (and closes it); `run` only flushes it, for `events_flush_timeout`.
         self.events = events
@@ -179,8 +222,14 @@ class WorkerFleet:
         self.drain_timeout = drain_timeout
         self.rpc_timeout = rpc_timeout
         self.claim_max_bytes = claim_max_bytes
+        self.cancel_grace = cancel_grace
         self.reports = ReportBatcher(
-            stub, window=report_window, max_batch=report_batch, max_in_flight=report_in_flight, rpc_timeout=rpc_timeout
+            stub,
+            window=report_window,
+            max_batch=report_batch,
+            max_in_flight=report_in_flight,
+            rpc_timeout=rpc_timeout,
+            on_batch=None if observer is None else observer.batch,
         )
         self.lanes: dict[str, _Lane] = {}
         self.stats = FleetStats()
@@ -223,6 +272,18 @@ class WorkerFleet:
             return False
         hosting.wake.set()
         return True
+
+    def request_cancel(self, task_id: str) -> bool:
+        """A task was cancelled (a WatchTaskCancels relay): heartbeat it now, so the data plane's
+        answer confirms it. False if this fleet does not hold the task."""
+        for lane in self.lanes.values():
+            held = lane.held.get(task_id)
+            if held is not None:
+                if held.due != math.inf:  # not while a beat is in flight: its answer will tell
+                    held.due = 0.0
+                lane.beat_wake.set()
+                return True
+        return False
 
     # -- run ---------------------------------------------------------------------------------
     def drain(self) -> None:
@@ -302,6 +363,8 @@ class WorkerFleet:
                 except grpc.aio.AioRpcError as err:
                     log.warning("claim for tool %s failed: %s %s", lane.tool_id, err.code().name, err.details())
                     tasks = []
+                if self.observer is not None:
+                    self.observer.count("claimed", lane.tool_id, len(tasks))
                 for task in tasks:
                     if self._draining:  # claimed while a drain began: run it anyway, it is ours
                         log.info("task %s claimed during drain; running it", task.id)
@@ -316,6 +379,12 @@ class WorkerFleet:
 
     # -- one task ----------------------------------------------------------------------------
     async def _work(self, lane: _Lane, task: pb.Task) -> None:
+        if self.observer is None:
+            return await self._attempt(lane, task)
+        with self.observer.task_span(task):  # the work's task (below) runs in its context
+            await self._attempt(lane, task)
+
+    async def _attempt(self, lane: _Lane, task: pb.Task) -> None:
         ctx = TaskContext(task, self)
         work = asyncio.create_task(lane.process(task, ctx), name=f"process {task.id}")
         # Heartbeats go on until the outcome is reported, so a slow report keeps the lease.
@@ -330,21 +399,34 @@ class WorkerFleet:
             try:
                 result = await work
             except asyncio.CancelledError:
+                if ctx.cancel_requested.is_set() or ctx.runtime_exceeded.is_set():
+                    outcome = self._stopped(task, ctx)
+                    return
                 if ctx.lease_lost.is_set():
                     log.warning("task %s: lease lost, work cancelled, not reported", task.id)
                     outcome = {"outcome": "lease_lost", "retrying": True}
                     return
                 raise  # the drain timeout: no report, the lease lapses
+            except Snooze as snooze:
+                self._reporting(lane, held)
+                outcome = await self._snooze(task, ctx, snooze.seconds)
+                return
             except Exception as err:
                 error = f"{type(err).__name__}: {err}"
                 self._reporting(lane, held)
-                if ctx.lease_lost.is_set():
+                retry_after = err.seconds if isinstance(err, RetryAfter) else None
+                if ctx.cancel_requested.is_set() or ctx.runtime_exceeded.is_set():
+                    outcome = self._stopped(task, ctx)
+                elif ctx.lease_lost.is_set():
                     outcome = {"outcome": "lease_lost", "retrying": True}
-                elif await self._report_fail(task, ctx, error):
+                elif await self._report_fail(task, ctx, error, retry_after):
                     retrying = task.retry_count + 1 < task.max_retries  # as FailTask decides
                     outcome = {"outcome": "failed", "error": error, "retrying": retrying}
                 elif ctx.lease_lost.is_set():  # the report was refused: the lease is gone
                     outcome = {"outcome": "lease_lost", "retrying": True}
+                return
+            if ctx.cancel_requested.is_set() or ctx.runtime_exceeded.is_set():
+                outcome = self._stopped(task, ctx)
                 return
             if ctx.lease_lost.is_set():
                 log.warning("task %s finished after its lease was lost; not reported", task.id)
@@ -358,6 +440,8 @@ class WorkerFleet:
         finally:
             if outcome["outcome"] == "lease_lost":
                 self.stats.lease_lost += 1
+            if self.observer is not None and outcome["outcome"] in ("completed", "failed", "lease_lost"):
+                self.observer.count(outcome["outcome"], lane.tool_id)
             if self.events is not None:
                 self.events.emit(task.id, task_events.TERMINAL, outcome)
             if not work.done():
@@ -367,6 +451,43 @@ class WorkerFleet:
                 lane.reporting -= 1
             lane.running.pop(task.id, None)
             lane.wake.set()  # a slot is free: end a capacity back-off early
+
+    def _stopped(self, task: pb.Task, ctx: TaskContext) -> dict[str, Any]:
+        """The work ended after a cancellation or past its run-time limit: nothing to report."""
+        if ctx.cancel_requested.is_set():
+            log.info("task %s: cancelled, work stopped, not reported", task.id)
+            self.stats.cancelled += 1
+            return {"outcome": "cancelled", "retrying": False}
+        log.warning("task %s: past its run-time limit, work stopped; the reaper fails the attempt", task.id)
+        self.stats.runtime_exceeded += 1
+        return {"outcome": "runtime_exceeded", "retrying": task.retry_count + 1 < task.max_retries}
+
+    async def _snooze(self, task: pb.Task, ctx: TaskContext, seconds: float) -> dict[str, Any]:
+        delay = duration_pb2.Duration()
+        delay.FromTimedelta(datetime.timedelta(seconds=seconds))
+        try:
+            await self.stub.SnoozeTask(
+                pb.SnoozeTaskRequest(task_id=task.id, lease_token=task.lease_token, delay=delay),
+                timeout=self.rpc_timeout,
+                wait_for_ready=True,
+            )
+        except grpc.aio.AioRpcError as err:
+            # The lease is gone (or the data plane is away: the lease lapses and the task is
+            # reclaimed, as after a crash).
+            log.warning("task %s: snooze refused: %s %s", task.id, err.code().name, err.details())
+            ctx.lease_lost.set()
+            return {"outcome": "lease_lost", "retrying": True}
+        self.stats.snoozed += 1
+        return {"outcome": "snoozed", "retrying": True}
+
+    def _cancel_soon(self, held: _Held) -> None:
+        """CancelTask reached this task: tell the tool, cancel its coroutine after the grace."""
+        if held.ctx.cancel_requested.is_set():
+            return
+        log.info("task %s: cancel requested; stopping it within %.1fs", held.task.id, self.cancel_grace)
+        held.ctx.cancel_requested.set()
+        if not held.work.done():
+            asyncio.get_running_loop().call_later(self.cancel_grace, held.work.cancel)
 
     @staticmethod
     def _reporting(lane: _Lane, held: _Held) -> None:
@@ -409,9 +530,19 @@ class WorkerFleet:
     async def _beat(self, held: _Held) -> None:
         task, ctx = held.task, held.ctx
         try:
-            await self.stub.HeartbeatTask(
+            beat = await self.stub.HeartbeatTask(
                 pb.HeartbeatTaskRequest(task_id=task.id, lease_token=task.lease_token), timeout=self.rpc_timeout
             )
+            if beat.cancel_requested:
+                self._cancel_soon(held)
+                return  # no more beats: the row is terminal
+            if beat.runtime_exceeded:
+                log.warning("task %s: heartbeat refused: past its run-time limit", task.id)
+                self.stats.heartbeats_refused += 1
+                ctx.runtime_exceeded.set()
+                if not held.reporting:
+                    held.work.cancel()
+                return
             held.due = time.monotonic() + held.interval
         except grpc.aio.AioRpcError as err:
             if err.code() in LEASE_LOST:
@@ -443,8 +574,8 @@ class WorkerFleet:
             return True
         return False
 
-    async def _report_fail(self, task: pb.Task, ctx: TaskContext, error: str) -> bool:
-        if await self._report(ctx, Outcome("fail", task, ctx.lease_lost, error=error)):
+    async def _report_fail(self, task: pb.Task, ctx: TaskContext, error: str, retry_after: float | None) -> bool:
+        if await self._report(ctx, Outcome("fail", task, ctx.lease_lost, error=error, retry_after=retry_after)):
             self.stats.failed += 1
             return True
         return False

@@ -16,6 +16,19 @@ it calls PruneTasks, deleting terminal rows (completed, failed) older than
 `retention_seconds` (RETENTION_SECONDS, default 7 days) in batches of `prune_batch` (1000),
 until a short batch or `max_pages` batches. Each batch is its own short transaction over the
 idx_gen_tasks_terminal index that skips locked rows, so it never waits on a worker.
+
+The schedule tick: every `tick` seconds (default 1.0) it
+- calls PromoteDueTasks: scheduled tasks now due (delayed, backed off, snoozed) become queued,
+  which NOTIFYs their tools' wake, so parked workers claim them at once (a claim takes due
+  scheduled tasks itself too, so none waits for this);
+- calls ReapOverdueTasks: running attempts past their run-time limit are failed with a clear
+  error (re-queued while retries remain);
+- enqueues periodic tasks: for each schedule (ListPeriodicTasks) it computes the cron slots after
+  the schedule's last enqueued slot up to now, in the schedule's time zone (cronsim), keeps at
+  most `max_catch_up` of the newest (a reconciler that was down does not flood the queue), and
+  calls EnqueuePeriodicTask for each. The slot key is unique in the table, so however many
+  reconcilers run, each slot is enqueued exactly once, and the schedule's last_slot_at (advanced
+  by the same statement) lets a restarted reconciler resume where the fleet left off.
 """
 
 from __future__ import annotations
@@ -25,11 +38,16 @@ import contextlib
 import logging
 import random
 import time
+from collections import deque
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import grpc
+from cronsim import CronSim, CronSimError
 from generation.task.v1 import task_pb2 as pb
 from generation.task.v1 import task_pb2_grpc
+from google.protobuf import timestamp_pb2
 
 log = logging.getLogger("taskworker.reconciler")
 
@@ -56,6 +74,8 @@ class Reconciler:
         prune_interval: float = 600.0,
         retention_seconds: int = 7 * 24 * 3600,
         prune_batch: int = 1000,
+        tick: float = 1.0,
+        max_catch_up: int = 1,
     ) -> None:
         self.stub = stub
         self.interval = interval
@@ -67,6 +87,11 @@ class Reconciler:
         self.prune_interval = prune_interval
         self.retention_seconds = retention_seconds
         self.prune_batch = prune_batch
+        self.tick = tick
+        self.max_catch_up = max(max_catch_up, 1)
+        self.promoted = 0
+        self.overdue = 0
+        self.periodic_enqueued = 0
         self.sweeps = 0
         self.pruned = 0
         self._last_prune: float | None = None
@@ -101,6 +126,57 @@ class Reconciler:
             log.info("reconciler: pruned %d terminal row(s)", deleted)
         return deleted
 
+    async def schedule_tick(self, now: datetime | None = None) -> None:
+        """Promote due tasks, reap overdue attempts, enqueue due periodic slots."""
+        promoted = await self.stub.PromoteDueTasks(pb.PromoteDueTasksRequest(), timeout=self.rpc_timeout)
+        self.promoted += promoted.promoted
+        reaped = await self.stub.ReapOverdueTasks(pb.ReapOverdueTasksRequest(), timeout=self.rpc_timeout)
+        if reaped.reaped:
+            log.info("reconciler: %d attempt(s) past their run-time limit failed", reaped.reaped)
+        self.overdue += reaped.reaped
+        await self.enqueue_periodic(now or datetime.now(UTC))
+
+    async def enqueue_periodic(self, now: datetime) -> int:
+        """EnqueuePeriodicTask for every due slot of every schedule; how many tasks this call created."""
+        created, after = 0, ""
+        while True:
+            page = await self.stub.ListPeriodicTasks(
+                pb.ListPeriodicTasksRequest(after_name=after, limit=100), timeout=self.rpc_timeout
+            )
+            for schedule in page.periodic_tasks:
+                for slot in self.due_slots(schedule, now):
+                    stamp = timestamp_pb2.Timestamp()
+                    stamp.FromDatetime(slot)
+                    resp = await self.stub.EnqueuePeriodicTask(
+                        pb.EnqueuePeriodicTaskRequest(name=schedule.name, slot_at=stamp), timeout=self.rpc_timeout
+                    )
+                    created += resp.HasField("task")
+            if len(page.periodic_tasks) < 100:
+                break
+            after = page.periodic_tasks[-1].name
+        self.periodic_enqueued += created
+        return created
+
+    def due_slots(self, schedule: pb.PeriodicTask, now: datetime) -> list[datetime]:
+        """The schedule's slots after its last enqueued one (or its creation) up to `now`, the
+        newest `max_catch_up` of them, in UTC. A schedule that cannot be read is logged, skipped."""
+        start = schedule.last_slot_at if schedule.HasField("last_slot_at") else schedule.created_at
+        try:
+            zone = ZoneInfo(schedule.timezone)
+            slots = CronSim(schedule.cron, start.ToDatetime(UTC).astimezone(zone))
+        except (ZoneInfoNotFoundError, ValueError, CronSimError) as err:
+            log.warning(
+                "periodic task %s: cannot read %r in %s: %s", schedule.name, schedule.cron, schedule.timezone, err
+            )
+            return []
+        newest: deque[datetime] = deque(maxlen=self.max_catch_up)
+        for _ in range(100_000):  # a per-second schedule down for a day: still bounded
+            slot = next(slots)
+            if slot > now:
+                break
+            newest.append(slot.astimezone(UTC))
+        return list(newest)
+
     async def _sweep_page(self, result: SweepResult) -> int:
         stale = await self.stub.ListStaleTasks(
             pb.ListStaleTasksRequest(
@@ -129,6 +205,24 @@ class Reconciler:
     async def run(self, stop: asyncio.Event | None = None) -> None:
         """Sweep every `interval` (jittered by 10%) until `stop` is set; errors are logged."""
         stop = stop or asyncio.Event()
+        ticking = asyncio.create_task(self._ticks(stop), name="reconciler ticks")
+        try:
+            await self._sweeps(stop)
+        finally:
+            ticking.cancel()
+            await asyncio.gather(ticking, return_exceptions=True)
+
+    async def _ticks(self, stop: asyncio.Event) -> None:
+        while not stop.is_set():
+            try:
+                await self.schedule_tick()
+            except grpc.aio.AioRpcError as err:
+                log.warning("reconciler tick failed: %s %s", err.code().name, err.details())
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(self.tick * random.uniform(0.9, 1.1)):
+                    await stop.wait()
+
+    async def _sweeps(self, stop: asyncio.Event) -> None:
         while not stop.is_set():
             try:
                 await self.sweep()

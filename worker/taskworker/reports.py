@@ -20,14 +20,17 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import datetime
 import logging
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
 import grpc
 from generation.task.v1 import task_pb2 as pb
 from generation.task.v1 import task_pb2_grpc
+from google.protobuf import duration_pb2
 
 log = logging.getLogger("taskworker.reports")
 
@@ -58,6 +61,8 @@ class Outcome:
     output: str = ""
     reported_usage: str = ""
     error: str = ""
+    # kind fail: claimable again after this many seconds; None: the tool's retry policy.
+    retry_after: float | None = None
     landed: asyncio.Future[bool] = field(default_factory=lambda: asyncio.get_running_loop().create_future())
     # Sent at least once without an answer: it may already have landed.
     uncertain: bool = False
@@ -90,6 +95,7 @@ class ReportBatcher:
         max_in_flight: int = 4,
         rpc_timeout: float = 10.0,
         max_backoff: float = 1.0,
+        on_batch: Callable[[Kind, int], None] | None = None,
     ) -> None:
         if max_batch < 1 or max_in_flight < 1 or window < 0:
             raise ValueError("max_batch and max_in_flight must be >= 1 and window >= 0")
@@ -98,6 +104,8 @@ class ReportBatcher:
         self.max_batch = max_batch
         self.rpc_timeout = rpc_timeout
         self.max_backoff = max_backoff
+        #: Told each batch's kind and size as it is sent (FleetObserver.batch).
+        self.on_batch = on_batch
         self.stats = ReportStats()
         self._waiting: dict[Kind, deque[Outcome]] = {"complete": deque(), "fail": deque()}
         self._ready = asyncio.Event()  # something waits
@@ -167,6 +175,8 @@ class ReportBatcher:
     async def _send(self, kind: Kind, batch: list[Outcome]) -> None:
         try:
             self.stats.batches += 1
+            if self.on_batch is not None:
+                self.on_batch(kind, len(batch))
             for outcome in batch:
                 outcome.attempts += 1
             try:
@@ -207,7 +217,13 @@ class ReportBatcher:
             )
             return list(done.tasks)
         failed = await self.stub.FailTasks(
-            pb.FailTasksRequest(task_ids=ids, lease_tokens=tokens, errors=[o.error for o in batch]),
+            pb.FailTasksRequest(
+                task_ids=ids,
+                lease_tokens=tokens,
+                errors=[o.error for o in batch],
+                # -1: the tool's retry policy (FailTasks' convention for "unset").
+                retry_after_seconds=[-1.0 if o.retry_after is None else max(o.retry_after, 0.0) for o in batch],
+            ),
             timeout=self.rpc_timeout,
             wait_for_ready=True,
         )
@@ -236,7 +252,11 @@ class ReportBatcher:
             else:
                 await self.stub.FailTask(
                     pb.FailTaskRequest(
-                        task_id=task.id, lease_token=task.lease_token, error=outcome.error, increment_retry=True
+                        task_id=task.id,
+                        lease_token=task.lease_token,
+                        error=outcome.error,
+                        increment_retry=True,
+                        retry_after=None if outcome.retry_after is None else _duration(outcome.retry_after),
                     ),
                     timeout=self.rpc_timeout,
                     wait_for_ready=True,
@@ -291,3 +311,9 @@ def landed_earlier(outcome: Outcome, row: pb.Task) -> bool:
         and row.retry_count == task.retry_count + 1
         and row.error == outcome.error
     )
+
+
+def _duration(seconds: float) -> duration_pb2.Duration:
+    d = duration_pb2.Duration()
+    d.FromTimedelta(datetime.timedelta(seconds=max(seconds, 0.0)))
+    return d

@@ -8,7 +8,14 @@ POLL_INTERVAL_SECONDS, HEARTBEAT_INTERVAL_SECONDS, DRAIN_TIMEOUT_SECONDS, REPORT
 REPORT_BATCH_SIZE (batched reports: fleet.py),
 RECONCILE_INTERVAL_SECONDS, PRUNE_INTERVAL_SECONDS, RETENTION_SECONDS (the reconciler's pruning of
 terminal tasks), EVENTS (live task events: redis | postgres | none; default redis),
-EVENTS_RETENTION_SECONDS (kept after a task's terminal event; default 3600).
+EVENTS_RETENTION_SECONDS (kept after a task's terminal event; default 3600),
+CANCEL_GRACE_SECONDS (a cancelled task's coroutine is cancelled this long after it was told; 5),
+RECONCILE_TICK_SECONDS (promotion of due tasks, run-time limits, periodic slots; default 1) and
+PERIODIC_MAX_CATCH_UP (missed periodic slots enqueued after downtime, per schedule; default 1).
+With WAKE=listen the worker also follows WatchTaskCancels (a running task cancelled stops at once).
+METRICS_ADDR (host:port of the fleet's, or the reconciler's, Prometheus /metrics; unset: none; the
+reconciler's has the queue gauges, refreshed every QUEUE_GAUGES_INTERVAL_SECONDS, default 15) and
+TRACING (true: a span per task, continuing its enqueue's trace; metrics.py, docs/operations.md).
 """
 
 from __future__ import annotations
@@ -17,13 +24,14 @@ import asyncio
 import logging
 import os
 import signal
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import grpc
 from generation.task.v1 import task_pb2 as pb
 from generation.task.v1 import task_pb2_grpc
 
+from .cancels import CancelWatcher
 from .connect import ChannelSettings, ConnectionSetupError, open_channel, wait_for_server
 from .events import (
     DEFAULT_RETENTION,
@@ -34,6 +42,7 @@ from .events import (
     RedisEventTransport,
 )
 from .fleet import Process, WorkerFleet
+from .metrics import FleetObserver, QueueGauges, new_registry, serve_metrics, serve_registry
 from .reconciler import Reconciler
 from .wake import ListenWakeSubscriber, RedisWakeSubscriber
 
@@ -75,6 +84,7 @@ async def run_worker(
         "drain_timeout": _env_float("DRAIN_TIMEOUT_SECONDS", 30.0),
         "report_window": _env_float("REPORT_WINDOW_SECONDS", 0.002),
         "report_batch": int(_env_float("REPORT_BATCH_SIZE", 500)),
+        "cancel_grace": _env_float("CANCEL_GRACE_SECONDS", 5.0),
         **fleet_options,
     }
     settings = ChannelSettings.from_env() if channel_settings is None else channel_settings
@@ -89,7 +99,9 @@ async def run_worker(
             else None
         )
         emitter = None if transport is None else EventEmitter(transport)
-        fleet = WorkerFleet(stub, events=emitter, **options)
+        observer = _observer()
+        fleet = WorkerFleet(stub, events=emitter, observer=observer, **options)
+        stop_metrics = _serve_fleet_metrics(fleet)
         for name, process in tools.items():
             tool = (await _register(stub, name, address)).tool
             lanes = concurrency if isinstance(concurrency, int) else concurrency.get(name, 1)
@@ -99,13 +111,32 @@ async def run_worker(
             fleet.add_background(RedisWakeSubscriber(fleet.wake).run())
         elif wake == "listen":
             fleet.add_background(ListenWakeSubscriber(stub, fleet.wake, list(fleet.lanes)).run())
+            fleet.add_background(CancelWatcher(stub, fleet.request_cancel).run())
         fleet.install_signal_handlers()
         try:
             await fleet.run()
         finally:
+            stop_metrics()
             if emitter is not None:
                 await emitter.aclose()
         return fleet
+
+
+def _observer() -> FleetObserver | None:
+    """METRICS_ADDR and TRACING as a FleetObserver; None (nothing imported) when both are unset."""
+    addr, tracing = os.environ.get("METRICS_ADDR", ""), os.environ.get("TRACING", "").lower() in ("1", "true", "yes")
+    if not addr and not tracing:
+        return None
+    return FleetObserver(new_registry() if addr else None, tracing=tracing)
+
+
+def _serve_fleet_metrics(fleet: WorkerFleet) -> Callable[[], None]:
+    addr = os.environ.get("METRICS_ADDR", "")
+    if not addr:
+        return lambda: None
+    port, stop = serve_metrics(addr, fleet)
+    log.info("metrics on %s (port %d)", addr, port)
+    return stop
 
 
 def _events_setting(events: str | None) -> str:
@@ -147,9 +178,22 @@ async def run_reconciler(address: str | None = None, channel_settings: ChannelSe
             interval=interval,
             prune_interval=_env_float("PRUNE_INTERVAL_SECONDS", 600.0),
             retention_seconds=int(_env_float("RETENTION_SECONDS", 7 * 24 * 3600)),
+            tick=_env_float("RECONCILE_TICK_SECONDS", 1.0),
+            max_catch_up=int(_env_float("PERIODIC_MAX_CATCH_UP", 1)),
         )
         jobs = [reconciler.run(stop)]
+        stop_metrics: Callable[[], None] = lambda: None  # noqa: E731
+        if addr := os.environ.get("METRICS_ADDR", ""):
+            gauges = QueueGauges(stub, interval=_env_float("QUEUE_GAUGES_INTERVAL_SECONDS", 15.0))
+            registry = new_registry()
+            registry.register(gauges)
+            port, stop_metrics = serve_registry(addr, registry)
+            log.info("queue gauges on %s (port %d)", addr, port)
+            jobs.append(gauges.run(stop))
         if _events_setting(None) == "postgres":
             retention = _env_float("EVENTS_RETENTION_SECONDS", DEFAULT_RETENTION)
             jobs.append(EventPurger(stub, retention=retention, interval=interval).run(stop))
-        await asyncio.gather(*jobs)
+        try:
+            await asyncio.gather(*jobs)
+        finally:
+            stop_metrics()

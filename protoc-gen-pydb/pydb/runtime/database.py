@@ -16,6 +16,7 @@ from psycopg import AsyncConnection
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from .errors import RpcError, describe_for_log, status_for_db_error
+from .metrics import observer_for
 
 log = logging.getLogger("pydb")
 
@@ -99,6 +100,8 @@ class Database:
         self.replica = replica
         #: A request's `max_bytes` answer budget is capped at this (configure_max_answer).
         self.max_answer_bytes = _max_answer_bytes.get(id(pool), DEFAULT_MAX_ANSWER_BYTES)
+        #: Metrics and span attributes (--metrics-addr, --tracing); None when both are off.
+        self.observer = observer_for(pool)
 
     async def run(
         self,
@@ -112,10 +115,13 @@ class Database:
         started = time.perf_counter()
         code, message, cause = grpc.StatusCode.OK, "", ""
         unexpected: Exception | None = None
+        response: Resp | None = None
+        sqlstate: str | None = None  # of a database error
         cap_answer_budget(request, self.max_answer_bytes)
         pool = self.replica if replica and self.replica is not None else self.pool
         try:
-            return await self._bounded(pool, handler, request, context.time_remaining())
+            response = await self._bounded(pool, handler, request, context.time_remaining())
+            return response
         except RpcError as err:
             code, message = err.code, err.message
         except PoolTimeout as err:  # no pooled connection within --pool-timeout: busy, or unreachable
@@ -123,7 +129,7 @@ class Database:
             cause = f"error={_quote(str(err))}"
         except psycopg.Error as err:
             code, message = status_for_db_error(err)
-            cause = describe_for_log(err)
+            cause, sqlstate = describe_for_log(err), err.sqlstate or ""
             if isinstance(err, psycopg.OperationalError):
                 recheck_idle(pool)
         except TimeoutError:  # from _bounded only: psycopg raises its own errors
@@ -136,6 +142,8 @@ class Database:
             cause, unexpected = f"error={_quote(repr(err))}", err
         finally:
             elapsed = (time.perf_counter() - started) * 1000
+            if self.observer is not None:
+                self.observer.observe(rpc, handler.__name__, code, elapsed / 1000, response, sqlstate)
             level = logging.ERROR if code in SERVER_FAULTS else logging.DEBUG
             if log.isEnabledFor(level):
                 line = f"rpc={rpc} code={code.name} ms={elapsed:.1f}"

@@ -24,7 +24,7 @@ from grpc_reflection.v1alpha import reflection
 from psycopg.conninfo import conninfo_to_dict
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
-from . import auth
+from . import auth, metrics, trace
 from .database import DEFAULT_MAX_ANSWER_BYTES, configure_max_answer, drain
 from .decoding import DecodeGuard
 from .descriptors import public_pool
@@ -72,6 +72,10 @@ class Config:
     database_listen_url: str = ""
     #: Server-side prepared statements: auto (off behind a detected pooler), on, off (pooling.py).
     database_prepare: str = "auto"
+    #: host:port of the Prometheus /metrics endpoint; "" means none (docs/operations.md).
+    metrics_addr: str = ""
+    #: An OpenTelemetry SERVER span per RPC (needs opentelemetry-api; the SDK is the deployment's).
+    tracing: bool = False
 
 
 @dataclass(frozen=True)
@@ -197,6 +201,24 @@ SETTINGS = (
             "largest answer sent (default: gRPC's client receive limit); a request's max_bytes budget is capped at it",
         ),
     ),
+    *(
+        # Observability (docs/operations.md).
+        _Setting(
+            "--metrics-addr",
+            "METRICS_ADDR",
+            "",
+            "str",
+            "host:port to serve Prometheus metrics on (/metrics, plain HTTP: keep it on a private address); "
+            "empty: no metrics",
+        ),
+        _Setting(
+            "--tracing",
+            "TRACING",
+            "false",
+            "bool",
+            "an OpenTelemetry span per RPC, continuing the caller's traceparent (needs opentelemetry-api)",
+        ),
+    ),
 )
 
 # Settings whose value is never echoed in an error (it may hold a password or a token).
@@ -296,6 +318,8 @@ def config_from_args(p: argparse.ArgumentParser, a: argparse.Namespace, env: Map
         p.error("--tls-client-names needs --tls-client-ca")
     if values["lock_timeout"] < 0 or values["max_listen_streams"] < 1:
         p.error("need --lock-timeout >= 0 and --max-listen-streams >= 1")
+    if values["metrics_addr"] and not values["metrics_addr"].rpartition(":")[2].isdigit():
+        p.error("--metrics-addr must be host:port")
     if not 1024 <= values["max_send_message_bytes"] < 2**31:
         p.error("--max-send-message-bytes must be at least 1024 and below 2**31")
     for name in ("pool_timeout", "grace_seconds", "health_interval"):
@@ -397,6 +421,8 @@ async def serve(
     interceptors = server_interceptors(cfg)  # first: a refused configuration opens nothing
     pool = make_pool(cfg)
     replica = make_pool(cfg, cfg.database_replica_url, "pydb-replica") if cfg.database_replica_url else None
+    pools = (pool,) if replica is None else (pool, replica)
+    stop_metrics = observe(cfg, pools)
     configure_streams(pool, cfg.max_listen_streams, cfg.database_listen_url)
     configure_max_answer(pool, cfg.max_send_message_bytes)
     set_log_detail(cfg.log_database_detail)
@@ -451,15 +477,40 @@ async def serve(
             await health_servicer.enter_graceful_shutdown()
             close_streams(pool)  # LISTEN streams never end by themselves: end them now
             await grpc_server.stop(cfg.grace_seconds)
-            for each in (pool, replica) if replica is not None else (pool,):
+            for each in pools:
                 await drain(each, timeout=5.0)  # calls cut off by the grace period: cancel their statements
                 await each.close()
+            stop_metrics()
             log.info("event=stopped")
         finally:
             # Only now: a repeated SIGTERM/SIGINT (a supervisor, `make` passing it on) must not
             # kill the process halfway through its graceful shutdown.
             for sig in handled:
                 loop.remove_signal_handler(sig)
+
+
+def observe(cfg: Config, pools: Sequence[AsyncConnectionPool[Any]]) -> Callable[[], None]:
+    """Metrics and tracing as configured (metrics.py, tracing.py); returns what stops the
+    metrics endpoint. Both off: nothing is imported or installed."""
+    if not cfg.metrics_addr and not cfg.tracing:
+        return lambda: None
+    registry, stop = None, None
+    if cfg.metrics_addr:
+        registry, port, stop = metrics.start_metrics_server(cfg.metrics_addr, pools)
+        log.info("event=metrics addr=%s port=%d", cfg.metrics_addr, port)
+    if cfg.tracing:
+        from . import tracing
+
+        trace.use_current_span(tracing.current_traceparent)
+    metrics.configure_observer(pools, metrics.Observer(registry, cfg.tracing))
+
+    def stopped() -> None:
+        if stop is not None:
+            stop()
+        if cfg.tracing:
+            trace.use_current_span(None)
+
+    return stopped
 
 
 def authentication(cfg: Config) -> str:
@@ -483,6 +534,10 @@ def server_interceptors(cfg: Config) -> list[grpc.aio.ServerInterceptor]:  # typ
     if names and cfg.tls_client_ca:
         chain.append(auth.ClientNameInterceptor(names, open_methods=open_methods))
     chain.append(DecodeGuard())
+    if cfg.tracing:
+        from .tracing import TracingInterceptor
+
+        chain.insert(0, TracingInterceptor())  # outermost: a refused call is traced too
     return chain
 
 

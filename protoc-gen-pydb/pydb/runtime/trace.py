@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Any
 
 import grpc
@@ -21,9 +22,22 @@ def valid_traceparent(value: str) -> bool:
     return version != "00" or rest is None
 
 
+#: With tracing on (`--tracing`): the current span's traceparent (tracing.current_traceparent).
+_current_span: Callable[[], str | None] | None = None
+
+
+def use_current_span(source: Callable[[], str | None] | None) -> None:
+    global _current_span
+    _current_span = source
+
+
 def traceparent(context: grpc.aio.ServicerContext[Any, Any]) -> str | None:
-    """The call's `traceparent` metadata when it is well formed, else None (a malformed
-    header is ignored, as the spec asks)."""
+    """What an enqueue stores as its task's parent span: with tracing on, the call's own server
+    span (a child of the caller's `traceparent`, or the root of a new trace); off, the call's
+    `traceparent` metadata when it is well formed, else None (a malformed header is ignored,
+    as the spec asks)."""
+    if _current_span is not None and (current := _current_span()) is not None:
+        return current
     for key, value in context.invocation_metadata() or ():
         if key == "traceparent" and isinstance(value, str):
             value = value.strip()

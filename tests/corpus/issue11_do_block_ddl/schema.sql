@@ -1,5 +1,7 @@
 DO $$
 BEGIN
-    CREATE TABLE hidden (id int PRIMARY KEY);
+    FOR i IN 1..1 LOOP
+        EXECUTE 'CREATE TABLE hidden (id int PRIMARY KEY)';
+    END LOOP;
 END
 $$;

@@ -4,11 +4,14 @@
 
 CREATE SCHEMA generation;
 
--- Lifecycle: queued -> processing -> completed | failed.
+-- Lifecycle: (scheduled ->) queued -> processing -> completed | failed | cancelled.
 -- The label order matters: `ORDER BY status DESC` puts reclaimable `processing`
 -- zombies ahead of `queued` work. `dispatched` is never set by an RPC; it exists so
--- the reaper also sweeps legacy rows parked in it.
-CREATE TYPE generation.task_status AS ENUM ('queued', 'dispatched', 'processing', 'completed', 'failed');
+-- the reaper also sweeps legacy rows parked in it. `scheduled` (a task whose run_at is in the
+-- future: delayed, backed off or snoozed) sorts below `queued` and `cancelled` (terminal) last;
+-- neither is in the claim index, so neither lengthens the claim's scan.
+CREATE TYPE generation.task_status AS ENUM
+    ('scheduled', 'queued', 'dispatched', 'processing', 'completed', 'failed', 'cancelled');
 
 -- A worker pool: every task names the tool that processes it.
 -- The CHECK constraints below state what the data may hold, so a caller's bad value is refused
@@ -20,7 +23,18 @@ CREATE TABLE generation.tools (
     created_at timestamptz NOT NULL DEFAULT now(),
     -- The lease a claim takes and a heartbeat renews (SetToolLease): the one place its default
     -- lives. A tool whose tasks take seconds recovers a crashed worker's task in seconds.
-    lease_seconds integer NOT NULL DEFAULT 120 CHECK (lease_seconds BETWEEN 1 AND 86400)
+    lease_seconds integer NOT NULL DEFAULT 120 CHECK (lease_seconds BETWEEN 1 AND 86400),
+    -- The retry policy (SetToolRetryPolicy): a failed attempt with retries left waits
+    -- min(cap, base * 2^retry_count) seconds, plus up to 25% jitter (never past the cap), before
+    -- it is claimable again.
+    retry_base_seconds double precision NOT NULL DEFAULT 2 CHECK (retry_base_seconds > 0 AND retry_base_seconds <= 86400),
+    retry_cap_seconds double precision NOT NULL DEFAULT 600
+        CHECK (retry_cap_seconds <= 604800 AND retry_cap_seconds >= retry_base_seconds),
+    -- The run-time limit of one attempt (SetToolMaxRuntime); NULL: none. A task's own
+    -- max_runtime_seconds wins.
+    max_runtime_seconds integer CHECK (max_runtime_seconds BETWEEN 1 AND 604800),
+    -- PauseTool / ResumeTool: while true no claim returns the tool's tasks.
+    paused boolean NOT NULL DEFAULT false
 );
 
 CREATE TABLE generation.tasks (
@@ -51,13 +65,33 @@ CREATE TABLE generation.tasks (
     completed_at timestamptz,
     -- The task's own lease, set at enqueue for work unlike its tool's; NULL: the tool's
     -- lease_seconds. Claims and heartbeats take COALESCE(task, tool).
-    lease_seconds integer CHECK (lease_seconds BETWEEN 1 AND 86400)
+    lease_seconds integer CHECK (lease_seconds BETWEEN 1 AND 86400),
+    -- Not claimable before this (QueueTask's run_at, a backoff, a snooze). A row whose run_at is
+    -- in the future is `scheduled`, outside the claim index.
+    run_at timestamptz NOT NULL DEFAULT now(),
+    -- When the current attempt was claimed: the run-time limit counts from here.
+    attempted_at timestamptz,
+    -- This task's run-time limit per attempt; NULL: its tool's.
+    max_runtime_seconds integer CHECK (max_runtime_seconds BETWEEN 1 AND 604800),
+    -- Failure history kept across redrives (RetryTask, RetryTasks): one JSON object per
+    -- terminal attempt budget, oldest first.
+    errors jsonb NOT NULL DEFAULT '[]',
+    -- A periodic task's slot (EnqueuePeriodicTask): one task per (name, slot), however many
+    -- reconcilers race to enqueue it.
+    periodic_name text,
+    periodic_slot_at timestamptz
 );
 
 -- Makes the claim's `ORDER BY status DESC, priority DESC, created_at ASC LIMIT n`
 -- an index-ordered top-n, even under a deep mixed-priority backlog for one tool.
 CREATE INDEX idx_gen_tasks_queue ON generation.tasks (tool_id, status DESC, priority DESC, created_at ASC)
     WHERE status IN ('queued', 'processing');
+
+-- Delayed, backed-off and snoozed tasks, by when they are due: the claim takes a tool's due
+-- ones directly (so none waits for a promotion), PromoteDueTasks flips due ones of every tool to
+-- `queued` (which NOTIFYs the wake). Future rows cost the claim one empty range probe.
+CREATE INDEX idx_gen_tasks_scheduled_tool ON generation.tasks (tool_id, run_at) WHERE status = 'scheduled';
+CREATE INDEX idx_gen_tasks_scheduled ON generation.tasks (run_at) WHERE status = 'scheduled';
 
 -- The reaper's scan for stale rows of every tool (ListStaleTasks): live rows older than its cutoff...
 CREATE INDEX idx_gen_tasks_stale ON generation.tasks (created_at)
@@ -66,11 +100,29 @@ CREATE INDEX idx_gen_tasks_stale ON generation.tasks (created_at)
 -- ... and live rows no claim will take (retry_count >= max_retries), whatever their age: few
 -- (the reaper fails them), so the reaper finds them without reading the backlog.
 CREATE INDEX idx_gen_tasks_unclaimable ON generation.tasks (created_at)
-    WHERE status IN ('queued', 'dispatched', 'processing') AND retry_count >= max_retries;
+    WHERE status IN ('scheduled', 'queued', 'dispatched', 'processing') AND retry_count >= max_retries;
+
+-- The reaper's run-time limit sweep (ReapOverdueTasks): running attempts, oldest first. Few rows
+-- (one per task a worker holds), so the sweep never reads the backlog.
+CREATE INDEX idx_gen_tasks_running ON generation.tasks (attempted_at) WHERE status = 'processing';
 
 -- Retention (PruneTasks): terminal rows oldest first, without scanning live work.
 CREATE INDEX idx_gen_tasks_terminal ON generation.tasks (completed_at)
-    WHERE status IN ('completed', 'failed');
+    WHERE status IN ('completed', 'failed', 'cancelled');
+
+-- Redrive (RetryTasks): a tool's failed and cancelled rows by when they ended.
+CREATE INDEX idx_gen_tasks_redrive ON generation.tasks (tool_id, completed_at)
+    WHERE status IN ('failed', 'cancelled');
+
+-- One task per periodic slot (EnqueuePeriodicTask's ON CONFLICT).
+CREATE UNIQUE INDEX idx_gen_tasks_periodic_slot ON generation.tasks (periodic_name, periodic_slot_at)
+    WHERE periodic_name IS NOT NULL;
+
+-- The task list (ListTasks), newest first, one index per branch of its statement: by tool,
+-- by status, or every task. Keyset pagination walks them in order and stops at the page.
+CREATE INDEX idx_gen_tasks_tool_created ON generation.tasks (tool_id, created_at, id);
+CREATE INDEX idx_gen_tasks_status_created ON generation.tasks (status, created_at, id);
+CREATE INDEX idx_gen_tasks_created ON generation.tasks (created_at, id);
 
 -- The wake signal without Redis: a row that becomes claimable (a new task, or one FailTask
 -- re-queued) NOTIFYs channel task_wake with its tool_id. NOTIFY is transactional, so the wake
@@ -86,6 +138,38 @@ CREATE TRIGGER tasks_notify_wake
     AFTER INSERT OR UPDATE OF status ON generation.tasks
     FOR EACH ROW WHEN (NEW.status = 'queued')
     EXECUTE FUNCTION generation.notify_task_wake();
+
+-- A running task cancelled (CancelTask) NOTIFYs task_cancel with its id, so the worker
+-- holding it hears at once (WatchTaskCancels) rather than at its next heartbeat.
+CREATE FUNCTION generation.notify_task_cancel() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM pg_notify('task_cancel', NEW.id::text);
+    RETURN NULL;
+END
+$$;
+
+CREATE TRIGGER tasks_notify_cancel
+    AFTER UPDATE OF status ON generation.tasks
+    FOR EACH ROW WHEN (OLD.status = 'processing' AND NEW.status = 'cancelled')
+    EXECUTE FUNCTION generation.notify_task_cancel();
+
+-- Periodic tasks (UpsertPeriodicTask): the reconciler computes each schedule's slots (cron
+-- expression in its time zone) and enqueues each due slot with EnqueuePeriodicTask, which
+-- advances last_slot_at, so a restarted reconciler resumes after the last slot enqueued.
+CREATE TABLE generation.periodic_tasks (
+    name text PRIMARY KEY CHECK (name <> '' AND char_length(name) <= 200),
+    tool_id uuid NOT NULL REFERENCES generation.tools (id),
+    -- Five (or six, with seconds) cron fields, or a macro such as @hourly; the reconciler parses
+    -- it (cronsim) and logs a schedule it cannot read.
+    cron text NOT NULL CHECK (char_length(cron) <= 200 AND cron ~ '^\s*(@[a-z]+|\S+(\s+\S+){4,5})\s*$'),
+    timezone text NOT NULL DEFAULT 'UTC' CHECK (timezone <> '' AND char_length(timezone) <= 100),
+    input jsonb NOT NULL DEFAULT '{}',
+    priority integer NOT NULL DEFAULT 0 CHECK (priority BETWEEN -1000 AND 1000),
+    max_retries integer NOT NULL DEFAULT 3 CHECK (max_retries BETWEEN 0 AND 100),
+    created_at timestamptz NOT NULL DEFAULT now(),
+    updated_at timestamptz NOT NULL DEFAULT now(),
+    last_slot_at timestamptz
+);
 
 -- Live task events without Redis (docs/worker.md, "Live task events"). Not the queue: a
 -- best-effort side channel, numbered 1, 2, 3... per task by AppendTaskEvents and purged by

@@ -30,22 +30,26 @@ REVOKE ALL ON SCHEMA generation FROM pydb_task_service;
 
 GRANT USAGE ON SCHEMA generation TO pydb_task_service;
 
--- RegisterTool: INSERT ... ON CONFLICT (name) DO UPDATE SET name ... RETURNING id, name, created_at,
--- lease_seconds; SetToolLease: UPDATE lease_seconds; the claims and heartbeats read lease_seconds.
-GRANT SELECT (id, name, created_at, lease_seconds), INSERT (name), UPDATE (name, lease_seconds)
+-- RegisterTool: INSERT ... ON CONFLICT (name) DO UPDATE SET name ... RETURNING *; SetToolLease,
+-- SetToolRetryPolicy, SetToolMaxRuntime, PauseTool / ResumeTool: UPDATE their columns; the claims,
+-- heartbeats and failures read them.
+GRANT SELECT, INSERT (name),
+      UPDATE (name, lease_seconds, retry_base_seconds, retry_cap_seconds, max_runtime_seconds, paused)
     ON generation.tools TO pydb_task_service;
 
 -- Every read returns whole rows (RETURNING *, SELECT *).
 GRANT SELECT ON generation.tasks TO pydb_task_service;
 -- QueueTask: the columns a caller may set.
-GRANT INSERT (tool_id, input, priority, max_retries, reserved_token_amount, billing_idempotency_key, w3c_traceparent,
-              lease_seconds)
+-- (EnqueuePeriodicTask also the slot columns.)
+GRANT INSERT (tool_id, status, input, priority, max_retries, reserved_token_amount, billing_idempotency_key,
+              w3c_traceparent, lease_seconds, run_at, max_runtime_seconds, periodic_name, periodic_slot_at)
     ON generation.tasks TO pydb_task_service;
--- ClaimNextTask / ClaimTasks / HeartbeatTask / CompleteTask(s) / FailTask (the state machine),
--- QueueTask's idempotent ON CONFLICT DO UPDATE (billing_idempotency_key). FOR UPDATE needs an
--- UPDATE privilege too, which these give.
+-- ClaimNextTask / ClaimTasks / HeartbeatTask / CompleteTask(s) / FailTask(s) / SnoozeTask /
+-- CancelTask(s) / PromoteDueTasks / ReapOverdueTasks / RetryTask(s) (the state machine), QueueTask's
+-- idempotent ON CONFLICT DO UPDATE (billing_idempotency_key). FOR UPDATE needs an UPDATE privilege
+-- too, which these give.
 GRANT UPDATE (status, started_at, claim_expires_at, lease_token, retry_count, output, reported_usage, completed_at, error,
-              billing_idempotency_key)
+              billing_idempotency_key, run_at, attempted_at, errors)
     ON generation.tasks TO pydb_task_service;
 -- PruneTasks: retention deletes terminal rows (the statement's WHERE; the role cannot tell
 -- rows apart, so this is the one table-wide privilege granted for it).
@@ -54,3 +58,9 @@ GRANT DELETE ON generation.tasks TO pydb_task_service;
 -- Live task events (docs/worker.md): AppendTaskEvents numbers events after max(seq) and inserts
 -- whole rows, ListTaskEvents reads them, PurgeTaskEvents deletes expired ones. Nothing updates them.
 GRANT SELECT, INSERT, DELETE ON generation.task_events TO pydb_task_service;
+
+-- Periodic tasks: UpsertPeriodicTask inserts or updates a schedule, ListPeriodicTasks reads them,
+-- DeletePeriodicTask deletes one, EnqueuePeriodicTask advances last_slot_at.
+GRANT SELECT, INSERT (name, tool_id, cron, timezone, input, priority, max_retries),
+      UPDATE (tool_id, cron, timezone, input, priority, max_retries, updated_at, last_slot_at), DELETE
+    ON generation.periodic_tasks TO pydb_task_service;

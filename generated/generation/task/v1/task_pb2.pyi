@@ -4,14 +4,17 @@ isort:skip_file
 The generation task queue's data plane. Every RPC is one SQL statement, checked against
 the sibling schema.sql and turned into a typed handler by protoc-gen-pydb.
 
-Life of a task: QueueTask / QueueTasks (queued) -> ClaimNextTask / ClaimTasks (processing,
-leased for the tool's lease_seconds) -> HeartbeatTask while working -> CompleteTask(s)
-(completed) or FailTask(s) (queued again while retries remain, else failed).
-ListStaleTasks finds what no claim will recover; PruneTasks deletes old terminal rows.
+Life of a task: QueueTask / QueueTasks (queued, or scheduled until its run_at) -> ClaimNextTask /
+ClaimTasks (processing, leased for the tool's lease_seconds) -> HeartbeatTask while working ->
+CompleteTask(s) (completed) or FailTask(s) (scheduled after a backoff while retries remain, else
+failed); SnoozeTask re-queues without a retry; CancelTask(s) ends any unfinished task cancelled.
+ListStaleTasks finds what no claim will recover; PruneTasks deletes old terminal rows;
+PromoteDueTasks, ReapOverdueTasks and EnqueuePeriodicTask are the reconciler's schedule tick.
 """
 
 from collections import abc as _abc
 from google.protobuf import descriptor as _descriptor
+from google.protobuf import duration_pb2 as _duration_pb2
 from google.protobuf import message as _message
 from google.protobuf import timestamp_pb2 as _timestamp_pb2
 from google.protobuf.internal import containers as _containers
@@ -34,23 +37,35 @@ class _TaskStatus:
 class _TaskStatusEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_TaskStatus.ValueType], _builtins.type):
     DESCRIPTOR: _descriptor.EnumDescriptor
     TASK_STATUS_UNSPECIFIED: _TaskStatus.ValueType  # 0
+    TASK_STATUS_SCHEDULED: _TaskStatus.ValueType  # 7
+    """Not claimable before its run_at (delayed, backed off or snoozed); claimed once due."""
     TASK_STATUS_QUEUED: _TaskStatus.ValueType  # 1
     TASK_STATUS_DISPATCHED: _TaskStatus.ValueType  # 2
     """Legal in the schema but never set by an RPC; swept by the reaper."""
     TASK_STATUS_PROCESSING: _TaskStatus.ValueType  # 3
     TASK_STATUS_COMPLETED: _TaskStatus.ValueType  # 4
     TASK_STATUS_FAILED: _TaskStatus.ValueType  # 5
+    TASK_STATUS_CANCELLED: _TaskStatus.ValueType  # 6
+    """Terminal: CancelTask. A running task's worker learns it at its next heartbeat (or at once
+    through WatchTaskCancels); its late CompleteTask / FailTask is refused.
+    """
 
 class TaskStatus(_TaskStatus, metaclass=_TaskStatusEnumTypeWrapper):
     """Mirrors the Postgres enum generation.task_status, label by label."""
 
 TASK_STATUS_UNSPECIFIED: TaskStatus.ValueType  # 0
+TASK_STATUS_SCHEDULED: TaskStatus.ValueType  # 7
+"""Not claimable before its run_at (delayed, backed off or snoozed); claimed once due."""
 TASK_STATUS_QUEUED: TaskStatus.ValueType  # 1
 TASK_STATUS_DISPATCHED: TaskStatus.ValueType  # 2
 """Legal in the schema but never set by an RPC; swept by the reaper."""
 TASK_STATUS_PROCESSING: TaskStatus.ValueType  # 3
 TASK_STATUS_COMPLETED: TaskStatus.ValueType  # 4
 TASK_STATUS_FAILED: TaskStatus.ValueType  # 5
+TASK_STATUS_CANCELLED: TaskStatus.ValueType  # 6
+"""Terminal: CancelTask. A running task's worker learns it at its next heartbeat (or at once
+through WatchTaskCancels); its late CompleteTask / FailTask is refused.
+"""
 Global___TaskStatus: _TypeAlias = TaskStatus  # noqa: Y015
 
 @_typing.final
@@ -63,10 +78,23 @@ class Tool(_message.Message):
     NAME_FIELD_NUMBER: _builtins.int
     CREATED_AT_FIELD_NUMBER: _builtins.int
     LEASE_SECONDS_FIELD_NUMBER: _builtins.int
+    RETRY_BASE_SECONDS_FIELD_NUMBER: _builtins.int
+    RETRY_CAP_SECONDS_FIELD_NUMBER: _builtins.int
+    MAX_RUNTIME_SECONDS_FIELD_NUMBER: _builtins.int
+    PAUSED_FIELD_NUMBER: _builtins.int
     id: _builtins.str
     name: _builtins.str
     lease_seconds: _builtins.int
     """The lease a claim of this tool's tasks takes (and a heartbeat renews), in seconds."""
+    retry_base_seconds: _builtins.float
+    """The retry policy: a failed attempt with retries left waits min(cap, base * 2^retry_count)
+    seconds plus up to 25% jitter (never past the cap). Defaults 2 s and 600 s.
+    """
+    retry_cap_seconds: _builtins.float
+    max_runtime_seconds: _builtins.int
+    """The run-time limit of one attempt, in seconds; unset: none."""
+    paused: _builtins.bool
+    """PauseTool / ResumeTool: while true no claim returns this tool's tasks."""
     @_builtins.property
     def created_at(self) -> _timestamp_pb2.Timestamp: ...
     def __init__(
@@ -76,12 +104,18 @@ class Tool(_message.Message):
         name: _builtins.str = ...,
         created_at: _timestamp_pb2.Timestamp | None = ...,
         lease_seconds: _builtins.int = ...,
+        retry_base_seconds: _builtins.float = ...,
+        retry_cap_seconds: _builtins.float = ...,
+        max_runtime_seconds: _builtins.int | None = ...,
+        paused: _builtins.bool = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["created_at", b"created_at"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_max_runtime_seconds", b"_max_runtime_seconds", "created_at", b"created_at", "max_runtime_seconds", b"max_runtime_seconds"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["created_at", b"created_at", "id", b"id", "lease_seconds", b"lease_seconds", "name", b"name"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_max_runtime_seconds", b"_max_runtime_seconds", "created_at", b"created_at", "id", b"id", "lease_seconds", b"lease_seconds", "max_runtime_seconds", b"max_runtime_seconds", "name", b"name", "paused", b"paused", "retry_base_seconds", b"retry_base_seconds", "retry_cap_seconds", b"retry_cap_seconds"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    def WhichOneof(self, oneof_group: _Never) -> None: ...
+    _WhichOneofReturnType__max_runtime_seconds: _TypeAlias = _typing.Literal["max_runtime_seconds"]  # noqa: Y015
+    _WhichOneofArgType__max_runtime_seconds: _TypeAlias = _typing.Literal["_max_runtime_seconds", b"_max_runtime_seconds"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__max_runtime_seconds) -> _WhichOneofReturnType__max_runtime_seconds | None: ...
 
 Global___Tool: _TypeAlias = Tool  # noqa: Y015
 
@@ -110,6 +144,12 @@ class Task(_message.Message):
     STARTED_AT_FIELD_NUMBER: _builtins.int
     COMPLETED_AT_FIELD_NUMBER: _builtins.int
     LEASE_SECONDS_FIELD_NUMBER: _builtins.int
+    RUN_AT_FIELD_NUMBER: _builtins.int
+    ATTEMPTED_AT_FIELD_NUMBER: _builtins.int
+    MAX_RUNTIME_SECONDS_FIELD_NUMBER: _builtins.int
+    ERRORS_FIELD_NUMBER: _builtins.int
+    PERIODIC_NAME_FIELD_NUMBER: _builtins.int
+    PERIODIC_SLOT_AT_FIELD_NUMBER: _builtins.int
     id: _builtins.str
     tool_id: _builtins.str
     status: Global___TaskStatus.ValueType
@@ -130,6 +170,12 @@ class Task(_message.Message):
     answer of a claim carries the lease that claim took (the task's, else the tool's), which
     the worker's heartbeat follows.
     """
+    max_runtime_seconds: _builtins.int
+    """This task's run-time limit per attempt in seconds; unset: its tool's."""
+    errors: _builtins.str
+    """JSON text: the failure history kept across redrives (RetryTask), oldest first."""
+    periodic_name: _builtins.str
+    """A periodic task's schedule name and slot (EnqueuePeriodicTask)."""
     @_builtins.property
     def claim_expires_at(self) -> _timestamp_pb2.Timestamp: ...
     @_builtins.property
@@ -138,6 +184,16 @@ class Task(_message.Message):
     def started_at(self) -> _timestamp_pb2.Timestamp: ...
     @_builtins.property
     def completed_at(self) -> _timestamp_pb2.Timestamp: ...
+    @_builtins.property
+    def run_at(self) -> _timestamp_pb2.Timestamp:
+        """Not claimed before this (QueueTask's run_at, a backoff, a snooze)."""
+
+    @_builtins.property
+    def attempted_at(self) -> _timestamp_pb2.Timestamp:
+        """When the current attempt was claimed: the run-time limit counts from here."""
+
+    @_builtins.property
+    def periodic_slot_at(self) -> _timestamp_pb2.Timestamp: ...
     def __init__(
         self,
         *,
@@ -160,10 +216,16 @@ class Task(_message.Message):
         started_at: _timestamp_pb2.Timestamp | None = ...,
         completed_at: _timestamp_pb2.Timestamp | None = ...,
         lease_seconds: _builtins.int | None = ...,
+        run_at: _timestamp_pb2.Timestamp | None = ...,
+        attempted_at: _timestamp_pb2.Timestamp | None = ...,
+        max_runtime_seconds: _builtins.int | None = ...,
+        errors: _builtins.str = ...,
+        periodic_name: _builtins.str | None = ...,
+        periodic_slot_at: _timestamp_pb2.Timestamp | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_billing_idempotency_key", b"_billing_idempotency_key", "_error", b"_error", "_lease_seconds", b"_lease_seconds", "_lease_token", b"_lease_token", "_output", b"_output", "_reported_usage", b"_reported_usage", "_reserved_token_amount", b"_reserved_token_amount", "_w3c_traceparent", b"_w3c_traceparent", "billing_idempotency_key", b"billing_idempotency_key", "claim_expires_at", b"claim_expires_at", "completed_at", b"completed_at", "created_at", b"created_at", "error", b"error", "lease_seconds", b"lease_seconds", "lease_token", b"lease_token", "output", b"output", "reported_usage", b"reported_usage", "reserved_token_amount", b"reserved_token_amount", "started_at", b"started_at", "w3c_traceparent", b"w3c_traceparent"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_billing_idempotency_key", b"_billing_idempotency_key", "_error", b"_error", "_lease_seconds", b"_lease_seconds", "_lease_token", b"_lease_token", "_max_runtime_seconds", b"_max_runtime_seconds", "_output", b"_output", "_periodic_name", b"_periodic_name", "_reported_usage", b"_reported_usage", "_reserved_token_amount", b"_reserved_token_amount", "_w3c_traceparent", b"_w3c_traceparent", "attempted_at", b"attempted_at", "billing_idempotency_key", b"billing_idempotency_key", "claim_expires_at", b"claim_expires_at", "completed_at", b"completed_at", "created_at", b"created_at", "error", b"error", "lease_seconds", b"lease_seconds", "lease_token", b"lease_token", "max_runtime_seconds", b"max_runtime_seconds", "output", b"output", "periodic_name", b"periodic_name", "periodic_slot_at", b"periodic_slot_at", "reported_usage", b"reported_usage", "reserved_token_amount", b"reserved_token_amount", "run_at", b"run_at", "started_at", b"started_at", "w3c_traceparent", b"w3c_traceparent"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_billing_idempotency_key", b"_billing_idempotency_key", "_error", b"_error", "_lease_seconds", b"_lease_seconds", "_lease_token", b"_lease_token", "_output", b"_output", "_reported_usage", b"_reported_usage", "_reserved_token_amount", b"_reserved_token_amount", "_w3c_traceparent", b"_w3c_traceparent", "billing_idempotency_key", b"billing_idempotency_key", "claim_expires_at", b"claim_expires_at", "completed_at", b"completed_at", "created_at", b"created_at", "error", b"error", "id", b"id", "input", b"input", "lease_seconds", b"lease_seconds", "lease_token", b"lease_token", "max_retries", b"max_retries", "output", b"output", "priority", b"priority", "reported_usage", b"reported_usage", "reserved_token_amount", b"reserved_token_amount", "retry_count", b"retry_count", "started_at", b"started_at", "status", b"status", "tool_id", b"tool_id", "w3c_traceparent", b"w3c_traceparent"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_billing_idempotency_key", b"_billing_idempotency_key", "_error", b"_error", "_lease_seconds", b"_lease_seconds", "_lease_token", b"_lease_token", "_max_runtime_seconds", b"_max_runtime_seconds", "_output", b"_output", "_periodic_name", b"_periodic_name", "_reported_usage", b"_reported_usage", "_reserved_token_amount", b"_reserved_token_amount", "_w3c_traceparent", b"_w3c_traceparent", "attempted_at", b"attempted_at", "billing_idempotency_key", b"billing_idempotency_key", "claim_expires_at", b"claim_expires_at", "completed_at", b"completed_at", "created_at", b"created_at", "error", b"error", "errors", b"errors", "id", b"id", "input", b"input", "lease_seconds", b"lease_seconds", "lease_token", b"lease_token", "max_retries", b"max_retries", "max_runtime_seconds", b"max_runtime_seconds", "output", b"output", "periodic_name", b"periodic_name", "periodic_slot_at", b"periodic_slot_at", "priority", b"priority", "reported_usage", b"reported_usage", "reserved_token_amount", b"reserved_token_amount", "retry_count", b"retry_count", "run_at", b"run_at", "started_at", b"started_at", "status", b"status", "tool_id", b"tool_id", "w3c_traceparent", b"w3c_traceparent"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__billing_idempotency_key: _TypeAlias = _typing.Literal["billing_idempotency_key"]  # noqa: Y015
     _WhichOneofArgType__billing_idempotency_key: _TypeAlias = _typing.Literal["_billing_idempotency_key", b"_billing_idempotency_key"]  # noqa: Y015
@@ -173,8 +235,12 @@ class Task(_message.Message):
     _WhichOneofArgType__lease_seconds: _TypeAlias = _typing.Literal["_lease_seconds", b"_lease_seconds"]  # noqa: Y015
     _WhichOneofReturnType__lease_token: _TypeAlias = _typing.Literal["lease_token"]  # noqa: Y015
     _WhichOneofArgType__lease_token: _TypeAlias = _typing.Literal["_lease_token", b"_lease_token"]  # noqa: Y015
+    _WhichOneofReturnType__max_runtime_seconds: _TypeAlias = _typing.Literal["max_runtime_seconds"]  # noqa: Y015
+    _WhichOneofArgType__max_runtime_seconds: _TypeAlias = _typing.Literal["_max_runtime_seconds", b"_max_runtime_seconds"]  # noqa: Y015
     _WhichOneofReturnType__output: _TypeAlias = _typing.Literal["output"]  # noqa: Y015
     _WhichOneofArgType__output: _TypeAlias = _typing.Literal["_output", b"_output"]  # noqa: Y015
+    _WhichOneofReturnType__periodic_name: _TypeAlias = _typing.Literal["periodic_name"]  # noqa: Y015
+    _WhichOneofArgType__periodic_name: _TypeAlias = _typing.Literal["_periodic_name", b"_periodic_name"]  # noqa: Y015
     _WhichOneofReturnType__reported_usage: _TypeAlias = _typing.Literal["reported_usage"]  # noqa: Y015
     _WhichOneofArgType__reported_usage: _TypeAlias = _typing.Literal["_reported_usage", b"_reported_usage"]  # noqa: Y015
     _WhichOneofReturnType__reserved_token_amount: _TypeAlias = _typing.Literal["reserved_token_amount"]  # noqa: Y015
@@ -190,7 +256,11 @@ class Task(_message.Message):
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__lease_token) -> _WhichOneofReturnType__lease_token | None: ...
     @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__max_runtime_seconds) -> _WhichOneofReturnType__max_runtime_seconds | None: ...
+    @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__output) -> _WhichOneofReturnType__output | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__periodic_name) -> _WhichOneofReturnType__periodic_name | None: ...
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__reported_usage) -> _WhichOneofReturnType__reported_usage | None: ...
     @_typing.overload
@@ -294,6 +364,8 @@ class QueueTaskRequest(_message.Message):
     BILLING_IDEMPOTENCY_KEY_FIELD_NUMBER: _builtins.int
     W3C_TRACEPARENT_FIELD_NUMBER: _builtins.int
     LEASE_SECONDS_FIELD_NUMBER: _builtins.int
+    RUN_AT_FIELD_NUMBER: _builtins.int
+    MAX_RUNTIME_SECONDS_FIELD_NUMBER: _builtins.int
     tool_id: _builtins.str
     input: _builtins.str
     """JSON text; unset means {}."""
@@ -310,6 +382,12 @@ class QueueTaskRequest(_message.Message):
     """Unset: the server stores the call's `traceparent` metadata, if any."""
     lease_seconds: _builtins.int
     """This task's lease in seconds (1..86400), for work unlike its tool's; unset: the tool's."""
+    max_runtime_seconds: _builtins.int
+    """This task's run-time limit per attempt in seconds (1..604800); unset: its tool's."""
+    @_builtins.property
+    def run_at(self) -> _timestamp_pb2.Timestamp:
+        """Not claimed before this; unset: now. A future run_at queues the task `scheduled`."""
+
     def __init__(
         self,
         *,
@@ -321,10 +399,12 @@ class QueueTaskRequest(_message.Message):
         billing_idempotency_key: _builtins.str | None = ...,
         w3c_traceparent: _builtins.str | None = ...,
         lease_seconds: _builtins.int | None = ...,
+        run_at: _timestamp_pb2.Timestamp | None = ...,
+        max_runtime_seconds: _builtins.int | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_billing_idempotency_key", b"_billing_idempotency_key", "_input", b"_input", "_lease_seconds", b"_lease_seconds", "_max_retries", b"_max_retries", "_reserved_token_amount", b"_reserved_token_amount", "_w3c_traceparent", b"_w3c_traceparent", "billing_idempotency_key", b"billing_idempotency_key", "input", b"input", "lease_seconds", b"lease_seconds", "max_retries", b"max_retries", "reserved_token_amount", b"reserved_token_amount", "w3c_traceparent", b"w3c_traceparent"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_billing_idempotency_key", b"_billing_idempotency_key", "_input", b"_input", "_lease_seconds", b"_lease_seconds", "_max_retries", b"_max_retries", "_max_runtime_seconds", b"_max_runtime_seconds", "_reserved_token_amount", b"_reserved_token_amount", "_w3c_traceparent", b"_w3c_traceparent", "billing_idempotency_key", b"billing_idempotency_key", "input", b"input", "lease_seconds", b"lease_seconds", "max_retries", b"max_retries", "max_runtime_seconds", b"max_runtime_seconds", "reserved_token_amount", b"reserved_token_amount", "run_at", b"run_at", "w3c_traceparent", b"w3c_traceparent"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_billing_idempotency_key", b"_billing_idempotency_key", "_input", b"_input", "_lease_seconds", b"_lease_seconds", "_max_retries", b"_max_retries", "_reserved_token_amount", b"_reserved_token_amount", "_w3c_traceparent", b"_w3c_traceparent", "billing_idempotency_key", b"billing_idempotency_key", "input", b"input", "lease_seconds", b"lease_seconds", "max_retries", b"max_retries", "priority", b"priority", "reserved_token_amount", b"reserved_token_amount", "tool_id", b"tool_id", "w3c_traceparent", b"w3c_traceparent"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_billing_idempotency_key", b"_billing_idempotency_key", "_input", b"_input", "_lease_seconds", b"_lease_seconds", "_max_retries", b"_max_retries", "_max_runtime_seconds", b"_max_runtime_seconds", "_reserved_token_amount", b"_reserved_token_amount", "_w3c_traceparent", b"_w3c_traceparent", "billing_idempotency_key", b"billing_idempotency_key", "input", b"input", "lease_seconds", b"lease_seconds", "max_retries", b"max_retries", "max_runtime_seconds", b"max_runtime_seconds", "priority", b"priority", "reserved_token_amount", b"reserved_token_amount", "run_at", b"run_at", "tool_id", b"tool_id", "w3c_traceparent", b"w3c_traceparent"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__billing_idempotency_key: _TypeAlias = _typing.Literal["billing_idempotency_key"]  # noqa: Y015
     _WhichOneofArgType__billing_idempotency_key: _TypeAlias = _typing.Literal["_billing_idempotency_key", b"_billing_idempotency_key"]  # noqa: Y015
@@ -334,6 +414,8 @@ class QueueTaskRequest(_message.Message):
     _WhichOneofArgType__lease_seconds: _TypeAlias = _typing.Literal["_lease_seconds", b"_lease_seconds"]  # noqa: Y015
     _WhichOneofReturnType__max_retries: _TypeAlias = _typing.Literal["max_retries"]  # noqa: Y015
     _WhichOneofArgType__max_retries: _TypeAlias = _typing.Literal["_max_retries", b"_max_retries"]  # noqa: Y015
+    _WhichOneofReturnType__max_runtime_seconds: _TypeAlias = _typing.Literal["max_runtime_seconds"]  # noqa: Y015
+    _WhichOneofArgType__max_runtime_seconds: _TypeAlias = _typing.Literal["_max_runtime_seconds", b"_max_runtime_seconds"]  # noqa: Y015
     _WhichOneofReturnType__reserved_token_amount: _TypeAlias = _typing.Literal["reserved_token_amount"]  # noqa: Y015
     _WhichOneofArgType__reserved_token_amount: _TypeAlias = _typing.Literal["_reserved_token_amount", b"_reserved_token_amount"]  # noqa: Y015
     _WhichOneofReturnType__w3c_traceparent: _TypeAlias = _typing.Literal["w3c_traceparent"]  # noqa: Y015
@@ -346,6 +428,8 @@ class QueueTaskRequest(_message.Message):
     def WhichOneof(self, oneof_group: _WhichOneofArgType__lease_seconds) -> _WhichOneofReturnType__lease_seconds | None: ...
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__max_retries) -> _WhichOneofReturnType__max_retries | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__max_runtime_seconds) -> _WhichOneofReturnType__max_runtime_seconds | None: ...
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__reserved_token_amount) -> _WhichOneofReturnType__reserved_token_amount | None: ...
     @_typing.overload
@@ -390,6 +474,8 @@ class QueueTasksRequest(_message.Message):
     BILLING_IDEMPOTENCY_KEYS_FIELD_NUMBER: _builtins.int
     W3C_TRACEPARENTS_FIELD_NUMBER: _builtins.int
     LEASE_SECONDS_FIELD_NUMBER: _builtins.int
+    RUN_AT_UNIX_FIELD_NUMBER: _builtins.int
+    MAX_RUNTIME_SECONDS_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def tool_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
     @_builtins.property
@@ -412,6 +498,14 @@ class QueueTasksRequest(_message.Message):
     def lease_seconds(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
         """0 means unset: the tool's lease."""
 
+    @_builtins.property
+    def run_at_unix(self) -> _containers.RepeatedScalarFieldContainer[_builtins.float]:
+        """QueueTask's run_at per task, as Unix seconds; 0 means now."""
+
+    @_builtins.property
+    def max_runtime_seconds(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
+        """0 means unset: the tool's run-time limit."""
+
     def __init__(
         self,
         *,
@@ -423,10 +517,12 @@ class QueueTasksRequest(_message.Message):
         billing_idempotency_keys: _abc.Iterable[_builtins.str] | None = ...,
         w3c_traceparents: _abc.Iterable[_builtins.str] | None = ...,
         lease_seconds: _abc.Iterable[_builtins.int] | None = ...,
+        run_at_unix: _abc.Iterable[_builtins.float] | None = ...,
+        max_runtime_seconds: _abc.Iterable[_builtins.int] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["billing_idempotency_keys", b"billing_idempotency_keys", "inputs", b"inputs", "lease_seconds", b"lease_seconds", "max_retries", b"max_retries", "priorities", b"priorities", "reserved_token_amounts", b"reserved_token_amounts", "tool_ids", b"tool_ids", "w3c_traceparents", b"w3c_traceparents"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["billing_idempotency_keys", b"billing_idempotency_keys", "inputs", b"inputs", "lease_seconds", b"lease_seconds", "max_retries", b"max_retries", "max_runtime_seconds", b"max_runtime_seconds", "priorities", b"priorities", "reserved_token_amounts", b"reserved_token_amounts", "run_at_unix", b"run_at_unix", "tool_ids", b"tool_ids", "w3c_traceparents", b"w3c_traceparents"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -581,16 +677,26 @@ class HeartbeatTaskResponse(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     TASK_FIELD_NUMBER: _builtins.int
+    CANCEL_REQUESTED_FIELD_NUMBER: _builtins.int
+    RUNTIME_EXCEEDED_FIELD_NUMBER: _builtins.int
+    cancel_requested: _builtins.bool
+    """The task was cancelled (CancelTask): stop the work; its result will be refused."""
+    runtime_exceeded: _builtins.bool
+    """The attempt ran past its run-time limit: the lease was not renewed, stop the work (the
+    reaper fails the attempt, retrying it if retries remain).
+    """
     @_builtins.property
     def task(self) -> Global___Task: ...
     def __init__(
         self,
         *,
         task: Global___Task | None = ...,
+        cancel_requested: _builtins.bool = ...,
+        runtime_exceeded: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["task", b"task"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["task", b"task"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["cancel_requested", b"cancel_requested", "runtime_exceeded", b"runtime_exceeded", "task", b"task"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -718,6 +824,7 @@ class FailTasksRequest(_message.Message):
     TASK_IDS_FIELD_NUMBER: _builtins.int
     LEASE_TOKENS_FIELD_NUMBER: _builtins.int
     ERRORS_FIELD_NUMBER: _builtins.int
+    RETRY_AFTER_SECONDS_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def task_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
         """Parallel lists: entry i fails task_ids[i] held under lease_tokens[i] with errors[i], as
@@ -728,16 +835,23 @@ class FailTasksRequest(_message.Message):
     def lease_tokens(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
     @_builtins.property
     def errors(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    @_builtins.property
+    def retry_after_seconds(self) -> _containers.RepeatedScalarFieldContainer[_builtins.float]:
+        """FailTask's retry_after per entry, in seconds; a negative value (or a list left empty) means
+        the tool's retry policy.
+        """
+
     def __init__(
         self,
         *,
         task_ids: _abc.Iterable[_builtins.str] | None = ...,
         lease_tokens: _abc.Iterable[_builtins.str] | None = ...,
         errors: _abc.Iterable[_builtins.str] | None = ...,
+        retry_after_seconds: _abc.Iterable[_builtins.float] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["errors", b"errors", "lease_tokens", b"lease_tokens", "task_ids", b"task_ids"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["errors", b"errors", "lease_tokens", b"lease_tokens", "retry_after_seconds", b"retry_after_seconds", "task_ids", b"task_ids"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -773,6 +887,7 @@ class FailTaskRequest(_message.Message):
     LEASE_TOKEN_FIELD_NUMBER: _builtins.int
     ERROR_FIELD_NUMBER: _builtins.int
     INCREMENT_RETRY_FIELD_NUMBER: _builtins.int
+    RETRY_AFTER_FIELD_NUMBER: _builtins.int
     task_id: _builtins.str
     lease_token: _builtins.str
     """The worker's lease. Unset: the reaper's forced failure, which holds no lease and only
@@ -781,6 +896,10 @@ class FailTaskRequest(_message.Message):
     error: _builtins.str
     increment_retry: _builtins.bool
     """true: re-queue while retries remain, else failed. false: failed at once."""
+    @_builtins.property
+    def retry_after(self) -> _duration_pb2.Duration:
+        """When re-queued: claimable again after this long. Unset: the tool's retry policy; zero: at once."""
+
     def __init__(
         self,
         *,
@@ -788,10 +907,11 @@ class FailTaskRequest(_message.Message):
         lease_token: _builtins.str | None = ...,
         error: _builtins.str = ...,
         increment_retry: _builtins.bool = ...,
+        retry_after: _duration_pb2.Duration | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_lease_token", b"_lease_token", "lease_token", b"lease_token"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_lease_token", b"_lease_token", "lease_token", b"lease_token", "retry_after", b"retry_after"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_lease_token", b"_lease_token", "error", b"error", "increment_retry", b"increment_retry", "lease_token", b"lease_token", "task_id", b"task_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_lease_token", b"_lease_token", "error", b"error", "increment_retry", b"increment_retry", "lease_token", b"lease_token", "retry_after", b"retry_after", "task_id", b"task_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__lease_token: _TypeAlias = _typing.Literal["lease_token"]  # noqa: Y015
     _WhichOneofArgType__lease_token: _TypeAlias = _typing.Literal["_lease_token", b"_lease_token"]  # noqa: Y015
@@ -1260,3 +1380,1096 @@ class PurgeTaskEventsResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___PurgeTaskEventsResponse: _TypeAlias = PurgeTaskEventsResponse  # noqa: Y015
+
+@_typing.final
+class SetToolRetryPolicyRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TOOL_ID_FIELD_NUMBER: _builtins.int
+    RETRY_BASE_SECONDS_FIELD_NUMBER: _builtins.int
+    RETRY_CAP_SECONDS_FIELD_NUMBER: _builtins.int
+    tool_id: _builtins.str
+    retry_base_seconds: _builtins.float
+    """The backoff of a failed attempt with retries left: min(cap, base * 2^retry_count) seconds
+    plus up to 25% jitter (never past the cap). base in (0, 86400], cap in [base, 604800].
+    """
+    retry_cap_seconds: _builtins.float
+    def __init__(
+        self,
+        *,
+        tool_id: _builtins.str = ...,
+        retry_base_seconds: _builtins.float = ...,
+        retry_cap_seconds: _builtins.float = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["retry_base_seconds", b"retry_base_seconds", "retry_cap_seconds", b"retry_cap_seconds", "tool_id", b"tool_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___SetToolRetryPolicyRequest: _TypeAlias = SetToolRetryPolicyRequest  # noqa: Y015
+
+@_typing.final
+class SetToolRetryPolicyResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TOOL_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def tool(self) -> Global___Tool: ...
+    def __init__(
+        self,
+        *,
+        tool: Global___Tool | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["tool", b"tool"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["tool", b"tool"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___SetToolRetryPolicyResponse: _TypeAlias = SetToolRetryPolicyResponse  # noqa: Y015
+
+@_typing.final
+class SetToolMaxRuntimeRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TOOL_ID_FIELD_NUMBER: _builtins.int
+    MAX_RUNTIME_SECONDS_FIELD_NUMBER: _builtins.int
+    tool_id: _builtins.str
+    max_runtime_seconds: _builtins.int
+    """Seconds one attempt may run (1..604800); unset: no limit. A task's own limit wins."""
+    def __init__(
+        self,
+        *,
+        tool_id: _builtins.str = ...,
+        max_runtime_seconds: _builtins.int | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_max_runtime_seconds", b"_max_runtime_seconds", "max_runtime_seconds", b"max_runtime_seconds"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_max_runtime_seconds", b"_max_runtime_seconds", "max_runtime_seconds", b"max_runtime_seconds", "tool_id", b"tool_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__max_runtime_seconds: _TypeAlias = _typing.Literal["max_runtime_seconds"]  # noqa: Y015
+    _WhichOneofArgType__max_runtime_seconds: _TypeAlias = _typing.Literal["_max_runtime_seconds", b"_max_runtime_seconds"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__max_runtime_seconds) -> _WhichOneofReturnType__max_runtime_seconds | None: ...
+
+Global___SetToolMaxRuntimeRequest: _TypeAlias = SetToolMaxRuntimeRequest  # noqa: Y015
+
+@_typing.final
+class SetToolMaxRuntimeResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TOOL_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def tool(self) -> Global___Tool: ...
+    def __init__(
+        self,
+        *,
+        tool: Global___Tool | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["tool", b"tool"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["tool", b"tool"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___SetToolMaxRuntimeResponse: _TypeAlias = SetToolMaxRuntimeResponse  # noqa: Y015
+
+@_typing.final
+class PauseToolRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TOOL_ID_FIELD_NUMBER: _builtins.int
+    tool_id: _builtins.str
+    def __init__(
+        self,
+        *,
+        tool_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["tool_id", b"tool_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___PauseToolRequest: _TypeAlias = PauseToolRequest  # noqa: Y015
+
+@_typing.final
+class PauseToolResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TOOL_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def tool(self) -> Global___Tool: ...
+    def __init__(
+        self,
+        *,
+        tool: Global___Tool | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["tool", b"tool"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["tool", b"tool"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___PauseToolResponse: _TypeAlias = PauseToolResponse  # noqa: Y015
+
+@_typing.final
+class ResumeToolRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TOOL_ID_FIELD_NUMBER: _builtins.int
+    tool_id: _builtins.str
+    def __init__(
+        self,
+        *,
+        tool_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["tool_id", b"tool_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ResumeToolRequest: _TypeAlias = ResumeToolRequest  # noqa: Y015
+
+@_typing.final
+class ResumeToolResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TOOL_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def tool(self) -> Global___Tool: ...
+    def __init__(
+        self,
+        *,
+        tool: Global___Tool | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["tool", b"tool"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["tool", b"tool"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ResumeToolResponse: _TypeAlias = ResumeToolResponse  # noqa: Y015
+
+@_typing.final
+class SnoozeTaskRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TASK_ID_FIELD_NUMBER: _builtins.int
+    LEASE_TOKEN_FIELD_NUMBER: _builtins.int
+    DELAY_FIELD_NUMBER: _builtins.int
+    task_id: _builtins.str
+    lease_token: _builtins.str
+    @_builtins.property
+    def delay(self) -> _duration_pb2.Duration:
+        """Claimable again after this long (unset or zero: at once); the retry count is unchanged."""
+
+    def __init__(
+        self,
+        *,
+        task_id: _builtins.str = ...,
+        lease_token: _builtins.str = ...,
+        delay: _duration_pb2.Duration | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["delay", b"delay"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["delay", b"delay", "lease_token", b"lease_token", "task_id", b"task_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___SnoozeTaskRequest: _TypeAlias = SnoozeTaskRequest  # noqa: Y015
+
+@_typing.final
+class SnoozeTaskResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TASK_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def task(self) -> Global___Task: ...
+    def __init__(
+        self,
+        *,
+        task: Global___Task | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["task", b"task"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["task", b"task"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___SnoozeTaskResponse: _TypeAlias = SnoozeTaskResponse  # noqa: Y015
+
+@_typing.final
+class CancelTaskRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TASK_ID_FIELD_NUMBER: _builtins.int
+    REASON_FIELD_NUMBER: _builtins.int
+    task_id: _builtins.str
+    reason: _builtins.str
+    """Stored in the task's error as "cancelled: <reason>"."""
+    def __init__(
+        self,
+        *,
+        task_id: _builtins.str = ...,
+        reason: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["reason", b"reason", "task_id", b"task_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CancelTaskRequest: _TypeAlias = CancelTaskRequest  # noqa: Y015
+
+@_typing.final
+class CancelTaskResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TASK_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def task(self) -> Global___Task: ...
+    def __init__(
+        self,
+        *,
+        task: Global___Task | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["task", b"task"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["task", b"task"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CancelTaskResponse: _TypeAlias = CancelTaskResponse  # noqa: Y015
+
+@_typing.final
+class CancelTasksRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TASK_IDS_FIELD_NUMBER: _builtins.int
+    REASON_FIELD_NUMBER: _builtins.int
+    reason: _builtins.str
+    @_builtins.property
+    def task_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    def __init__(
+        self,
+        *,
+        task_ids: _abc.Iterable[_builtins.str] | None = ...,
+        reason: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["reason", b"reason", "task_ids", b"task_ids"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CancelTasksRequest: _TypeAlias = CancelTasksRequest  # noqa: Y015
+
+@_typing.final
+class CancelTasksResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TASKS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def tasks(self) -> _containers.RepeatedCompositeFieldContainer[Global___Task]:
+        """The tasks that were cancelled; one already finished (or unknown) is left out."""
+
+    def __init__(
+        self,
+        *,
+        tasks: _abc.Iterable[Global___Task] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["tasks", b"tasks"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CancelTasksResponse: _TypeAlias = CancelTasksResponse  # noqa: Y015
+
+@_typing.final
+class PromoteDueTasksRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    LIMIT_FIELD_NUMBER: _builtins.int
+    limit: _builtins.int
+    """At most this many per call (0 or less means 1000; at most 10000)."""
+    def __init__(
+        self,
+        *,
+        limit: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["limit", b"limit"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___PromoteDueTasksRequest: _TypeAlias = PromoteDueTasksRequest  # noqa: Y015
+
+@_typing.final
+class PromoteDueTasksResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PROMOTED_FIELD_NUMBER: _builtins.int
+    promoted: _builtins.int
+    """Scheduled tasks now due that were flipped to queued (each NOTIFYs its tool's wake)."""
+    def __init__(
+        self,
+        *,
+        promoted: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["promoted", b"promoted"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___PromoteDueTasksResponse: _TypeAlias = PromoteDueTasksResponse  # noqa: Y015
+
+@_typing.final
+class ReapOverdueTasksRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    LIMIT_FIELD_NUMBER: _builtins.int
+    limit: _builtins.int
+    """At most this many per call (0 or less means 100; at most 10000)."""
+    def __init__(
+        self,
+        *,
+        limit: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["limit", b"limit"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ReapOverdueTasksRequest: _TypeAlias = ReapOverdueTasksRequest  # noqa: Y015
+
+@_typing.final
+class ReapOverdueTasksResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    REAPED_FIELD_NUMBER: _builtins.int
+    reaped: _builtins.int
+    """Running attempts past their run-time limit that were failed (re-queued while retries remain)."""
+    def __init__(
+        self,
+        *,
+        reaped: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["reaped", b"reaped"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ReapOverdueTasksResponse: _TypeAlias = ReapOverdueTasksResponse  # noqa: Y015
+
+@_typing.final
+class RetryTaskRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TASK_ID_FIELD_NUMBER: _builtins.int
+    task_id: _builtins.str
+    def __init__(
+        self,
+        *,
+        task_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["task_id", b"task_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RetryTaskRequest: _TypeAlias = RetryTaskRequest  # noqa: Y015
+
+@_typing.final
+class RetryTaskResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TASK_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def task(self) -> Global___Task: ...
+    def __init__(
+        self,
+        *,
+        task: Global___Task | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["task", b"task"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["task", b"task"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RetryTaskResponse: _TypeAlias = RetryTaskResponse  # noqa: Y015
+
+@_typing.final
+class RetryTasksRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TOOL_ID_FIELD_NUMBER: _builtins.int
+    ERROR_CONTAINS_FIELD_NUMBER: _builtins.int
+    ENDED_AFTER_FIELD_NUMBER: _builtins.int
+    ENDED_BEFORE_FIELD_NUMBER: _builtins.int
+    LIMIT_FIELD_NUMBER: _builtins.int
+    tool_id: _builtins.str
+    error_contains: _builtins.str
+    """Only tasks whose error contains this text; unset: any."""
+    limit: _builtins.int
+    """At most this many per call, oldest first (0 or less means 1000; at most 10000): call again until
+    fewer come back.
+    """
+    @_builtins.property
+    def ended_after(self) -> _timestamp_pb2.Timestamp:
+        """Only tasks that ended (failed or were cancelled) at or after / before these; unset: any."""
+
+    @_builtins.property
+    def ended_before(self) -> _timestamp_pb2.Timestamp: ...
+    def __init__(
+        self,
+        *,
+        tool_id: _builtins.str = ...,
+        error_contains: _builtins.str | None = ...,
+        ended_after: _timestamp_pb2.Timestamp | None = ...,
+        ended_before: _timestamp_pb2.Timestamp | None = ...,
+        limit: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_error_contains", b"_error_contains", "ended_after", b"ended_after", "ended_before", b"ended_before", "error_contains", b"error_contains"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_error_contains", b"_error_contains", "ended_after", b"ended_after", "ended_before", b"ended_before", "error_contains", b"error_contains", "limit", b"limit", "tool_id", b"tool_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__error_contains: _TypeAlias = _typing.Literal["error_contains"]  # noqa: Y015
+    _WhichOneofArgType__error_contains: _TypeAlias = _typing.Literal["_error_contains", b"_error_contains"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__error_contains) -> _WhichOneofReturnType__error_contains | None: ...
+
+Global___RetryTasksRequest: _TypeAlias = RetryTasksRequest  # noqa: Y015
+
+@_typing.final
+class RetryTasksResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    RETRIED_FIELD_NUMBER: _builtins.int
+    retried: _builtins.int
+    def __init__(
+        self,
+        *,
+        retried: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["retried", b"retried"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RetryTasksResponse: _TypeAlias = RetryTasksResponse  # noqa: Y015
+
+@_typing.final
+class PeriodicTask(_message.Message):
+    """A cron schedule the reconciler enqueues tasks from."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NAME_FIELD_NUMBER: _builtins.int
+    TOOL_ID_FIELD_NUMBER: _builtins.int
+    CRON_FIELD_NUMBER: _builtins.int
+    TIMEZONE_FIELD_NUMBER: _builtins.int
+    INPUT_FIELD_NUMBER: _builtins.int
+    PRIORITY_FIELD_NUMBER: _builtins.int
+    MAX_RETRIES_FIELD_NUMBER: _builtins.int
+    CREATED_AT_FIELD_NUMBER: _builtins.int
+    UPDATED_AT_FIELD_NUMBER: _builtins.int
+    LAST_SLOT_AT_FIELD_NUMBER: _builtins.int
+    name: _builtins.str
+    tool_id: _builtins.str
+    cron: _builtins.str
+    """Five cron fields (six with seconds) or a macro like @hourly, read in `timezone`."""
+    timezone: _builtins.str
+    """An IANA time zone name, e.g. Europe/Paris."""
+    input: _builtins.str
+    """JSON text: the input of every task it enqueues."""
+    priority: _builtins.int
+    max_retries: _builtins.int
+    @_builtins.property
+    def created_at(self) -> _timestamp_pb2.Timestamp: ...
+    @_builtins.property
+    def updated_at(self) -> _timestamp_pb2.Timestamp: ...
+    @_builtins.property
+    def last_slot_at(self) -> _timestamp_pb2.Timestamp:
+        """The newest slot enqueued: a restarted reconciler resumes after it."""
+
+    def __init__(
+        self,
+        *,
+        name: _builtins.str = ...,
+        tool_id: _builtins.str = ...,
+        cron: _builtins.str = ...,
+        timezone: _builtins.str = ...,
+        input: _builtins.str = ...,
+        priority: _builtins.int = ...,
+        max_retries: _builtins.int = ...,
+        created_at: _timestamp_pb2.Timestamp | None = ...,
+        updated_at: _timestamp_pb2.Timestamp | None = ...,
+        last_slot_at: _timestamp_pb2.Timestamp | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["created_at", b"created_at", "last_slot_at", b"last_slot_at", "updated_at", b"updated_at"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["created_at", b"created_at", "cron", b"cron", "input", b"input", "last_slot_at", b"last_slot_at", "max_retries", b"max_retries", "name", b"name", "priority", b"priority", "timezone", b"timezone", "tool_id", b"tool_id", "updated_at", b"updated_at"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___PeriodicTask: _TypeAlias = PeriodicTask  # noqa: Y015
+
+@_typing.final
+class UpsertPeriodicTaskRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NAME_FIELD_NUMBER: _builtins.int
+    TOOL_ID_FIELD_NUMBER: _builtins.int
+    CRON_FIELD_NUMBER: _builtins.int
+    TIMEZONE_FIELD_NUMBER: _builtins.int
+    INPUT_FIELD_NUMBER: _builtins.int
+    PRIORITY_FIELD_NUMBER: _builtins.int
+    MAX_RETRIES_FIELD_NUMBER: _builtins.int
+    name: _builtins.str
+    tool_id: _builtins.str
+    cron: _builtins.str
+    timezone: _builtins.str
+    """Unset or "": UTC. An unknown zone is refused."""
+    input: _builtins.str
+    """JSON text; unset means {}."""
+    priority: _builtins.int
+    max_retries: _builtins.int
+    """Unset means 3."""
+    def __init__(
+        self,
+        *,
+        name: _builtins.str = ...,
+        tool_id: _builtins.str = ...,
+        cron: _builtins.str = ...,
+        timezone: _builtins.str = ...,
+        input: _builtins.str | None = ...,
+        priority: _builtins.int = ...,
+        max_retries: _builtins.int | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_input", b"_input", "_max_retries", b"_max_retries", "input", b"input", "max_retries", b"max_retries"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_input", b"_input", "_max_retries", b"_max_retries", "cron", b"cron", "input", b"input", "max_retries", b"max_retries", "name", b"name", "priority", b"priority", "timezone", b"timezone", "tool_id", b"tool_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__input: _TypeAlias = _typing.Literal["input"]  # noqa: Y015
+    _WhichOneofArgType__input: _TypeAlias = _typing.Literal["_input", b"_input"]  # noqa: Y015
+    _WhichOneofReturnType__max_retries: _TypeAlias = _typing.Literal["max_retries"]  # noqa: Y015
+    _WhichOneofArgType__max_retries: _TypeAlias = _typing.Literal["_max_retries", b"_max_retries"]  # noqa: Y015
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__input) -> _WhichOneofReturnType__input | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__max_retries) -> _WhichOneofReturnType__max_retries | None: ...
+
+Global___UpsertPeriodicTaskRequest: _TypeAlias = UpsertPeriodicTaskRequest  # noqa: Y015
+
+@_typing.final
+class UpsertPeriodicTaskResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PERIODIC_TASK_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def periodic_task(self) -> Global___PeriodicTask: ...
+    def __init__(
+        self,
+        *,
+        periodic_task: Global___PeriodicTask | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["periodic_task", b"periodic_task"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["periodic_task", b"periodic_task"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___UpsertPeriodicTaskResponse: _TypeAlias = UpsertPeriodicTaskResponse  # noqa: Y015
+
+@_typing.final
+class DeletePeriodicTaskRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NAME_FIELD_NUMBER: _builtins.int
+    name: _builtins.str
+    def __init__(
+        self,
+        *,
+        name: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["name", b"name"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DeletePeriodicTaskRequest: _TypeAlias = DeletePeriodicTaskRequest  # noqa: Y015
+
+@_typing.final
+class DeletePeriodicTaskResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PERIODIC_TASK_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def periodic_task(self) -> Global___PeriodicTask: ...
+    def __init__(
+        self,
+        *,
+        periodic_task: Global___PeriodicTask | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["periodic_task", b"periodic_task"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["periodic_task", b"periodic_task"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DeletePeriodicTaskResponse: _TypeAlias = DeletePeriodicTaskResponse  # noqa: Y015
+
+@_typing.final
+class ListPeriodicTasksRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    AFTER_NAME_FIELD_NUMBER: _builtins.int
+    LIMIT_FIELD_NUMBER: _builtins.int
+    after_name: _builtins.str
+    """Schedules named after this one, by name (paging)."""
+    limit: _builtins.int
+    """0 means 100."""
+    def __init__(
+        self,
+        *,
+        after_name: _builtins.str = ...,
+        limit: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["after_name", b"after_name", "limit", b"limit"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListPeriodicTasksRequest: _TypeAlias = ListPeriodicTasksRequest  # noqa: Y015
+
+@_typing.final
+class ListPeriodicTasksResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PERIODIC_TASKS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def periodic_tasks(self) -> _containers.RepeatedCompositeFieldContainer[Global___PeriodicTask]: ...
+    def __init__(
+        self,
+        *,
+        periodic_tasks: _abc.Iterable[Global___PeriodicTask] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["periodic_tasks", b"periodic_tasks"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListPeriodicTasksResponse: _TypeAlias = ListPeriodicTasksResponse  # noqa: Y015
+
+@_typing.final
+class EnqueuePeriodicTaskRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NAME_FIELD_NUMBER: _builtins.int
+    SLOT_AT_FIELD_NUMBER: _builtins.int
+    name: _builtins.str
+    @_builtins.property
+    def slot_at(self) -> _timestamp_pb2.Timestamp:
+        """The slot (a time the cron expression names): its task is created once, whoever asks."""
+
+    def __init__(
+        self,
+        *,
+        name: _builtins.str = ...,
+        slot_at: _timestamp_pb2.Timestamp | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["slot_at", b"slot_at"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["name", b"name", "slot_at", b"slot_at"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___EnqueuePeriodicTaskRequest: _TypeAlias = EnqueuePeriodicTaskRequest  # noqa: Y015
+
+@_typing.final
+class EnqueuePeriodicTaskResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TASK_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def task(self) -> Global___Task:
+        """Unset when the slot's task already exists (another reconciler enqueued it) or the schedule is gone."""
+
+    def __init__(
+        self,
+        *,
+        task: Global___Task | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["task", b"task"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["task", b"task"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___EnqueuePeriodicTaskResponse: _TypeAlias = EnqueuePeriodicTaskResponse  # noqa: Y015
+
+@_typing.final
+class WatchTaskCancelsRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TASK_IDS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def task_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """Only these tasks; empty means every task."""
+
+    def __init__(
+        self,
+        *,
+        task_ids: _abc.Iterable[_builtins.str] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["task_ids", b"task_ids"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___WatchTaskCancelsRequest: _TypeAlias = WatchTaskCancelsRequest  # noqa: Y015
+
+@_typing.final
+class WatchTaskCancelsResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TASK_ID_FIELD_NUMBER: _builtins.int
+    task_id: _builtins.str
+    """This running task was cancelled: its worker should stop it."""
+    def __init__(
+        self,
+        *,
+        task_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["task_id", b"task_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___WatchTaskCancelsResponse: _TypeAlias = WatchTaskCancelsResponse  # noqa: Y015
+
+@_typing.final
+class ListToolsRequest(_message.Message):
+    """--- Admin and observability (docs/operations.md): what the dashboard and the queue gauges read."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    def __init__(
+        self,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListToolsRequest: _TypeAlias = ListToolsRequest  # noqa: Y015
+
+@_typing.final
+class ListToolsResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TOOLS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def tools(self) -> _containers.RepeatedCompositeFieldContainer[Global___Tool]: ...
+    def __init__(
+        self,
+        *,
+        tools: _abc.Iterable[Global___Tool] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["tools", b"tools"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListToolsResponse: _TypeAlias = ListToolsResponse  # noqa: Y015
+
+@_typing.final
+class ListTasksRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TOOL_ID_FIELD_NUMBER: _builtins.int
+    STATUS_FIELD_NUMBER: _builtins.int
+    CREATED_AFTER_FIELD_NUMBER: _builtins.int
+    CREATED_BEFORE_FIELD_NUMBER: _builtins.int
+    ERROR_CONTAINS_FIELD_NUMBER: _builtins.int
+    PAGE_SIZE_FIELD_NUMBER: _builtins.int
+    PAGE_TOKEN_FIELD_NUMBER: _builtins.int
+    tool_id: _builtins.str
+    """Filters, each optional: a tool, a status, created_at in [created_after, created_before),
+    and a case-insensitive substring of the error.
+    """
+    status: Global___TaskStatus.ValueType
+    error_contains: _builtins.str
+    page_size: _builtins.int
+    """At most this many tasks (0: 50; at most 1000)."""
+    page_token: _builtins.str
+    """Empty for the first page, else a page_token of the previous page's last task, with the
+    same filters. Opaque: a token that is not one the server made is INVALID_ARGUMENT.
+    """
+    @_builtins.property
+    def created_after(self) -> _timestamp_pb2.Timestamp: ...
+    @_builtins.property
+    def created_before(self) -> _timestamp_pb2.Timestamp: ...
+    def __init__(
+        self,
+        *,
+        tool_id: _builtins.str | None = ...,
+        status: Global___TaskStatus.ValueType | None = ...,
+        created_after: _timestamp_pb2.Timestamp | None = ...,
+        created_before: _timestamp_pb2.Timestamp | None = ...,
+        error_contains: _builtins.str | None = ...,
+        page_size: _builtins.int = ...,
+        page_token: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_error_contains", b"_error_contains", "_status", b"_status", "_tool_id", b"_tool_id", "created_after", b"created_after", "created_before", b"created_before", "error_contains", b"error_contains", "status", b"status", "tool_id", b"tool_id"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_error_contains", b"_error_contains", "_status", b"_status", "_tool_id", b"_tool_id", "created_after", b"created_after", "created_before", b"created_before", "error_contains", b"error_contains", "page_size", b"page_size", "page_token", b"page_token", "status", b"status", "tool_id", b"tool_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__error_contains: _TypeAlias = _typing.Literal["error_contains"]  # noqa: Y015
+    _WhichOneofArgType__error_contains: _TypeAlias = _typing.Literal["_error_contains", b"_error_contains"]  # noqa: Y015
+    _WhichOneofReturnType__status: _TypeAlias = _typing.Literal["status"]  # noqa: Y015
+    _WhichOneofArgType__status: _TypeAlias = _typing.Literal["_status", b"_status"]  # noqa: Y015
+    _WhichOneofReturnType__tool_id: _TypeAlias = _typing.Literal["tool_id"]  # noqa: Y015
+    _WhichOneofArgType__tool_id: _TypeAlias = _typing.Literal["_tool_id", b"_tool_id"]  # noqa: Y015
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__error_contains) -> _WhichOneofReturnType__error_contains | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__status) -> _WhichOneofReturnType__status | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__tool_id) -> _WhichOneofReturnType__tool_id | None: ...
+
+Global___ListTasksRequest: _TypeAlias = ListTasksRequest  # noqa: Y015
+
+@_typing.final
+class ListedTask(_message.Message):
+    """A task as a list shows it: no input or output (GetTask has them), so a page stays small."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ID_FIELD_NUMBER: _builtins.int
+    TOOL_ID_FIELD_NUMBER: _builtins.int
+    STATUS_FIELD_NUMBER: _builtins.int
+    PRIORITY_FIELD_NUMBER: _builtins.int
+    RETRY_COUNT_FIELD_NUMBER: _builtins.int
+    MAX_RETRIES_FIELD_NUMBER: _builtins.int
+    ERROR_FIELD_NUMBER: _builtins.int
+    CREATED_AT_FIELD_NUMBER: _builtins.int
+    STARTED_AT_FIELD_NUMBER: _builtins.int
+    COMPLETED_AT_FIELD_NUMBER: _builtins.int
+    PAGE_TOKEN_FIELD_NUMBER: _builtins.int
+    id: _builtins.str
+    tool_id: _builtins.str
+    status: Global___TaskStatus.ValueType
+    priority: _builtins.int
+    retry_count: _builtins.int
+    max_retries: _builtins.int
+    error: _builtins.str
+    page_token: _builtins.str
+    """Set on a page's last task when more follow: pass it as the next request's page_token
+    (AIP-158's next_page_token, carried by the row: the plugin fills a response from rows).
+    """
+    @_builtins.property
+    def created_at(self) -> _timestamp_pb2.Timestamp: ...
+    @_builtins.property
+    def started_at(self) -> _timestamp_pb2.Timestamp: ...
+    @_builtins.property
+    def completed_at(self) -> _timestamp_pb2.Timestamp: ...
+    def __init__(
+        self,
+        *,
+        id: _builtins.str = ...,
+        tool_id: _builtins.str = ...,
+        status: Global___TaskStatus.ValueType = ...,
+        priority: _builtins.int = ...,
+        retry_count: _builtins.int = ...,
+        max_retries: _builtins.int = ...,
+        error: _builtins.str | None = ...,
+        created_at: _timestamp_pb2.Timestamp | None = ...,
+        started_at: _timestamp_pb2.Timestamp | None = ...,
+        completed_at: _timestamp_pb2.Timestamp | None = ...,
+        page_token: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_error", b"_error", "completed_at", b"completed_at", "created_at", b"created_at", "error", b"error", "started_at", b"started_at"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_error", b"_error", "completed_at", b"completed_at", "created_at", b"created_at", "error", b"error", "id", b"id", "max_retries", b"max_retries", "page_token", b"page_token", "priority", b"priority", "retry_count", b"retry_count", "started_at", b"started_at", "status", b"status", "tool_id", b"tool_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__error: _TypeAlias = _typing.Literal["error"]  # noqa: Y015
+    _WhichOneofArgType__error: _TypeAlias = _typing.Literal["_error", b"_error"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__error) -> _WhichOneofReturnType__error | None: ...
+
+Global___ListedTask: _TypeAlias = ListedTask  # noqa: Y015
+
+@_typing.final
+class ListTasksResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TASKS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def tasks(self) -> _containers.RepeatedCompositeFieldContainer[Global___ListedTask]:
+        """Newest first (created_at, then id, descending)."""
+
+    def __init__(
+        self,
+        *,
+        tasks: _abc.Iterable[Global___ListedTask] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["tasks", b"tasks"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListTasksResponse: _TypeAlias = ListTasksResponse  # noqa: Y015
+
+@_typing.final
+class GetQueueStatsRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    def __init__(
+        self,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetQueueStatsRequest: _TypeAlias = GetQueueStatsRequest  # noqa: Y015
+
+@_typing.final
+class QueueStat(_message.Message):
+    """Live work of one tool in one status (queued or processing)."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TOOL_ID_FIELD_NUMBER: _builtins.int
+    STATUS_FIELD_NUMBER: _builtins.int
+    TASKS_FIELD_NUMBER: _builtins.int
+    OLDEST_AGE_SECONDS_FIELD_NUMBER: _builtins.int
+    tool_id: _builtins.str
+    status: Global___TaskStatus.ValueType
+    tasks: _builtins.int
+    oldest_age_seconds: _builtins.float
+    """Age of the oldest task of this tool in this status (by created_at), in seconds."""
+    def __init__(
+        self,
+        *,
+        tool_id: _builtins.str = ...,
+        status: Global___TaskStatus.ValueType = ...,
+        tasks: _builtins.int = ...,
+        oldest_age_seconds: _builtins.float = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["oldest_age_seconds", b"oldest_age_seconds", "status", b"status", "tasks", b"tasks", "tool_id", b"tool_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___QueueStat: _TypeAlias = QueueStat  # noqa: Y015
+
+@_typing.final
+class GetQueueStatsResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    STATS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def stats(self) -> _containers.RepeatedCompositeFieldContainer[Global___QueueStat]: ...
+    def __init__(
+        self,
+        *,
+        stats: _abc.Iterable[Global___QueueStat] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["stats", b"stats"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetQueueStatsResponse: _TypeAlias = GetQueueStatsResponse  # noqa: Y015
+
+@_typing.final
+class ListToolOutcomesRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    WINDOW_SECONDS_FIELD_NUMBER: _builtins.int
+    window_seconds: _builtins.int
+    """Tasks finished in the last window_seconds (0 or less: 3600)."""
+    def __init__(
+        self,
+        *,
+        window_seconds: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["window_seconds", b"window_seconds"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListToolOutcomesRequest: _TypeAlias = ListToolOutcomesRequest  # noqa: Y015
+
+@_typing.final
+class ToolOutcomes(_message.Message):
+    """What one tool finished within the window: throughput and failure rate."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TOOL_ID_FIELD_NUMBER: _builtins.int
+    COMPLETED_FIELD_NUMBER: _builtins.int
+    FAILED_FIELD_NUMBER: _builtins.int
+    FAILURE_RATE_FIELD_NUMBER: _builtins.int
+    tool_id: _builtins.str
+    completed: _builtins.int
+    failed: _builtins.int
+    failure_rate: _builtins.float
+    """failed / (completed + failed)."""
+    def __init__(
+        self,
+        *,
+        tool_id: _builtins.str = ...,
+        completed: _builtins.int = ...,
+        failed: _builtins.int = ...,
+        failure_rate: _builtins.float = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["completed", b"completed", "failed", b"failed", "failure_rate", b"failure_rate", "tool_id", b"tool_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ToolOutcomes: _TypeAlias = ToolOutcomes  # noqa: Y015
+
+@_typing.final
+class ListToolOutcomesResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TOOLS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def tools(self) -> _containers.RepeatedCompositeFieldContainer[Global___ToolOutcomes]: ...
+    def __init__(
+        self,
+        *,
+        tools: _abc.Iterable[Global___ToolOutcomes] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["tools", b"tools"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListToolOutcomesResponse: _TypeAlias = ListToolOutcomesResponse  # noqa: Y015

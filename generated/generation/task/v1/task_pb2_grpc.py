@@ -89,6 +89,86 @@ class GenerationDataServiceStub:
                 request_serializer=generation_dot_task_dot_v1_dot_task__pb2.FailTasksRequest.SerializeToString,
                 response_deserializer=generation_dot_task_dot_v1_dot_task__pb2.FailTasksResponse.FromString,
                 _registered_method=True)
+        self.SetToolRetryPolicy = channel.unary_unary(
+                '/generation.task.v1.GenerationDataService/SetToolRetryPolicy',
+                request_serializer=generation_dot_task_dot_v1_dot_task__pb2.SetToolRetryPolicyRequest.SerializeToString,
+                response_deserializer=generation_dot_task_dot_v1_dot_task__pb2.SetToolRetryPolicyResponse.FromString,
+                _registered_method=True)
+        self.SetToolMaxRuntime = channel.unary_unary(
+                '/generation.task.v1.GenerationDataService/SetToolMaxRuntime',
+                request_serializer=generation_dot_task_dot_v1_dot_task__pb2.SetToolMaxRuntimeRequest.SerializeToString,
+                response_deserializer=generation_dot_task_dot_v1_dot_task__pb2.SetToolMaxRuntimeResponse.FromString,
+                _registered_method=True)
+        self.PauseTool = channel.unary_unary(
+                '/generation.task.v1.GenerationDataService/PauseTool',
+                request_serializer=generation_dot_task_dot_v1_dot_task__pb2.PauseToolRequest.SerializeToString,
+                response_deserializer=generation_dot_task_dot_v1_dot_task__pb2.PauseToolResponse.FromString,
+                _registered_method=True)
+        self.ResumeTool = channel.unary_unary(
+                '/generation.task.v1.GenerationDataService/ResumeTool',
+                request_serializer=generation_dot_task_dot_v1_dot_task__pb2.ResumeToolRequest.SerializeToString,
+                response_deserializer=generation_dot_task_dot_v1_dot_task__pb2.ResumeToolResponse.FromString,
+                _registered_method=True)
+        self.SnoozeTask = channel.unary_unary(
+                '/generation.task.v1.GenerationDataService/SnoozeTask',
+                request_serializer=generation_dot_task_dot_v1_dot_task__pb2.SnoozeTaskRequest.SerializeToString,
+                response_deserializer=generation_dot_task_dot_v1_dot_task__pb2.SnoozeTaskResponse.FromString,
+                _registered_method=True)
+        self.CancelTask = channel.unary_unary(
+                '/generation.task.v1.GenerationDataService/CancelTask',
+                request_serializer=generation_dot_task_dot_v1_dot_task__pb2.CancelTaskRequest.SerializeToString,
+                response_deserializer=generation_dot_task_dot_v1_dot_task__pb2.CancelTaskResponse.FromString,
+                _registered_method=True)
+        self.CancelTasks = channel.unary_unary(
+                '/generation.task.v1.GenerationDataService/CancelTasks',
+                request_serializer=generation_dot_task_dot_v1_dot_task__pb2.CancelTasksRequest.SerializeToString,
+                response_deserializer=generation_dot_task_dot_v1_dot_task__pb2.CancelTasksResponse.FromString,
+                _registered_method=True)
+        self.PromoteDueTasks = channel.unary_unary(
+                '/generation.task.v1.GenerationDataService/PromoteDueTasks',
+                request_serializer=generation_dot_task_dot_v1_dot_task__pb2.PromoteDueTasksRequest.SerializeToString,
+                response_deserializer=generation_dot_task_dot_v1_dot_task__pb2.PromoteDueTasksResponse.FromString,
+                _registered_method=True)
+        self.ReapOverdueTasks = channel.unary_unary(
+                '/generation.task.v1.GenerationDataService/ReapOverdueTasks',
+                request_serializer=generation_dot_task_dot_v1_dot_task__pb2.ReapOverdueTasksRequest.SerializeToString,
+                response_deserializer=generation_dot_task_dot_v1_dot_task__pb2.ReapOverdueTasksResponse.FromString,
+                _registered_method=True)
+        self.RetryTask = channel.unary_unary(
+                '/generation.task.v1.GenerationDataService/RetryTask',
+                request_serializer=generation_dot_task_dot_v1_dot_task__pb2.RetryTaskRequest.SerializeToString,
+                response_deserializer=generation_dot_task_dot_v1_dot_task__pb2.RetryTaskResponse.FromString,
+                _registered_method=True)
+        self.RetryTasks = channel.unary_unary(
+                '/generation.task.v1.GenerationDataService/RetryTasks',
+                request_serializer=generation_dot_task_dot_v1_dot_task__pb2.RetryTasksRequest.SerializeToString,
+                response_deserializer=generation_dot_task_dot_v1_dot_task__pb2.RetryTasksResponse.FromString,
+                _registered_method=True)
+        self.UpsertPeriodicTask = channel.unary_unary(
+                '/generation.task.v1.GenerationDataService/UpsertPeriodicTask',
+                request_serializer=generation_dot_task_dot_v1_dot_task__pb2.UpsertPeriodicTaskRequest.SerializeToString,
+                response_deserializer=generation_dot_task_dot_v1_dot_task__pb2.UpsertPeriodicTaskResponse.FromString,
+                _registered_method=True)
+        self.DeletePeriodicTask = channel.unary_unary(
+                '/generation.task.v1.GenerationDataService/DeletePeriodicTask',
+                request_serializer=generation_dot_task_dot_v1_dot_task__pb2.DeletePeriodicTaskRequest.SerializeToString,
+                response_deserializer=generation_dot_task_dot_v1_dot_task__pb2.DeletePeriodicTaskResponse.FromString,
+                _registered_method=True)
+        self.ListPeriodicTasks = channel.unary_unary(
+                '/generation.task.v1.GenerationDataService/ListPeriodicTasks',
+                request_serializer=generation_dot_task_dot_v1_dot_task__pb2.ListPeriodicTasksRequest.SerializeToString,
+                response_deserializer=generation_dot_task_dot_v1_dot_task__pb2.ListPeriodicTasksResponse.FromString,
+                _registered_method=True)
+        self.EnqueuePeriodicTask = channel.unary_unary(
+                '/generation.task.v1.GenerationDataService/EnqueuePeriodicTask',
+                request_serializer=generation_dot_task_dot_v1_dot_task__pb2.EnqueuePeriodicTaskRequest.SerializeToString,
+                response_deserializer=generation_dot_task_dot_v1_dot_task__pb2.EnqueuePeriodicTaskResponse.FromString,
+                _registered_method=True)
+        self.WatchTaskCancels = channel.unary_stream(
+                '/generation.task.v1.GenerationDataService/WatchTaskCancels',
+                request_serializer=generation_dot_task_dot_v1_dot_task__pb2.WatchTaskCancelsRequest.SerializeToString,
+                response_deserializer=generation_dot_task_dot_v1_dot_task__pb2.WatchTaskCancelsResponse.FromString,
+                _registered_method=True)
         self.ListStaleTasks = channel.unary_unary(
                 '/generation.task.v1.GenerationDataService/ListStaleTasks',
                 request_serializer=generation_dot_task_dot_v1_dot_task__pb2.ListStaleTasksRequest.SerializeToString,
@@ -129,6 +209,26 @@ class GenerationDataServiceStub:
                 request_serializer=generation_dot_task_dot_v1_dot_task__pb2.WatchTaskEventsRequest.SerializeToString,
                 response_deserializer=generation_dot_task_dot_v1_dot_task__pb2.WatchTaskEventsResponse.FromString,
                 _registered_method=True)
+        self.ListTools = channel.unary_unary(
+                '/generation.task.v1.GenerationDataService/ListTools',
+                request_serializer=generation_dot_task_dot_v1_dot_task__pb2.ListToolsRequest.SerializeToString,
+                response_deserializer=generation_dot_task_dot_v1_dot_task__pb2.ListToolsResponse.FromString,
+                _registered_method=True)
+        self.ListTasks = channel.unary_unary(
+                '/generation.task.v1.GenerationDataService/ListTasks',
+                request_serializer=generation_dot_task_dot_v1_dot_task__pb2.ListTasksRequest.SerializeToString,
+                response_deserializer=generation_dot_task_dot_v1_dot_task__pb2.ListTasksResponse.FromString,
+                _registered_method=True)
+        self.GetQueueStats = channel.unary_unary(
+                '/generation.task.v1.GenerationDataService/GetQueueStats',
+                request_serializer=generation_dot_task_dot_v1_dot_task__pb2.GetQueueStatsRequest.SerializeToString,
+                response_deserializer=generation_dot_task_dot_v1_dot_task__pb2.GetQueueStatsResponse.FromString,
+                _registered_method=True)
+        self.ListToolOutcomes = channel.unary_unary(
+                '/generation.task.v1.GenerationDataService/ListToolOutcomes',
+                request_serializer=generation_dot_task_dot_v1_dot_task__pb2.ListToolOutcomesRequest.SerializeToString,
+                response_deserializer=generation_dot_task_dot_v1_dot_task__pb2.ListToolOutcomesResponse.FromString,
+                _registered_method=True)
 
 
 class GenerationDataServiceServicer:
@@ -166,8 +266,9 @@ class GenerationDataServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def ClaimNextTask(self, request, context):
-        """Claims the tool's next task: a reclaimable zombie first, then by priority, then FIFO.
-        Reclaiming a zombie (lease lapsed while processing) burns one retry.
+        """Claims the tool's next task: a reclaimable zombie first, then by priority, then FIFO; when
+        nothing queued is claimable, a scheduled task already due (no promotion needed). Nothing while
+        the tool is paused. Reclaiming a zombie (lease lapsed while processing) burns one retry.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -177,14 +278,18 @@ class GenerationDataServiceServicer:
         """The same claim for up to `limit` tasks at once, and at most about `max_bytes` of them: a
         locked candidate that would not fit the answer is left untouched (unlocked at commit), so no
         claim is committed that cannot reach the caller. The size bound over-estimates the encoded Task
-        (the JSON text and strings plus 512 bytes for ids, numbers and timestamps).
+        (the JSON text and strings plus 512 bytes for ids, numbers and timestamps). The tool's due
+        scheduled tasks (delayed, backed off, snoozed; `due`, from idx_gen_tasks_scheduled_tool) are
+        ranked with its queued ones; nothing is claimed while the tool is paused.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def HeartbeatTask(self, request, context):
-        """Extends the lease of a task still held under lease_token.
+        """Extends the lease of a task still held under lease_token, and tells its worker whether the
+        task was cancelled (cancel_requested) or the attempt ran past its run-time limit
+        (runtime_exceeded: the lease is not renewed).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -205,7 +310,8 @@ class GenerationDataServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def FailTask(self, request, context):
-        """Fails a task. With increment_retry it is re-queued while retries remain.
+        """Fails a task. With increment_retry it is re-queued while retries remain, claimable after
+        retry_after (unset: the tool's retry policy, computed here).
         Without lease_token (the reaper) it only applies to rows no live lease protects.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
@@ -214,7 +320,136 @@ class GenerationDataServiceServicer:
 
     def FailTasks(self, request, context):
         """FailTask(increment_retry=true) for many leased tasks in one statement: each is re-queued
-        while retries remain, else failed. Entries whose lease was lost are skipped.
+        (after its retry_after_seconds, else the tool's backoff) while retries remain, else failed.
+        Entries whose lease was lost are skipped.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def SetToolRetryPolicy(self, request, context):
+        """Sets a tool's retry policy: the backoff of a failed attempt with retries left (FailTask
+        without retry_after).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def SetToolMaxRuntime(self, request, context):
+        """Sets (or, unset, clears) a tool's run-time limit per attempt.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def PauseTool(self, request, context):
+        """Pauses a tool: no claim started after this returns its tasks; tasks in flight finish normally.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ResumeTool(self, request, context):
+        """Resumes a paused tool. Its wake is not rung: workers find its tasks at their next poll.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def SnoozeTask(self, request, context):
+        """Puts a task held under lease_token back in the queue, claimable after `delay`: the lease is
+        released and the retry count unchanged (not a failure).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def CancelTask(self, request, context):
+        """Cancels a task that has not finished: `cancelled` (terminal) at once. A running task keeps its
+        lease token so its worker's next heartbeat answers cancel_requested (the schema's trigger also
+        NOTIFYs task_cancel, which WatchTaskCancels relays); its late CompleteTask / FailTask is
+        refused (FAILED_PRECONDITION), as every RPC that needs a `processing` row refuses it.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def CancelTasks(self, request, context):
+        """CancelTask for many tasks; those already finished are left out of the answer.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def PromoteDueTasks(self, request, context):
+        """Flips scheduled tasks now due to queued, oldest due first (idx_gen_tasks_scheduled), so
+        the wake trigger rings their tools' workers. The reconciler calls it every tick; a claim does
+        not wait for it (it takes due scheduled tasks itself).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ReapOverdueTasks(self, request, context):
+        """The reaper's run-time limit: fails running attempts past their limit (the task's, else its
+        tool's) with a clear error, re-queued while retries remain. Reads only running rows
+        (idx_gen_tasks_running), skipping those a worker is reporting right now.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RetryTask(self, request, context):
+        """Redrive: a failed or cancelled task back to queued with a fresh attempt budget
+        (retry_count 0); its last error and status are appended to `errors`.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RetryTasks(self, request, context):
+        """RetryTask for a tool's failed and cancelled tasks matching a filter, a bounded batch per
+        call, oldest ended first (idx_gen_tasks_redrive); rows another transaction holds are skipped.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def UpsertPeriodicTask(self, request, context):
+        """Creates or replaces a cron schedule. The time zone is checked by PostgreSQL (an unknown one is
+        refused); the slot already enqueued (last_slot_at) is kept, so a changed schedule resumes after it.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DeletePeriodicTask(self, request, context):
+        """Deletes a schedule; tasks it already enqueued stay.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListPeriodicTasks(self, request, context):
+        """The schedules by name, a page at a time.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def EnqueuePeriodicTask(self, request, context):
+        """Enqueues a schedule's slot exactly once: the task carries (name, slot) under a unique index,
+        so racing reconcilers create one task and the others get no task back. Advances the
+        schedule's last_slot_at (never backwards). A future slot is queued `scheduled`.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def WatchTaskCancels(self, request, context):
+        """Rings when a running task is cancelled (the schema's trigger NOTIFYs task_cancel with its id),
+        so its worker stops it at once rather than at its next heartbeat. Best-effort: the heartbeat
+        answer (cancel_requested) is the floor.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -298,6 +533,47 @@ class GenerationDataServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListTools(self, request, context):
+        """--- Admin and observability (docs/operations.md).
+
+        Every tool, by name.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListTasks(self, request, context):
+        """Tasks newest first, filtered, a page at a time (keyset pagination on (created_at, id): a
+        page costs its rows whatever the page number). The page token is the last row's key, base64
+        text; one that does not decode is PostgreSQL's data exception, answered INVALID_ARGUMENT.
+        Three branches, one per index (idx_gen_tasks_tool_created, idx_gen_tasks_status_created,
+        idx_gen_tasks_created), each guarded by which filters are set: under a generic plan the
+        guards are one-time filters, so only one branch runs, an ordered index scan that stops at
+        the page; `(@x IS NULL OR col = @x)` in one WHERE would leave a generic plan only the scan
+        of every row. The other filters are checked on the rows that branch reads.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetQueueStats(self, request, context):
+        """The live queue by tool and status, with the age of each one's oldest task: what the queue
+        gauges and the dashboard's queue page read. Costs the live rows (an index-only scan of
+        idx_gen_tasks_queue), not the finished ones: the finished are counted over a window
+        (ListToolOutcomes), since counting every row ever finished costs the table.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListToolOutcomes(self, request, context):
+        """Per tool, the tasks finished in the last window_seconds: completed, failed, and the failure
+        rate. Costs the window's rows (a range of idx_gen_tasks_terminal).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_GenerationDataServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -356,6 +632,86 @@ def add_GenerationDataServiceServicer_to_server(servicer, server):
                     request_deserializer=generation_dot_task_dot_v1_dot_task__pb2.FailTasksRequest.FromString,
                     response_serializer=generation_dot_task_dot_v1_dot_task__pb2.FailTasksResponse.SerializeToString,
             ),
+            'SetToolRetryPolicy': grpc.unary_unary_rpc_method_handler(
+                    servicer.SetToolRetryPolicy,
+                    request_deserializer=generation_dot_task_dot_v1_dot_task__pb2.SetToolRetryPolicyRequest.FromString,
+                    response_serializer=generation_dot_task_dot_v1_dot_task__pb2.SetToolRetryPolicyResponse.SerializeToString,
+            ),
+            'SetToolMaxRuntime': grpc.unary_unary_rpc_method_handler(
+                    servicer.SetToolMaxRuntime,
+                    request_deserializer=generation_dot_task_dot_v1_dot_task__pb2.SetToolMaxRuntimeRequest.FromString,
+                    response_serializer=generation_dot_task_dot_v1_dot_task__pb2.SetToolMaxRuntimeResponse.SerializeToString,
+            ),
+            'PauseTool': grpc.unary_unary_rpc_method_handler(
+                    servicer.PauseTool,
+                    request_deserializer=generation_dot_task_dot_v1_dot_task__pb2.PauseToolRequest.FromString,
+                    response_serializer=generation_dot_task_dot_v1_dot_task__pb2.PauseToolResponse.SerializeToString,
+            ),
+            'ResumeTool': grpc.unary_unary_rpc_method_handler(
+                    servicer.ResumeTool,
+                    request_deserializer=generation_dot_task_dot_v1_dot_task__pb2.ResumeToolRequest.FromString,
+                    response_serializer=generation_dot_task_dot_v1_dot_task__pb2.ResumeToolResponse.SerializeToString,
+            ),
+            'SnoozeTask': grpc.unary_unary_rpc_method_handler(
+                    servicer.SnoozeTask,
+                    request_deserializer=generation_dot_task_dot_v1_dot_task__pb2.SnoozeTaskRequest.FromString,
+                    response_serializer=generation_dot_task_dot_v1_dot_task__pb2.SnoozeTaskResponse.SerializeToString,
+            ),
+            'CancelTask': grpc.unary_unary_rpc_method_handler(
+                    servicer.CancelTask,
+                    request_deserializer=generation_dot_task_dot_v1_dot_task__pb2.CancelTaskRequest.FromString,
+                    response_serializer=generation_dot_task_dot_v1_dot_task__pb2.CancelTaskResponse.SerializeToString,
+            ),
+            'CancelTasks': grpc.unary_unary_rpc_method_handler(
+                    servicer.CancelTasks,
+                    request_deserializer=generation_dot_task_dot_v1_dot_task__pb2.CancelTasksRequest.FromString,
+                    response_serializer=generation_dot_task_dot_v1_dot_task__pb2.CancelTasksResponse.SerializeToString,
+            ),
+            'PromoteDueTasks': grpc.unary_unary_rpc_method_handler(
+                    servicer.PromoteDueTasks,
+                    request_deserializer=generation_dot_task_dot_v1_dot_task__pb2.PromoteDueTasksRequest.FromString,
+                    response_serializer=generation_dot_task_dot_v1_dot_task__pb2.PromoteDueTasksResponse.SerializeToString,
+            ),
+            'ReapOverdueTasks': grpc.unary_unary_rpc_method_handler(
+                    servicer.ReapOverdueTasks,
+                    request_deserializer=generation_dot_task_dot_v1_dot_task__pb2.ReapOverdueTasksRequest.FromString,
+                    response_serializer=generation_dot_task_dot_v1_dot_task__pb2.ReapOverdueTasksResponse.SerializeToString,
+            ),
+            'RetryTask': grpc.unary_unary_rpc_method_handler(
+                    servicer.RetryTask,
+                    request_deserializer=generation_dot_task_dot_v1_dot_task__pb2.RetryTaskRequest.FromString,
+                    response_serializer=generation_dot_task_dot_v1_dot_task__pb2.RetryTaskResponse.SerializeToString,
+            ),
+            'RetryTasks': grpc.unary_unary_rpc_method_handler(
+                    servicer.RetryTasks,
+                    request_deserializer=generation_dot_task_dot_v1_dot_task__pb2.RetryTasksRequest.FromString,
+                    response_serializer=generation_dot_task_dot_v1_dot_task__pb2.RetryTasksResponse.SerializeToString,
+            ),
+            'UpsertPeriodicTask': grpc.unary_unary_rpc_method_handler(
+                    servicer.UpsertPeriodicTask,
+                    request_deserializer=generation_dot_task_dot_v1_dot_task__pb2.UpsertPeriodicTaskRequest.FromString,
+                    response_serializer=generation_dot_task_dot_v1_dot_task__pb2.UpsertPeriodicTaskResponse.SerializeToString,
+            ),
+            'DeletePeriodicTask': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeletePeriodicTask,
+                    request_deserializer=generation_dot_task_dot_v1_dot_task__pb2.DeletePeriodicTaskRequest.FromString,
+                    response_serializer=generation_dot_task_dot_v1_dot_task__pb2.DeletePeriodicTaskResponse.SerializeToString,
+            ),
+            'ListPeriodicTasks': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListPeriodicTasks,
+                    request_deserializer=generation_dot_task_dot_v1_dot_task__pb2.ListPeriodicTasksRequest.FromString,
+                    response_serializer=generation_dot_task_dot_v1_dot_task__pb2.ListPeriodicTasksResponse.SerializeToString,
+            ),
+            'EnqueuePeriodicTask': grpc.unary_unary_rpc_method_handler(
+                    servicer.EnqueuePeriodicTask,
+                    request_deserializer=generation_dot_task_dot_v1_dot_task__pb2.EnqueuePeriodicTaskRequest.FromString,
+                    response_serializer=generation_dot_task_dot_v1_dot_task__pb2.EnqueuePeriodicTaskResponse.SerializeToString,
+            ),
+            'WatchTaskCancels': grpc.unary_stream_rpc_method_handler(
+                    servicer.WatchTaskCancels,
+                    request_deserializer=generation_dot_task_dot_v1_dot_task__pb2.WatchTaskCancelsRequest.FromString,
+                    response_serializer=generation_dot_task_dot_v1_dot_task__pb2.WatchTaskCancelsResponse.SerializeToString,
+            ),
             'ListStaleTasks': grpc.unary_unary_rpc_method_handler(
                     servicer.ListStaleTasks,
                     request_deserializer=generation_dot_task_dot_v1_dot_task__pb2.ListStaleTasksRequest.FromString,
@@ -395,6 +751,26 @@ def add_GenerationDataServiceServicer_to_server(servicer, server):
                     servicer.WatchTaskEvents,
                     request_deserializer=generation_dot_task_dot_v1_dot_task__pb2.WatchTaskEventsRequest.FromString,
                     response_serializer=generation_dot_task_dot_v1_dot_task__pb2.WatchTaskEventsResponse.SerializeToString,
+            ),
+            'ListTools': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListTools,
+                    request_deserializer=generation_dot_task_dot_v1_dot_task__pb2.ListToolsRequest.FromString,
+                    response_serializer=generation_dot_task_dot_v1_dot_task__pb2.ListToolsResponse.SerializeToString,
+            ),
+            'ListTasks': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListTasks,
+                    request_deserializer=generation_dot_task_dot_v1_dot_task__pb2.ListTasksRequest.FromString,
+                    response_serializer=generation_dot_task_dot_v1_dot_task__pb2.ListTasksResponse.SerializeToString,
+            ),
+            'GetQueueStats': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetQueueStats,
+                    request_deserializer=generation_dot_task_dot_v1_dot_task__pb2.GetQueueStatsRequest.FromString,
+                    response_serializer=generation_dot_task_dot_v1_dot_task__pb2.GetQueueStatsResponse.SerializeToString,
+            ),
+            'ListToolOutcomes': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListToolOutcomes,
+                    request_deserializer=generation_dot_task_dot_v1_dot_task__pb2.ListToolOutcomesRequest.FromString,
+                    response_serializer=generation_dot_task_dot_v1_dot_task__pb2.ListToolOutcomesResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -705,6 +1081,438 @@ class GenerationDataService:
             _registered_method=True)
 
     @staticmethod
+    def SetToolRetryPolicy(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/generation.task.v1.GenerationDataService/SetToolRetryPolicy',
+            generation_dot_task_dot_v1_dot_task__pb2.SetToolRetryPolicyRequest.SerializeToString,
+            generation_dot_task_dot_v1_dot_task__pb2.SetToolRetryPolicyResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SetToolMaxRuntime(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/generation.task.v1.GenerationDataService/SetToolMaxRuntime',
+            generation_dot_task_dot_v1_dot_task__pb2.SetToolMaxRuntimeRequest.SerializeToString,
+            generation_dot_task_dot_v1_dot_task__pb2.SetToolMaxRuntimeResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def PauseTool(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/generation.task.v1.GenerationDataService/PauseTool',
+            generation_dot_task_dot_v1_dot_task__pb2.PauseToolRequest.SerializeToString,
+            generation_dot_task_dot_v1_dot_task__pb2.PauseToolResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ResumeTool(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/generation.task.v1.GenerationDataService/ResumeTool',
+            generation_dot_task_dot_v1_dot_task__pb2.ResumeToolRequest.SerializeToString,
+            generation_dot_task_dot_v1_dot_task__pb2.ResumeToolResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SnoozeTask(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/generation.task.v1.GenerationDataService/SnoozeTask',
+            generation_dot_task_dot_v1_dot_task__pb2.SnoozeTaskRequest.SerializeToString,
+            generation_dot_task_dot_v1_dot_task__pb2.SnoozeTaskResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CancelTask(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/generation.task.v1.GenerationDataService/CancelTask',
+            generation_dot_task_dot_v1_dot_task__pb2.CancelTaskRequest.SerializeToString,
+            generation_dot_task_dot_v1_dot_task__pb2.CancelTaskResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CancelTasks(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/generation.task.v1.GenerationDataService/CancelTasks',
+            generation_dot_task_dot_v1_dot_task__pb2.CancelTasksRequest.SerializeToString,
+            generation_dot_task_dot_v1_dot_task__pb2.CancelTasksResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def PromoteDueTasks(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/generation.task.v1.GenerationDataService/PromoteDueTasks',
+            generation_dot_task_dot_v1_dot_task__pb2.PromoteDueTasksRequest.SerializeToString,
+            generation_dot_task_dot_v1_dot_task__pb2.PromoteDueTasksResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ReapOverdueTasks(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/generation.task.v1.GenerationDataService/ReapOverdueTasks',
+            generation_dot_task_dot_v1_dot_task__pb2.ReapOverdueTasksRequest.SerializeToString,
+            generation_dot_task_dot_v1_dot_task__pb2.ReapOverdueTasksResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RetryTask(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/generation.task.v1.GenerationDataService/RetryTask',
+            generation_dot_task_dot_v1_dot_task__pb2.RetryTaskRequest.SerializeToString,
+            generation_dot_task_dot_v1_dot_task__pb2.RetryTaskResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RetryTasks(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/generation.task.v1.GenerationDataService/RetryTasks',
+            generation_dot_task_dot_v1_dot_task__pb2.RetryTasksRequest.SerializeToString,
+            generation_dot_task_dot_v1_dot_task__pb2.RetryTasksResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def UpsertPeriodicTask(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/generation.task.v1.GenerationDataService/UpsertPeriodicTask',
+            generation_dot_task_dot_v1_dot_task__pb2.UpsertPeriodicTaskRequest.SerializeToString,
+            generation_dot_task_dot_v1_dot_task__pb2.UpsertPeriodicTaskResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeletePeriodicTask(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/generation.task.v1.GenerationDataService/DeletePeriodicTask',
+            generation_dot_task_dot_v1_dot_task__pb2.DeletePeriodicTaskRequest.SerializeToString,
+            generation_dot_task_dot_v1_dot_task__pb2.DeletePeriodicTaskResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListPeriodicTasks(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/generation.task.v1.GenerationDataService/ListPeriodicTasks',
+            generation_dot_task_dot_v1_dot_task__pb2.ListPeriodicTasksRequest.SerializeToString,
+            generation_dot_task_dot_v1_dot_task__pb2.ListPeriodicTasksResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def EnqueuePeriodicTask(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/generation.task.v1.GenerationDataService/EnqueuePeriodicTask',
+            generation_dot_task_dot_v1_dot_task__pb2.EnqueuePeriodicTaskRequest.SerializeToString,
+            generation_dot_task_dot_v1_dot_task__pb2.EnqueuePeriodicTaskResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def WatchTaskCancels(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/generation.task.v1.GenerationDataService/WatchTaskCancels',
+            generation_dot_task_dot_v1_dot_task__pb2.WatchTaskCancelsRequest.SerializeToString,
+            generation_dot_task_dot_v1_dot_task__pb2.WatchTaskCancelsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
     def ListStaleTasks(request,
             target,
             options=(),
@@ -910,6 +1718,114 @@ class GenerationDataService:
             '/generation.task.v1.GenerationDataService/WatchTaskEvents',
             generation_dot_task_dot_v1_dot_task__pb2.WatchTaskEventsRequest.SerializeToString,
             generation_dot_task_dot_v1_dot_task__pb2.WatchTaskEventsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListTools(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/generation.task.v1.GenerationDataService/ListTools',
+            generation_dot_task_dot_v1_dot_task__pb2.ListToolsRequest.SerializeToString,
+            generation_dot_task_dot_v1_dot_task__pb2.ListToolsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListTasks(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/generation.task.v1.GenerationDataService/ListTasks',
+            generation_dot_task_dot_v1_dot_task__pb2.ListTasksRequest.SerializeToString,
+            generation_dot_task_dot_v1_dot_task__pb2.ListTasksResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetQueueStats(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/generation.task.v1.GenerationDataService/GetQueueStats',
+            generation_dot_task_dot_v1_dot_task__pb2.GetQueueStatsRequest.SerializeToString,
+            generation_dot_task_dot_v1_dot_task__pb2.GetQueueStatsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListToolOutcomes(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/generation.task.v1.GenerationDataService/ListToolOutcomes',
+            generation_dot_task_dot_v1_dot_task__pb2.ListToolOutcomesRequest.SerializeToString,
+            generation_dot_task_dot_v1_dot_task__pb2.ListToolOutcomesResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -4,10 +4,12 @@ isort:skip_file
 The generation task queue's data plane. Every RPC is one SQL statement, checked against
 the sibling schema.sql and turned into a typed handler by protoc-gen-pydb.
 
-Life of a task: QueueTask / QueueTasks (queued) -> ClaimNextTask / ClaimTasks (processing,
-leased for the tool's lease_seconds) -> HeartbeatTask while working -> CompleteTask(s)
-(completed) or FailTask(s) (queued again while retries remain, else failed).
-ListStaleTasks finds what no claim will recover; PruneTasks deletes old terminal rows.
+Life of a task: QueueTask / QueueTasks (queued, or scheduled until its run_at) -> ClaimNextTask /
+ClaimTasks (processing, leased for the tool's lease_seconds) -> HeartbeatTask while working ->
+CompleteTask(s) (completed) or FailTask(s) (scheduled after a backoff while retries remain, else
+failed); SnoozeTask re-queues without a retry; CancelTask(s) ends any unfinished task cancelled.
+ListStaleTasks finds what no claim will recover; PruneTasks deletes old terminal rows;
+PromoteDueTasks, ReapOverdueTasks and EnqueuePeriodicTask are the reconciler's schedule tick.
 """
 
 from collections import abc as _abc
@@ -51,28 +53,94 @@ class GenerationDataServiceStub:
     NOTIFYs of one transaction are folded by PostgreSQL: one wake per tool per batch.
     """
     ClaimNextTask: _grpc.UnaryUnaryMultiCallable[_task_pb2.ClaimNextTaskRequest, _task_pb2.ClaimNextTaskResponse]
-    """Claims the tool's next task: a reclaimable zombie first, then by priority, then FIFO.
-    Reclaiming a zombie (lease lapsed while processing) burns one retry.
+    """Claims the tool's next task: a reclaimable zombie first, then by priority, then FIFO; when
+    nothing queued is claimable, a scheduled task already due (no promotion needed). Nothing while
+    the tool is paused. Reclaiming a zombie (lease lapsed while processing) burns one retry.
     """
     ClaimTasks: _grpc.UnaryUnaryMultiCallable[_task_pb2.ClaimTasksRequest, _task_pb2.ClaimTasksResponse]
     """The same claim for up to `limit` tasks at once, and at most about `max_bytes` of them: a
     locked candidate that would not fit the answer is left untouched (unlocked at commit), so no
     claim is committed that cannot reach the caller. The size bound over-estimates the encoded Task
-    (the JSON text and strings plus 512 bytes for ids, numbers and timestamps).
+    (the JSON text and strings plus 512 bytes for ids, numbers and timestamps). The tool's due
+    scheduled tasks (delayed, backed off, snoozed; `due`, from idx_gen_tasks_scheduled_tool) are
+    ranked with its queued ones; nothing is claimed while the tool is paused.
     """
     HeartbeatTask: _grpc.UnaryUnaryMultiCallable[_task_pb2.HeartbeatTaskRequest, _task_pb2.HeartbeatTaskResponse]
-    """Extends the lease of a task still held under lease_token."""
+    """Extends the lease of a task still held under lease_token, and tells its worker whether the
+    task was cancelled (cancel_requested) or the attempt ran past its run-time limit
+    (runtime_exceeded: the lease is not renewed).
+    """
     CompleteTask: _grpc.UnaryUnaryMultiCallable[_task_pb2.CompleteTaskRequest, _task_pb2.CompleteTaskResponse]
     """Marks a task held under lease_token completed."""
     CompleteTasks: _grpc.UnaryUnaryMultiCallable[_task_pb2.CompleteTasksRequest, _task_pb2.CompleteTasksResponse]
     """Completes many tasks in one statement; entries whose lease was lost are skipped."""
     FailTask: _grpc.UnaryUnaryMultiCallable[_task_pb2.FailTaskRequest, _task_pb2.FailTaskResponse]
-    """Fails a task. With increment_retry it is re-queued while retries remain.
+    """Fails a task. With increment_retry it is re-queued while retries remain, claimable after
+    retry_after (unset: the tool's retry policy, computed here).
     Without lease_token (the reaper) it only applies to rows no live lease protects.
     """
     FailTasks: _grpc.UnaryUnaryMultiCallable[_task_pb2.FailTasksRequest, _task_pb2.FailTasksResponse]
     """FailTask(increment_retry=true) for many leased tasks in one statement: each is re-queued
-    while retries remain, else failed. Entries whose lease was lost are skipped.
+    (after its retry_after_seconds, else the tool's backoff) while retries remain, else failed.
+    Entries whose lease was lost are skipped.
+    """
+    SetToolRetryPolicy: _grpc.UnaryUnaryMultiCallable[_task_pb2.SetToolRetryPolicyRequest, _task_pb2.SetToolRetryPolicyResponse]
+    """Sets a tool's retry policy: the backoff of a failed attempt with retries left (FailTask
+    without retry_after).
+    """
+    SetToolMaxRuntime: _grpc.UnaryUnaryMultiCallable[_task_pb2.SetToolMaxRuntimeRequest, _task_pb2.SetToolMaxRuntimeResponse]
+    """Sets (or, unset, clears) a tool's run-time limit per attempt."""
+    PauseTool: _grpc.UnaryUnaryMultiCallable[_task_pb2.PauseToolRequest, _task_pb2.PauseToolResponse]
+    """Pauses a tool: no claim started after this returns its tasks; tasks in flight finish normally."""
+    ResumeTool: _grpc.UnaryUnaryMultiCallable[_task_pb2.ResumeToolRequest, _task_pb2.ResumeToolResponse]
+    """Resumes a paused tool. Its wake is not rung: workers find its tasks at their next poll."""
+    SnoozeTask: _grpc.UnaryUnaryMultiCallable[_task_pb2.SnoozeTaskRequest, _task_pb2.SnoozeTaskResponse]
+    """Puts a task held under lease_token back in the queue, claimable after `delay`: the lease is
+    released and the retry count unchanged (not a failure).
+    """
+    CancelTask: _grpc.UnaryUnaryMultiCallable[_task_pb2.CancelTaskRequest, _task_pb2.CancelTaskResponse]
+    """Cancels a task that has not finished: `cancelled` (terminal) at once. A running task keeps its
+    lease token so its worker's next heartbeat answers cancel_requested (the schema's trigger also
+    NOTIFYs task_cancel, which WatchTaskCancels relays); its late CompleteTask / FailTask is
+    refused (FAILED_PRECONDITION), as every RPC that needs a `processing` row refuses it.
+    """
+    CancelTasks: _grpc.UnaryUnaryMultiCallable[_task_pb2.CancelTasksRequest, _task_pb2.CancelTasksResponse]
+    """CancelTask for many tasks; those already finished are left out of the answer."""
+    PromoteDueTasks: _grpc.UnaryUnaryMultiCallable[_task_pb2.PromoteDueTasksRequest, _task_pb2.PromoteDueTasksResponse]
+    """Flips scheduled tasks now due to queued, oldest due first (idx_gen_tasks_scheduled), so
+    the wake trigger rings their tools' workers. The reconciler calls it every tick; a claim does
+    not wait for it (it takes due scheduled tasks itself).
+    """
+    ReapOverdueTasks: _grpc.UnaryUnaryMultiCallable[_task_pb2.ReapOverdueTasksRequest, _task_pb2.ReapOverdueTasksResponse]
+    """The reaper's run-time limit: fails running attempts past their limit (the task's, else its
+    tool's) with a clear error, re-queued while retries remain. Reads only running rows
+    (idx_gen_tasks_running), skipping those a worker is reporting right now.
+    """
+    RetryTask: _grpc.UnaryUnaryMultiCallable[_task_pb2.RetryTaskRequest, _task_pb2.RetryTaskResponse]
+    """Redrive: a failed or cancelled task back to queued with a fresh attempt budget
+    (retry_count 0); its last error and status are appended to `errors`.
+    """
+    RetryTasks: _grpc.UnaryUnaryMultiCallable[_task_pb2.RetryTasksRequest, _task_pb2.RetryTasksResponse]
+    """RetryTask for a tool's failed and cancelled tasks matching a filter, a bounded batch per
+    call, oldest ended first (idx_gen_tasks_redrive); rows another transaction holds are skipped.
+    """
+    UpsertPeriodicTask: _grpc.UnaryUnaryMultiCallable[_task_pb2.UpsertPeriodicTaskRequest, _task_pb2.UpsertPeriodicTaskResponse]
+    """Creates or replaces a cron schedule. The time zone is checked by PostgreSQL (an unknown one is
+    refused); the slot already enqueued (last_slot_at) is kept, so a changed schedule resumes after it.
+    """
+    DeletePeriodicTask: _grpc.UnaryUnaryMultiCallable[_task_pb2.DeletePeriodicTaskRequest, _task_pb2.DeletePeriodicTaskResponse]
+    """Deletes a schedule; tasks it already enqueued stay."""
+    ListPeriodicTasks: _grpc.UnaryUnaryMultiCallable[_task_pb2.ListPeriodicTasksRequest, _task_pb2.ListPeriodicTasksResponse]
+    """The schedules by name, a page at a time."""
+    EnqueuePeriodicTask: _grpc.UnaryUnaryMultiCallable[_task_pb2.EnqueuePeriodicTaskRequest, _task_pb2.EnqueuePeriodicTaskResponse]
+    """Enqueues a schedule's slot exactly once: the task carries (name, slot) under a unique index,
+    so racing reconcilers create one task and the others get no task back. Advances the
+    schedule's last_slot_at (never backwards). A future slot is queued `scheduled`.
+    """
+    WatchTaskCancels: _grpc.UnaryStreamMultiCallable[_task_pb2.WatchTaskCancelsRequest, _task_pb2.WatchTaskCancelsResponse]
+    """Rings when a running task is cancelled (the schema's trigger NOTIFYs task_cancel with its id),
+    so its worker stops it at once rather than at its next heartbeat. Best-effort: the heartbeat
+    answer (cancel_requested) is the floor.
     """
     ListStaleTasks: _grpc.UnaryUnaryMultiCallable[_task_pb2.ListStaleTasksRequest, _task_pb2.ListStaleTasksResponse]
     """The rows no claim will recover: dead zombies past the grace window, unclaimable rows
@@ -118,6 +186,31 @@ class GenerationDataServiceStub:
     """Rings when events of a task are committed (the schema's trigger NOTIFYs task_events with
     the task id); readers then ListTaskEvents from the last seq they saw.
     """
+    ListTools: _grpc.UnaryUnaryMultiCallable[_task_pb2.ListToolsRequest, _task_pb2.ListToolsResponse]
+    """--- Admin and observability (docs/operations.md).
+
+    Every tool, by name.
+    """
+    ListTasks: _grpc.UnaryUnaryMultiCallable[_task_pb2.ListTasksRequest, _task_pb2.ListTasksResponse]
+    """Tasks newest first, filtered, a page at a time (keyset pagination on (created_at, id): a
+    page costs its rows whatever the page number). The page token is the last row's key, base64
+    text; one that does not decode is PostgreSQL's data exception, answered INVALID_ARGUMENT.
+    Three branches, one per index (idx_gen_tasks_tool_created, idx_gen_tasks_status_created,
+    idx_gen_tasks_created), each guarded by which filters are set: under a generic plan the
+    guards are one-time filters, so only one branch runs, an ordered index scan that stops at
+    the page; `(@x IS NULL OR col = @x)` in one WHERE would leave a generic plan only the scan
+    of every row. The other filters are checked on the rows that branch reads.
+    """
+    GetQueueStats: _grpc.UnaryUnaryMultiCallable[_task_pb2.GetQueueStatsRequest, _task_pb2.GetQueueStatsResponse]
+    """The live queue by tool and status, with the age of each one's oldest task: what the queue
+    gauges and the dashboard's queue page read. Costs the live rows (an index-only scan of
+    idx_gen_tasks_queue), not the finished ones: the finished are counted over a window
+    (ListToolOutcomes), since counting every row ever finished costs the table.
+    """
+    ListToolOutcomes: _grpc.UnaryUnaryMultiCallable[_task_pb2.ListToolOutcomesRequest, _task_pb2.ListToolOutcomesResponse]
+    """Per tool, the tasks finished in the last window_seconds: completed, failed, and the failure
+    rate. Costs the window's rows (a range of idx_gen_tasks_terminal).
+    """
 
 @_typing.type_check_only
 class GenerationDataServiceAsyncStub(GenerationDataServiceStub):
@@ -135,28 +228,94 @@ class GenerationDataServiceAsyncStub(GenerationDataServiceStub):
     NOTIFYs of one transaction are folded by PostgreSQL: one wake per tool per batch.
     """
     ClaimNextTask: _aio.UnaryUnaryMultiCallable[_task_pb2.ClaimNextTaskRequest, _task_pb2.ClaimNextTaskResponse]  # type: ignore[assignment]
-    """Claims the tool's next task: a reclaimable zombie first, then by priority, then FIFO.
-    Reclaiming a zombie (lease lapsed while processing) burns one retry.
+    """Claims the tool's next task: a reclaimable zombie first, then by priority, then FIFO; when
+    nothing queued is claimable, a scheduled task already due (no promotion needed). Nothing while
+    the tool is paused. Reclaiming a zombie (lease lapsed while processing) burns one retry.
     """
     ClaimTasks: _aio.UnaryUnaryMultiCallable[_task_pb2.ClaimTasksRequest, _task_pb2.ClaimTasksResponse]  # type: ignore[assignment]
     """The same claim for up to `limit` tasks at once, and at most about `max_bytes` of them: a
     locked candidate that would not fit the answer is left untouched (unlocked at commit), so no
     claim is committed that cannot reach the caller. The size bound over-estimates the encoded Task
-    (the JSON text and strings plus 512 bytes for ids, numbers and timestamps).
+    (the JSON text and strings plus 512 bytes for ids, numbers and timestamps). The tool's due
+    scheduled tasks (delayed, backed off, snoozed; `due`, from idx_gen_tasks_scheduled_tool) are
+    ranked with its queued ones; nothing is claimed while the tool is paused.
     """
     HeartbeatTask: _aio.UnaryUnaryMultiCallable[_task_pb2.HeartbeatTaskRequest, _task_pb2.HeartbeatTaskResponse]  # type: ignore[assignment]
-    """Extends the lease of a task still held under lease_token."""
+    """Extends the lease of a task still held under lease_token, and tells its worker whether the
+    task was cancelled (cancel_requested) or the attempt ran past its run-time limit
+    (runtime_exceeded: the lease is not renewed).
+    """
     CompleteTask: _aio.UnaryUnaryMultiCallable[_task_pb2.CompleteTaskRequest, _task_pb2.CompleteTaskResponse]  # type: ignore[assignment]
     """Marks a task held under lease_token completed."""
     CompleteTasks: _aio.UnaryUnaryMultiCallable[_task_pb2.CompleteTasksRequest, _task_pb2.CompleteTasksResponse]  # type: ignore[assignment]
     """Completes many tasks in one statement; entries whose lease was lost are skipped."""
     FailTask: _aio.UnaryUnaryMultiCallable[_task_pb2.FailTaskRequest, _task_pb2.FailTaskResponse]  # type: ignore[assignment]
-    """Fails a task. With increment_retry it is re-queued while retries remain.
+    """Fails a task. With increment_retry it is re-queued while retries remain, claimable after
+    retry_after (unset: the tool's retry policy, computed here).
     Without lease_token (the reaper) it only applies to rows no live lease protects.
     """
     FailTasks: _aio.UnaryUnaryMultiCallable[_task_pb2.FailTasksRequest, _task_pb2.FailTasksResponse]  # type: ignore[assignment]
     """FailTask(increment_retry=true) for many leased tasks in one statement: each is re-queued
-    while retries remain, else failed. Entries whose lease was lost are skipped.
+    (after its retry_after_seconds, else the tool's backoff) while retries remain, else failed.
+    Entries whose lease was lost are skipped.
+    """
+    SetToolRetryPolicy: _aio.UnaryUnaryMultiCallable[_task_pb2.SetToolRetryPolicyRequest, _task_pb2.SetToolRetryPolicyResponse]  # type: ignore[assignment]
+    """Sets a tool's retry policy: the backoff of a failed attempt with retries left (FailTask
+    without retry_after).
+    """
+    SetToolMaxRuntime: _aio.UnaryUnaryMultiCallable[_task_pb2.SetToolMaxRuntimeRequest, _task_pb2.SetToolMaxRuntimeResponse]  # type: ignore[assignment]
+    """Sets (or, unset, clears) a tool's run-time limit per attempt."""
+    PauseTool: _aio.UnaryUnaryMultiCallable[_task_pb2.PauseToolRequest, _task_pb2.PauseToolResponse]  # type: ignore[assignment]
+    """Pauses a tool: no claim started after this returns its tasks; tasks in flight finish normally."""
+    ResumeTool: _aio.UnaryUnaryMultiCallable[_task_pb2.ResumeToolRequest, _task_pb2.ResumeToolResponse]  # type: ignore[assignment]
+    """Resumes a paused tool. Its wake is not rung: workers find its tasks at their next poll."""
+    SnoozeTask: _aio.UnaryUnaryMultiCallable[_task_pb2.SnoozeTaskRequest, _task_pb2.SnoozeTaskResponse]  # type: ignore[assignment]
+    """Puts a task held under lease_token back in the queue, claimable after `delay`: the lease is
+    released and the retry count unchanged (not a failure).
+    """
+    CancelTask: _aio.UnaryUnaryMultiCallable[_task_pb2.CancelTaskRequest, _task_pb2.CancelTaskResponse]  # type: ignore[assignment]
+    """Cancels a task that has not finished: `cancelled` (terminal) at once. A running task keeps its
+    lease token so its worker's next heartbeat answers cancel_requested (the schema's trigger also
+    NOTIFYs task_cancel, which WatchTaskCancels relays); its late CompleteTask / FailTask is
+    refused (FAILED_PRECONDITION), as every RPC that needs a `processing` row refuses it.
+    """
+    CancelTasks: _aio.UnaryUnaryMultiCallable[_task_pb2.CancelTasksRequest, _task_pb2.CancelTasksResponse]  # type: ignore[assignment]
+    """CancelTask for many tasks; those already finished are left out of the answer."""
+    PromoteDueTasks: _aio.UnaryUnaryMultiCallable[_task_pb2.PromoteDueTasksRequest, _task_pb2.PromoteDueTasksResponse]  # type: ignore[assignment]
+    """Flips scheduled tasks now due to queued, oldest due first (idx_gen_tasks_scheduled), so
+    the wake trigger rings their tools' workers. The reconciler calls it every tick; a claim does
+    not wait for it (it takes due scheduled tasks itself).
+    """
+    ReapOverdueTasks: _aio.UnaryUnaryMultiCallable[_task_pb2.ReapOverdueTasksRequest, _task_pb2.ReapOverdueTasksResponse]  # type: ignore[assignment]
+    """The reaper's run-time limit: fails running attempts past their limit (the task's, else its
+    tool's) with a clear error, re-queued while retries remain. Reads only running rows
+    (idx_gen_tasks_running), skipping those a worker is reporting right now.
+    """
+    RetryTask: _aio.UnaryUnaryMultiCallable[_task_pb2.RetryTaskRequest, _task_pb2.RetryTaskResponse]  # type: ignore[assignment]
+    """Redrive: a failed or cancelled task back to queued with a fresh attempt budget
+    (retry_count 0); its last error and status are appended to `errors`.
+    """
+    RetryTasks: _aio.UnaryUnaryMultiCallable[_task_pb2.RetryTasksRequest, _task_pb2.RetryTasksResponse]  # type: ignore[assignment]
+    """RetryTask for a tool's failed and cancelled tasks matching a filter, a bounded batch per
+    call, oldest ended first (idx_gen_tasks_redrive); rows another transaction holds are skipped.
+    """
+    UpsertPeriodicTask: _aio.UnaryUnaryMultiCallable[_task_pb2.UpsertPeriodicTaskRequest, _task_pb2.UpsertPeriodicTaskResponse]  # type: ignore[assignment]
+    """Creates or replaces a cron schedule. The time zone is checked by PostgreSQL (an unknown one is
+    refused); the slot already enqueued (last_slot_at) is kept, so a changed schedule resumes after it.
+    """
+    DeletePeriodicTask: _aio.UnaryUnaryMultiCallable[_task_pb2.DeletePeriodicTaskRequest, _task_pb2.DeletePeriodicTaskResponse]  # type: ignore[assignment]
+    """Deletes a schedule; tasks it already enqueued stay."""
+    ListPeriodicTasks: _aio.UnaryUnaryMultiCallable[_task_pb2.ListPeriodicTasksRequest, _task_pb2.ListPeriodicTasksResponse]  # type: ignore[assignment]
+    """The schedules by name, a page at a time."""
+    EnqueuePeriodicTask: _aio.UnaryUnaryMultiCallable[_task_pb2.EnqueuePeriodicTaskRequest, _task_pb2.EnqueuePeriodicTaskResponse]  # type: ignore[assignment]
+    """Enqueues a schedule's slot exactly once: the task carries (name, slot) under a unique index,
+    so racing reconcilers create one task and the others get no task back. Advances the
+    schedule's last_slot_at (never backwards). A future slot is queued `scheduled`.
+    """
+    WatchTaskCancels: _aio.UnaryStreamMultiCallable[_task_pb2.WatchTaskCancelsRequest, _task_pb2.WatchTaskCancelsResponse]  # type: ignore[assignment]
+    """Rings when a running task is cancelled (the schema's trigger NOTIFYs task_cancel with its id),
+    so its worker stops it at once rather than at its next heartbeat. Best-effort: the heartbeat
+    answer (cancel_requested) is the floor.
     """
     ListStaleTasks: _aio.UnaryUnaryMultiCallable[_task_pb2.ListStaleTasksRequest, _task_pb2.ListStaleTasksResponse]  # type: ignore[assignment]
     """The rows no claim will recover: dead zombies past the grace window, unclaimable rows
@@ -202,6 +361,31 @@ class GenerationDataServiceAsyncStub(GenerationDataServiceStub):
     """Rings when events of a task are committed (the schema's trigger NOTIFYs task_events with
     the task id); readers then ListTaskEvents from the last seq they saw.
     """
+    ListTools: _aio.UnaryUnaryMultiCallable[_task_pb2.ListToolsRequest, _task_pb2.ListToolsResponse]  # type: ignore[assignment]
+    """--- Admin and observability (docs/operations.md).
+
+    Every tool, by name.
+    """
+    ListTasks: _aio.UnaryUnaryMultiCallable[_task_pb2.ListTasksRequest, _task_pb2.ListTasksResponse]  # type: ignore[assignment]
+    """Tasks newest first, filtered, a page at a time (keyset pagination on (created_at, id): a
+    page costs its rows whatever the page number). The page token is the last row's key, base64
+    text; one that does not decode is PostgreSQL's data exception, answered INVALID_ARGUMENT.
+    Three branches, one per index (idx_gen_tasks_tool_created, idx_gen_tasks_status_created,
+    idx_gen_tasks_created), each guarded by which filters are set: under a generic plan the
+    guards are one-time filters, so only one branch runs, an ordered index scan that stops at
+    the page; `(@x IS NULL OR col = @x)` in one WHERE would leave a generic plan only the scan
+    of every row. The other filters are checked on the rows that branch reads.
+    """
+    GetQueueStats: _aio.UnaryUnaryMultiCallable[_task_pb2.GetQueueStatsRequest, _task_pb2.GetQueueStatsResponse]  # type: ignore[assignment]
+    """The live queue by tool and status, with the age of each one's oldest task: what the queue
+    gauges and the dashboard's queue page read. Costs the live rows (an index-only scan of
+    idx_gen_tasks_queue), not the finished ones: the finished are counted over a window
+    (ListToolOutcomes), since counting every row ever finished costs the table.
+    """
+    ListToolOutcomes: _aio.UnaryUnaryMultiCallable[_task_pb2.ListToolOutcomesRequest, _task_pb2.ListToolOutcomesResponse]  # type: ignore[assignment]
+    """Per tool, the tasks finished in the last window_seconds: completed, failed, and the failure
+    rate. Costs the window's rows (a range of idx_gen_tasks_terminal).
+    """
 
 class GenerationDataServiceServicer(metaclass=_abc_1.ABCMeta):
     @_abc_1.abstractmethod
@@ -246,8 +430,9 @@ class GenerationDataServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _task_pb2.ClaimNextTaskRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_task_pb2.ClaimNextTaskResponse, _abc.Awaitable[_task_pb2.ClaimNextTaskResponse]]:
-        """Claims the tool's next task: a reclaimable zombie first, then by priority, then FIFO.
-        Reclaiming a zombie (lease lapsed while processing) burns one retry.
+        """Claims the tool's next task: a reclaimable zombie first, then by priority, then FIFO; when
+        nothing queued is claimable, a scheduled task already due (no promotion needed). Nothing while
+        the tool is paused. Reclaiming a zombie (lease lapsed while processing) burns one retry.
         """
 
     @_abc_1.abstractmethod
@@ -259,7 +444,9 @@ class GenerationDataServiceServicer(metaclass=_abc_1.ABCMeta):
         """The same claim for up to `limit` tasks at once, and at most about `max_bytes` of them: a
         locked candidate that would not fit the answer is left untouched (unlocked at commit), so no
         claim is committed that cannot reach the caller. The size bound over-estimates the encoded Task
-        (the JSON text and strings plus 512 bytes for ids, numbers and timestamps).
+        (the JSON text and strings plus 512 bytes for ids, numbers and timestamps). The tool's due
+        scheduled tasks (delayed, backed off, snoozed; `due`, from idx_gen_tasks_scheduled_tool) are
+        ranked with its queued ones; nothing is claimed while the tool is paused.
         """
 
     @_abc_1.abstractmethod
@@ -268,7 +455,10 @@ class GenerationDataServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _task_pb2.HeartbeatTaskRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_task_pb2.HeartbeatTaskResponse, _abc.Awaitable[_task_pb2.HeartbeatTaskResponse]]:
-        """Extends the lease of a task still held under lease_token."""
+        """Extends the lease of a task still held under lease_token, and tells its worker whether the
+        task was cancelled (cancel_requested) or the attempt ran past its run-time limit
+        (runtime_exceeded: the lease is not renewed).
+        """
 
     @_abc_1.abstractmethod
     def CompleteTask(
@@ -292,7 +482,8 @@ class GenerationDataServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _task_pb2.FailTaskRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_task_pb2.FailTaskResponse, _abc.Awaitable[_task_pb2.FailTaskResponse]]:
-        """Fails a task. With increment_retry it is re-queued while retries remain.
+        """Fails a task. With increment_retry it is re-queued while retries remain, claimable after
+        retry_after (unset: the tool's retry policy, computed here).
         Without lease_token (the reaper) it only applies to rows no live lease protects.
         """
 
@@ -303,7 +494,162 @@ class GenerationDataServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_task_pb2.FailTasksResponse, _abc.Awaitable[_task_pb2.FailTasksResponse]]:
         """FailTask(increment_retry=true) for many leased tasks in one statement: each is re-queued
-        while retries remain, else failed. Entries whose lease was lost are skipped.
+        (after its retry_after_seconds, else the tool's backoff) while retries remain, else failed.
+        Entries whose lease was lost are skipped.
+        """
+
+    @_abc_1.abstractmethod
+    def SetToolRetryPolicy(
+        self,
+        request: _task_pb2.SetToolRetryPolicyRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_task_pb2.SetToolRetryPolicyResponse, _abc.Awaitable[_task_pb2.SetToolRetryPolicyResponse]]:
+        """Sets a tool's retry policy: the backoff of a failed attempt with retries left (FailTask
+        without retry_after).
+        """
+
+    @_abc_1.abstractmethod
+    def SetToolMaxRuntime(
+        self,
+        request: _task_pb2.SetToolMaxRuntimeRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_task_pb2.SetToolMaxRuntimeResponse, _abc.Awaitable[_task_pb2.SetToolMaxRuntimeResponse]]:
+        """Sets (or, unset, clears) a tool's run-time limit per attempt."""
+
+    @_abc_1.abstractmethod
+    def PauseTool(
+        self,
+        request: _task_pb2.PauseToolRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_task_pb2.PauseToolResponse, _abc.Awaitable[_task_pb2.PauseToolResponse]]:
+        """Pauses a tool: no claim started after this returns its tasks; tasks in flight finish normally."""
+
+    @_abc_1.abstractmethod
+    def ResumeTool(
+        self,
+        request: _task_pb2.ResumeToolRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_task_pb2.ResumeToolResponse, _abc.Awaitable[_task_pb2.ResumeToolResponse]]:
+        """Resumes a paused tool. Its wake is not rung: workers find its tasks at their next poll."""
+
+    @_abc_1.abstractmethod
+    def SnoozeTask(
+        self,
+        request: _task_pb2.SnoozeTaskRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_task_pb2.SnoozeTaskResponse, _abc.Awaitable[_task_pb2.SnoozeTaskResponse]]:
+        """Puts a task held under lease_token back in the queue, claimable after `delay`: the lease is
+        released and the retry count unchanged (not a failure).
+        """
+
+    @_abc_1.abstractmethod
+    def CancelTask(
+        self,
+        request: _task_pb2.CancelTaskRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_task_pb2.CancelTaskResponse, _abc.Awaitable[_task_pb2.CancelTaskResponse]]:
+        """Cancels a task that has not finished: `cancelled` (terminal) at once. A running task keeps its
+        lease token so its worker's next heartbeat answers cancel_requested (the schema's trigger also
+        NOTIFYs task_cancel, which WatchTaskCancels relays); its late CompleteTask / FailTask is
+        refused (FAILED_PRECONDITION), as every RPC that needs a `processing` row refuses it.
+        """
+
+    @_abc_1.abstractmethod
+    def CancelTasks(
+        self,
+        request: _task_pb2.CancelTasksRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_task_pb2.CancelTasksResponse, _abc.Awaitable[_task_pb2.CancelTasksResponse]]:
+        """CancelTask for many tasks; those already finished are left out of the answer."""
+
+    @_abc_1.abstractmethod
+    def PromoteDueTasks(
+        self,
+        request: _task_pb2.PromoteDueTasksRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_task_pb2.PromoteDueTasksResponse, _abc.Awaitable[_task_pb2.PromoteDueTasksResponse]]:
+        """Flips scheduled tasks now due to queued, oldest due first (idx_gen_tasks_scheduled), so
+        the wake trigger rings their tools' workers. The reconciler calls it every tick; a claim does
+        not wait for it (it takes due scheduled tasks itself).
+        """
+
+    @_abc_1.abstractmethod
+    def ReapOverdueTasks(
+        self,
+        request: _task_pb2.ReapOverdueTasksRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_task_pb2.ReapOverdueTasksResponse, _abc.Awaitable[_task_pb2.ReapOverdueTasksResponse]]:
+        """The reaper's run-time limit: fails running attempts past their limit (the task's, else its
+        tool's) with a clear error, re-queued while retries remain. Reads only running rows
+        (idx_gen_tasks_running), skipping those a worker is reporting right now.
+        """
+
+    @_abc_1.abstractmethod
+    def RetryTask(
+        self,
+        request: _task_pb2.RetryTaskRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_task_pb2.RetryTaskResponse, _abc.Awaitable[_task_pb2.RetryTaskResponse]]:
+        """Redrive: a failed or cancelled task back to queued with a fresh attempt budget
+        (retry_count 0); its last error and status are appended to `errors`.
+        """
+
+    @_abc_1.abstractmethod
+    def RetryTasks(
+        self,
+        request: _task_pb2.RetryTasksRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_task_pb2.RetryTasksResponse, _abc.Awaitable[_task_pb2.RetryTasksResponse]]:
+        """RetryTask for a tool's failed and cancelled tasks matching a filter, a bounded batch per
+        call, oldest ended first (idx_gen_tasks_redrive); rows another transaction holds are skipped.
+        """
+
+    @_abc_1.abstractmethod
+    def UpsertPeriodicTask(
+        self,
+        request: _task_pb2.UpsertPeriodicTaskRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_task_pb2.UpsertPeriodicTaskResponse, _abc.Awaitable[_task_pb2.UpsertPeriodicTaskResponse]]:
+        """Creates or replaces a cron schedule. The time zone is checked by PostgreSQL (an unknown one is
+        refused); the slot already enqueued (last_slot_at) is kept, so a changed schedule resumes after it.
+        """
+
+    @_abc_1.abstractmethod
+    def DeletePeriodicTask(
+        self,
+        request: _task_pb2.DeletePeriodicTaskRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_task_pb2.DeletePeriodicTaskResponse, _abc.Awaitable[_task_pb2.DeletePeriodicTaskResponse]]:
+        """Deletes a schedule; tasks it already enqueued stay."""
+
+    @_abc_1.abstractmethod
+    def ListPeriodicTasks(
+        self,
+        request: _task_pb2.ListPeriodicTasksRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_task_pb2.ListPeriodicTasksResponse, _abc.Awaitable[_task_pb2.ListPeriodicTasksResponse]]:
+        """The schedules by name, a page at a time."""
+
+    @_abc_1.abstractmethod
+    def EnqueuePeriodicTask(
+        self,
+        request: _task_pb2.EnqueuePeriodicTaskRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_task_pb2.EnqueuePeriodicTaskResponse, _abc.Awaitable[_task_pb2.EnqueuePeriodicTaskResponse]]:
+        """Enqueues a schedule's slot exactly once: the task carries (name, slot) under a unique index,
+        so racing reconcilers create one task and the others get no task back. Advances the
+        schedule's last_slot_at (never backwards). A future slot is queued `scheduled`.
+        """
+
+    @_abc_1.abstractmethod
+    def WatchTaskCancels(
+        self,
+        request: _task_pb2.WatchTaskCancelsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_abc.Iterator[_task_pb2.WatchTaskCancelsResponse], _abc.AsyncIterator[_task_pb2.WatchTaskCancelsResponse]]:
+        """Rings when a running task is cancelled (the schema's trigger NOTIFYs task_cancel with its id),
+        so its worker stops it at once rather than at its next heartbeat. Best-effort: the heartbeat
+        answer (cancel_requested) is the floor.
         """
 
     @_abc_1.abstractmethod
@@ -396,6 +742,55 @@ class GenerationDataServiceServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_abc.Iterator[_task_pb2.WatchTaskEventsResponse], _abc.AsyncIterator[_task_pb2.WatchTaskEventsResponse]]:
         """Rings when events of a task are committed (the schema's trigger NOTIFYs task_events with
         the task id); readers then ListTaskEvents from the last seq they saw.
+        """
+
+    @_abc_1.abstractmethod
+    def ListTools(
+        self,
+        request: _task_pb2.ListToolsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_task_pb2.ListToolsResponse, _abc.Awaitable[_task_pb2.ListToolsResponse]]:
+        """--- Admin and observability (docs/operations.md).
+
+        Every tool, by name.
+        """
+
+    @_abc_1.abstractmethod
+    def ListTasks(
+        self,
+        request: _task_pb2.ListTasksRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_task_pb2.ListTasksResponse, _abc.Awaitable[_task_pb2.ListTasksResponse]]:
+        """Tasks newest first, filtered, a page at a time (keyset pagination on (created_at, id): a
+        page costs its rows whatever the page number). The page token is the last row's key, base64
+        text; one that does not decode is PostgreSQL's data exception, answered INVALID_ARGUMENT.
+        Three branches, one per index (idx_gen_tasks_tool_created, idx_gen_tasks_status_created,
+        idx_gen_tasks_created), each guarded by which filters are set: under a generic plan the
+        guards are one-time filters, so only one branch runs, an ordered index scan that stops at
+        the page; `(@x IS NULL OR col = @x)` in one WHERE would leave a generic plan only the scan
+        of every row. The other filters are checked on the rows that branch reads.
+        """
+
+    @_abc_1.abstractmethod
+    def GetQueueStats(
+        self,
+        request: _task_pb2.GetQueueStatsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_task_pb2.GetQueueStatsResponse, _abc.Awaitable[_task_pb2.GetQueueStatsResponse]]:
+        """The live queue by tool and status, with the age of each one's oldest task: what the queue
+        gauges and the dashboard's queue page read. Costs the live rows (an index-only scan of
+        idx_gen_tasks_queue), not the finished ones: the finished are counted over a window
+        (ListToolOutcomes), since counting every row ever finished costs the table.
+        """
+
+    @_abc_1.abstractmethod
+    def ListToolOutcomes(
+        self,
+        request: _task_pb2.ListToolOutcomesRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_task_pb2.ListToolOutcomesResponse, _abc.Awaitable[_task_pb2.ListToolOutcomesResponse]]:
+        """Per tool, the tasks finished in the last window_seconds: completed, failed, and the failure
+        rate. Costs the window's rows (a range of idx_gen_tasks_terminal).
         """
 
 def add_GenerationDataServiceServicer_to_server(servicer: GenerationDataServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

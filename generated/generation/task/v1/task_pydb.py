@@ -24,11 +24,22 @@ import generation.task.v1.task_pb2_grpc as task_pb2_grpc
 
 # generation.task_status <-> task_pb2.TaskStatus, label by label.
 _TASK_STATUS_FROM_PG: dict[str, task_pb2.TaskStatus.ValueType] = {
+    "scheduled": task_pb2.TASK_STATUS_SCHEDULED,
     "queued": task_pb2.TASK_STATUS_QUEUED,
     "dispatched": task_pb2.TASK_STATUS_DISPATCHED,
     "processing": task_pb2.TASK_STATUS_PROCESSING,
     "completed": task_pb2.TASK_STATUS_COMPLETED,
     "failed": task_pb2.TASK_STATUS_FAILED,
+    "cancelled": task_pb2.TASK_STATUS_CANCELLED,
+}
+_TASK_STATUS_TO_PG: dict[task_pb2.TaskStatus.ValueType, str] = {
+    task_pb2.TASK_STATUS_SCHEDULED: "scheduled",
+    task_pb2.TASK_STATUS_QUEUED: "queued",
+    task_pb2.TASK_STATUS_DISPATCHED: "dispatched",
+    task_pb2.TASK_STATUS_PROCESSING: "processing",
+    task_pb2.TASK_STATUS_COMPLETED: "completed",
+    task_pb2.TASK_STATUS_FAILED: "failed",
+    task_pb2.TASK_STATUS_CANCELLED: "cancelled",
 }
 
 
@@ -39,6 +50,10 @@ def _tool_from_row(row: tuple[Any, ...]) -> task_pb2.Tool:
         name=row[1],  # name text
         created_at=rt.timestamp_value(row[2]),  # created_at timestamptz
         lease_seconds=row[3],  # lease_seconds int4
+        retry_base_seconds=row[4],  # retry_base_seconds float8
+        retry_cap_seconds=row[5],  # retry_cap_seconds float8
+        max_runtime_seconds=row[6],  # max_runtime_seconds int4 (nullable)
+        paused=row[7],  # paused bool
     )
 
 
@@ -64,6 +79,58 @@ def _task_from_row(row: tuple[Any, ...]) -> task_pb2.Task:
         started_at=None if row[16] is None else rt.timestamp_value(row[16]),  # started_at timestamptz (nullable)
         completed_at=None if row[17] is None else rt.timestamp_value(row[17]),  # completed_at timestamptz (nullable)
         lease_seconds=row[18],  # lease_seconds int4 (nullable)
+        run_at=rt.timestamp_value(row[19]),  # run_at timestamptz
+        attempted_at=None if row[20] is None else rt.timestamp_value(row[20]),  # attempted_at timestamptz (nullable)
+        max_runtime_seconds=row[21],  # max_runtime_seconds int4 (nullable)
+        errors=row[22],  # errors jsonb
+        periodic_name=row[23],  # periodic_name text (nullable)
+        periodic_slot_at=None if row[24] is None else rt.timestamp_value(row[24]),  # periodic_slot_at timestamptz (nullable)
+    )
+
+
+def _heartbeat_task_response_from_row(row: tuple[Any, ...]) -> task_pb2.HeartbeatTaskResponse:
+    """A result row as a generation.task.v1.HeartbeatTaskResponse."""
+    return task_pb2.HeartbeatTaskResponse(
+        task=_task_from_row(row),  # task: a joined row
+        cancel_requested=row[25],  # cancel_requested bool
+        runtime_exceeded=row[26],  # runtime_exceeded bool
+    )
+
+
+def _promote_due_tasks_response_from_row(row: tuple[Any, ...]) -> task_pb2.PromoteDueTasksResponse:
+    """A result row as a generation.task.v1.PromoteDueTasksResponse."""
+    return task_pb2.PromoteDueTasksResponse(
+        promoted=row[0],  # promoted int8
+    )
+
+
+def _reap_overdue_tasks_response_from_row(row: tuple[Any, ...]) -> task_pb2.ReapOverdueTasksResponse:
+    """A result row as a generation.task.v1.ReapOverdueTasksResponse."""
+    return task_pb2.ReapOverdueTasksResponse(
+        reaped=row[0],  # reaped int8
+    )
+
+
+def _retry_tasks_response_from_row(row: tuple[Any, ...]) -> task_pb2.RetryTasksResponse:
+    """A result row as a generation.task.v1.RetryTasksResponse."""
+    return task_pb2.RetryTasksResponse(
+        retried=row[0],  # retried int8
+    )
+
+
+def _periodic_task_from_row(row: tuple[Any, ...]) -> task_pb2.PeriodicTask:
+    """A result row as a generation.task.v1.PeriodicTask."""
+    return task_pb2.PeriodicTask(
+        name=row[0],  # name text
+        tool_id=row[1],  # tool_id uuid
+        cron=row[2],  # cron text
+        timezone=row[3],  # timezone text
+        input=row[4],  # input jsonb
+        priority=row[5],  # priority int4
+        max_retries=row[6],  # max_retries int4
+        created_at=rt.timestamp_value(row[7]),  # created_at timestamptz
+        updated_at=rt.timestamp_value(row[8]),  # updated_at timestamptz
+        last_slot_at=None if row[9] is None else rt.timestamp_value(row[9]),  # last_slot_at timestamptz (nullable)
     )
 
 
@@ -97,10 +164,48 @@ def _task_event_from_row(row: tuple[Any, ...]) -> task_pb2.TaskEvent:
     )
 
 
+def _listed_task_from_row(row: tuple[Any, ...]) -> task_pb2.ListedTask:
+    """A result row as a generation.task.v1.ListedTask."""
+    return task_pb2.ListedTask(
+        id=row[0],  # id uuid
+        tool_id=row[1],  # tool_id uuid
+        status=_TASK_STATUS_FROM_PG.get(row[2], task_pb2.TASK_STATUS_UNSPECIFIED),  # status generation.task_status
+        priority=row[3],  # priority int4
+        retry_count=row[4],  # retry_count int4
+        max_retries=row[5],  # max_retries int4
+        error=row[6],  # error text (nullable)
+        created_at=rt.timestamp_value(row[7]),  # created_at timestamptz
+        started_at=None if row[8] is None else rt.timestamp_value(row[8]),  # started_at timestamptz (nullable)
+        completed_at=None if row[9] is None else rt.timestamp_value(row[9]),  # completed_at timestamptz (nullable)
+        page_token=row[10],  # page_token text
+    )
+
+
+def _queue_stat_from_row(row: tuple[Any, ...]) -> task_pb2.QueueStat:
+    """A result row as a generation.task.v1.QueueStat."""
+    return task_pb2.QueueStat(
+        tool_id=row[0],  # tool_id uuid
+        status=_TASK_STATUS_FROM_PG.get(row[1], task_pb2.TASK_STATUS_UNSPECIFIED),  # status generation.task_status
+        tasks=row[2],  # tasks int8
+        oldest_age_seconds=row[3],  # oldest_age_seconds float8
+    )
+
+
+def _tool_outcomes_from_row(row: tuple[Any, ...]) -> task_pb2.ToolOutcomes:
+    """A result row as a generation.task.v1.ToolOutcomes."""
+    return task_pb2.ToolOutcomes(
+        tool_id=row[0],  # tool_id uuid
+        completed=row[1],  # completed int8
+        failed=row[2],  # failed int8
+        failure_rate=row[3],  # failure_rate float8
+    )
+
+
 REGISTER_TOOL_SQL = """\
 INSERT INTO generation.tools (name) VALUES (%(name)s)
 ON CONFLICT (name) DO UPDATE SET name = EXCLUDED.name
-RETURNING id, name, created_at, lease_seconds
+RETURNING tools.id, tools.name, tools.created_at, tools.lease_seconds, tools.retry_base_seconds,
+  tools.retry_cap_seconds, tools.max_runtime_seconds, tools.paused
 """
 REGISTER_TOOL_LOADERS = rt.loaders(text=("uuid",), timestamps=("timestamptz",))
 
@@ -126,7 +231,8 @@ async def register_tool(
 SET_TOOL_LEASE_SQL = """\
 UPDATE generation.tools SET lease_seconds = %(lease_seconds)s
 WHERE id = %(tool_id)s
-RETURNING id, name, created_at, lease_seconds
+RETURNING tools.id, tools.name, tools.created_at, tools.lease_seconds, tools.retry_base_seconds,
+  tools.retry_cap_seconds, tools.max_runtime_seconds, tools.paused
 """
 SET_TOOL_LEASE_EXISTS_SQL = "SELECT 1 FROM generation.tools WHERE id = %(tool_id)s"
 SET_TOOL_LEASE_LOADERS = rt.loaders(text=("uuid",), timestamps=("timestamptz",))
@@ -159,11 +265,13 @@ async def set_tool_lease(
 
 QUEUE_TASK_SQL = """\
 INSERT INTO generation.tasks
-  (tool_id, input, priority, max_retries, reserved_token_amount,
-   billing_idempotency_key, w3c_traceparent, lease_seconds)
+  (tool_id, status, input, priority, max_retries, reserved_token_amount,
+   billing_idempotency_key, w3c_traceparent, lease_seconds, run_at, max_runtime_seconds)
 VALUES
-  (%(tool_id)s, COALESCE(%(input)s::jsonb, '{}'), %(priority)s, COALESCE(%(max_retries)s, 3),
-   %(reserved_token_amount)s, NULLIF(%(billing_idempotency_key)s, ''), %(w3c_traceparent)s, %(lease_seconds)s)
+  (%(tool_id)s, CASE WHEN %(run_at)s::timestamptz > now() THEN 'scheduled' ELSE 'queued' END::generation.task_status,
+   COALESCE(%(input)s::jsonb, '{}'), %(priority)s, COALESCE(%(max_retries)s, 3),
+   %(reserved_token_amount)s, NULLIF(%(billing_idempotency_key)s, ''), %(w3c_traceparent)s, %(lease_seconds)s,
+   COALESCE(%(run_at)s::timestamptz, now()), %(max_runtime_seconds)s)
 -- A retried enqueue touches the existing row so RETURNING yields it.
 ON CONFLICT (billing_idempotency_key)
   DO UPDATE SET billing_idempotency_key = EXCLUDED.billing_idempotency_key
@@ -171,7 +279,8 @@ RETURNING tasks.id, tasks.tool_id, tasks.status, tasks.priority, tasks.retry_cou
   tasks.max_retries, tasks.input, tasks.output, tasks.error, tasks.reported_usage,
   tasks.reserved_token_amount, tasks.billing_idempotency_key, tasks.w3c_traceparent,
   tasks.lease_token, tasks.claim_expires_at, tasks.created_at, tasks.started_at, tasks.completed_at,
-  tasks.lease_seconds
+  tasks.lease_seconds, tasks.run_at, tasks.attempted_at, tasks.max_runtime_seconds, tasks.errors,
+  tasks.periodic_name, tasks.periodic_slot_at
 """
 QUEUE_TASK_LOADERS = rt.loaders(text=("jsonb", "uuid"), timestamps=("timestamptz",))
 
@@ -185,6 +294,7 @@ async def queue_task(
     """
     params = {
         "tool_id": rt.parse_uuid(request.tool_id, "tool_id"),
+        "run_at": rt.timestamp_param(request.run_at, "run_at") if request.HasField("run_at") else None,
         "input": request.input if request.HasField("input") else None,
         "priority": request.priority,
         "max_retries": request.max_retries if request.HasField("max_retries") else None,
@@ -192,6 +302,7 @@ async def queue_task(
         "billing_idempotency_key": request.billing_idempotency_key if request.HasField("billing_idempotency_key") else None,
         "w3c_traceparent": request.w3c_traceparent if request.HasField("w3c_traceparent") else None,
         "lease_seconds": request.lease_seconds if request.HasField("lease_seconds") else None,
+        "max_runtime_seconds": request.max_runtime_seconds if request.HasField("max_runtime_seconds") else None,
     }
     async with rt.cursor(conn, QUEUE_TASK_LOADERS) as cur:
         await cur.execute(QUEUE_TASK_SQL, params, prepare=True)
@@ -203,17 +314,21 @@ async def queue_task(
 
 QUEUE_TASKS_SQL = """\
 INSERT INTO generation.tasks
-  (tool_id, input, priority, max_retries, reserved_token_amount,
-   billing_idempotency_key, w3c_traceparent, lease_seconds)
+  (tool_id, status, input, priority, max_retries, reserved_token_amount,
+   billing_idempotency_key, w3c_traceparent, lease_seconds, run_at, max_runtime_seconds)
 SELECT DISTINCT ON (NULLIF(q.idempotency_key, ''), CASE WHEN COALESCE(q.idempotency_key, '') = '' THEN q.ord END)
-  q.tool_id, COALESCE(NULLIF(q.input, '')::jsonb, '{}'), COALESCE(q.priority, 0),
+  q.tool_id,
+  CASE WHEN q.run_at_unix > 0 AND to_timestamp(q.run_at_unix) > now() THEN 'scheduled' ELSE 'queued' END
+    ::generation.task_status,
+  COALESCE(NULLIF(q.input, '')::jsonb, '{}'), COALESCE(q.priority, 0),
   COALESCE(q.max_retries, 3), q.reserved_token_amount, NULLIF(q.idempotency_key, ''),
-  NULLIF(q.traceparent, ''), NULLIF(q.lease_seconds, 0)
+  NULLIF(q.traceparent, ''), NULLIF(q.lease_seconds, 0),
+  CASE WHEN q.run_at_unix > 0 THEN to_timestamp(q.run_at_unix) ELSE now() END, NULLIF(q.max_runtime_seconds, 0)
 FROM unnest(%(tool_ids)s::uuid[], %(inputs)s::text[], %(priorities)s::int4[], %(max_retries)s::int4[],
             %(reserved_token_amounts)s::int8[], %(billing_idempotency_keys)s::text[], %(w3c_traceparents)s::text[],
-            %(lease_seconds)s::int4[])
+            %(lease_seconds)s::int4[], %(run_at_unix)s::float8[], %(max_runtime_seconds)s::int4[])
   WITH ORDINALITY AS q (tool_id, input, priority, max_retries, reserved_token_amount, idempotency_key, traceparent,
-                        lease_seconds, ord)
+                        lease_seconds, run_at_unix, max_runtime_seconds, ord)
 WHERE q.tool_id IS NOT NULL
 ORDER BY NULLIF(q.idempotency_key, ''), CASE WHEN COALESCE(q.idempotency_key, '') = '' THEN q.ord END
 ON CONFLICT (billing_idempotency_key)
@@ -222,7 +337,8 @@ RETURNING tasks.id, tasks.tool_id, tasks.status, tasks.priority, tasks.retry_cou
   tasks.max_retries, tasks.input, tasks.output, tasks.error, tasks.reported_usage,
   tasks.reserved_token_amount, tasks.billing_idempotency_key, tasks.w3c_traceparent,
   tasks.lease_token, tasks.claim_expires_at, tasks.created_at, tasks.started_at, tasks.completed_at,
-  tasks.lease_seconds
+  tasks.lease_seconds, tasks.run_at, tasks.attempted_at, tasks.max_runtime_seconds, tasks.errors,
+  tasks.periodic_name, tasks.periodic_slot_at
 """
 QUEUE_TASKS_LOADERS = rt.loaders(text=("jsonb", "uuid"), timestamps=("timestamptz",))
 
@@ -246,6 +362,8 @@ async def queue_tasks(
         "billing_idempotency_keys": list(request.billing_idempotency_keys),
         "w3c_traceparents": list(request.w3c_traceparents),
         "lease_seconds": list(request.lease_seconds),
+        "run_at_unix": list(request.run_at_unix),
+        "max_runtime_seconds": list(request.max_runtime_seconds),
     }
     async with rt.cursor(conn, QUEUE_TASKS_LOADERS) as cur:
         await cur.execute(QUEUE_TASKS_SQL, params, prepare=True)
@@ -257,11 +375,12 @@ CLAIM_NEXT_TASK_SQL = """\
 UPDATE generation.tasks AS t
 SET status = 'processing',
     started_at = COALESCE(t.started_at, now()),
+    attempted_at = now(),
     claim_expires_at = now() + COALESCE(t.lease_seconds, tl.lease_seconds) * INTERVAL '1 second',
     lease_token = gen_random_uuid(),
     retry_count = CASE WHEN t.status = 'processing' THEN t.retry_count + 1 ELSE t.retry_count END
 FROM generation.tools AS tl
-WHERE tl.id = t.tool_id AND t.id = (
+WHERE tl.id = t.tool_id AND t.id = COALESCE((
   SELECT id FROM generation.tasks
   WHERE tool_id = %(tool_id)s
     AND retry_count < max_retries
@@ -269,15 +388,32 @@ WHERE tl.id = t.tool_id AND t.id = (
     AND 512 + octet_length(input::text) + COALESCE(octet_length(output::text), 0)
           + COALESCE(octet_length(error), 0) + COALESCE(octet_length(reported_usage::text), 0)
           + COALESCE(octet_length(billing_idempotency_key), 0) + COALESCE(octet_length(w3c_traceparent), 0)
+          + octet_length(errors::text)
         <= COALESCE(NULLIF(%(max_bytes)s, 0), 4000000)
+    AND NOT (SELECT paused FROM generation.tools WHERE id = %(tool_id)s)
   ORDER BY status DESC, priority DESC, created_at ASC
   LIMIT 1
   FOR UPDATE SKIP LOCKED
-)
+), (
+  SELECT id FROM generation.tasks
+  WHERE tool_id = %(tool_id)s AND status = 'scheduled' AND run_at <= now()
+    AND retry_count < max_retries
+    AND 512 + octet_length(input::text) + COALESCE(octet_length(output::text), 0)
+          + COALESCE(octet_length(error), 0) + COALESCE(octet_length(reported_usage::text), 0)
+          + COALESCE(octet_length(billing_idempotency_key), 0) + COALESCE(octet_length(w3c_traceparent), 0)
+          + octet_length(errors::text)
+        <= COALESCE(NULLIF(%(max_bytes)s, 0), 4000000)
+    AND NOT (SELECT paused FROM generation.tools WHERE id = %(tool_id)s)
+  ORDER BY run_at
+  LIMIT 1
+  FOR UPDATE SKIP LOCKED
+))
 RETURNING t.id, t.tool_id, t.status, t.priority, t.retry_count, t.max_retries, t.input, t.output, t.error,
   t.reported_usage, t.reserved_token_amount, t.billing_idempotency_key, t.w3c_traceparent, t.lease_token,
   t.claim_expires_at, t.created_at, t.started_at, t.completed_at,
-  COALESCE(t.lease_seconds, tl.lease_seconds) AS lease_seconds
+  COALESCE(t.lease_seconds, tl.lease_seconds) AS lease_seconds, t.run_at, t.attempted_at,
+  COALESCE(t.max_runtime_seconds, tl.max_runtime_seconds) AS max_runtime_seconds, t.errors, t.periodic_name,
+  t.periodic_slot_at
 """
 CLAIM_NEXT_TASK_LOADERS = rt.loaders(text=("jsonb", "uuid"), timestamps=("timestamptz",))
 
@@ -286,7 +422,9 @@ async def claim_next_task(
     conn: AsyncConnection[Any], request: task_pb2.ClaimNextTaskRequest
 ) -> task_pb2.ClaimNextTaskResponse:
     """ClaimNextTask: Claims the tool's next task: a reclaimable zombie first, then by priority,
-    then FIFO. Reclaiming a zombie (lease lapsed while processing) burns one retry.
+    then FIFO; when nothing queued is claimable, a scheduled task already due (no promotion needed).
+    Nothing while the tool is paused. Reclaiming a zombie (lease lapsed while processing) burns one
+    retry.
 
     Zero or one row, into `task` (left unset when there is none).
     """
@@ -306,34 +444,55 @@ CLAIM_TASKS_SQL = """\
 WITH picked AS MATERIALIZED (
   SELECT id, status, priority, created_at,
          512 + octet_length(input::text) + COALESCE(octet_length(output::text), 0)
-             + COALESCE(octet_length(error), 0) + COALESCE(octet_length(reported_usage::text), 0)
-             + COALESCE(octet_length(billing_idempotency_key), 0) + COALESCE(octet_length(w3c_traceparent), 0)
+               + COALESCE(octet_length(error), 0) + COALESCE(octet_length(reported_usage::text), 0)
+               + COALESCE(octet_length(billing_idempotency_key), 0) + COALESCE(octet_length(w3c_traceparent), 0)
+               + octet_length(errors::text)
            AS answer_bytes
   FROM generation.tasks
   WHERE tool_id = %(tool_id)s
     AND retry_count < max_retries
     AND (status = 'queued' OR (status = 'processing' AND claim_expires_at < now()))
+    AND NOT (SELECT paused FROM generation.tools WHERE id = %(tool_id)s)
   ORDER BY status DESC, priority DESC, created_at ASC
   LIMIT %(limit)s
   FOR UPDATE SKIP LOCKED
+), due AS MATERIALIZED (
+  SELECT id, 'queued'::generation.task_status AS status, priority, created_at,
+         512 + octet_length(input::text) + COALESCE(octet_length(output::text), 0)
+               + COALESCE(octet_length(error), 0) + COALESCE(octet_length(reported_usage::text), 0)
+               + COALESCE(octet_length(billing_idempotency_key), 0) + COALESCE(octet_length(w3c_traceparent), 0)
+               + octet_length(errors::text)
+           AS answer_bytes
+  FROM generation.tasks
+  WHERE tool_id = %(tool_id)s AND status = 'scheduled' AND run_at <= now()
+    AND retry_count < max_retries
+    AND NOT (SELECT paused FROM generation.tools WHERE id = %(tool_id)s)
+  ORDER BY run_at
+  LIMIT %(limit)s
+  FOR UPDATE SKIP LOCKED
 ), fitting AS (
-  SELECT id, sum(answer_bytes) OVER (ORDER BY status DESC, priority DESC, created_at ASC, id) AS running_bytes
-  FROM picked
+  SELECT id, row_number() OVER w AS rank, sum(answer_bytes) OVER w AS running_bytes
+  FROM (SELECT * FROM picked UNION ALL SELECT * FROM due) AS c
   WHERE answer_bytes <= COALESCE(NULLIF(%(max_bytes)s, 0), 4000000)
+  WINDOW w AS (ORDER BY status DESC, priority DESC, created_at ASC, id)
 )
 UPDATE generation.tasks AS t
 SET status = 'processing',
     started_at = COALESCE(t.started_at, now()),
+    attempted_at = now(),
     claim_expires_at = now() + COALESCE(t.lease_seconds, tl.lease_seconds) * INTERVAL '1 second',
     lease_token = gen_random_uuid(),
     retry_count = CASE WHEN t.status = 'processing' THEN t.retry_count + 1 ELSE t.retry_count END
 FROM fitting, generation.tools AS tl
 WHERE t.id = fitting.id AND tl.id = t.tool_id
+  AND fitting.rank <= %(limit)s
   AND fitting.running_bytes <= COALESCE(NULLIF(%(max_bytes)s, 0), 4000000)
 RETURNING t.id, t.tool_id, t.status, t.priority, t.retry_count, t.max_retries, t.input, t.output, t.error,
   t.reported_usage, t.reserved_token_amount, t.billing_idempotency_key, t.w3c_traceparent, t.lease_token,
   t.claim_expires_at, t.created_at, t.started_at, t.completed_at,
-  COALESCE(t.lease_seconds, tl.lease_seconds) AS lease_seconds
+  COALESCE(t.lease_seconds, tl.lease_seconds) AS lease_seconds, t.run_at, t.attempted_at,
+  COALESCE(t.max_runtime_seconds, tl.max_runtime_seconds) AS max_runtime_seconds, t.errors, t.periodic_name,
+  t.periodic_slot_at
 """
 CLAIM_TASKS_LOADERS = rt.loaders(text=("jsonb", "uuid"), timestamps=("timestamptz",))
 
@@ -344,7 +503,9 @@ async def claim_tasks(
     """ClaimTasks: The same claim for up to `limit` tasks at once, and at most about `max_bytes` of
     them: a locked candidate that would not fit the answer is left untouched (unlocked at commit),
     so no claim is committed that cannot reach the caller. The size bound over-estimates the encoded
-    Task (the JSON text and strings plus 512 bytes for ids, numbers and timestamps).
+    Task (the JSON text and strings plus 512 bytes for ids, numbers and timestamps). The tool's due
+    scheduled tasks (delayed, backed off, snoozed; `due`, from idx_gen_tasks_scheduled_tool) are
+    ranked with its queued ones; nothing is claimed while the tool is paused.
 
     Any number of rows, into `tasks`.
     """
@@ -360,15 +521,20 @@ async def claim_tasks(
 
 
 HEARTBEAT_TASK_SQL = """\
-UPDATE generation.tasks
-SET claim_expires_at = now() + COALESCE(lease_seconds, (SELECT tl.lease_seconds FROM generation.tools AS tl
-                                                       WHERE tl.id = tool_id)) * INTERVAL '1 second'
-WHERE id = %(task_id)s AND lease_token = %(lease_token)s AND status = 'processing'
-RETURNING tasks.id, tasks.tool_id, tasks.status, tasks.priority, tasks.retry_count,
-  tasks.max_retries, tasks.input, tasks.output, tasks.error, tasks.reported_usage,
-  tasks.reserved_token_amount, tasks.billing_idempotency_key, tasks.w3c_traceparent,
-  tasks.lease_token, tasks.claim_expires_at, tasks.created_at, tasks.started_at, tasks.completed_at,
-  tasks.lease_seconds
+UPDATE generation.tasks AS task
+SET claim_expires_at = CASE WHEN task.status = 'processing' AND NOT COALESCE(task.attempted_at + COALESCE(task.max_runtime_seconds, tl.max_runtime_seconds) * INTERVAL '1 second' <= now(), false)
+                            THEN now() + COALESCE(task.lease_seconds, tl.lease_seconds) * INTERVAL '1 second'
+                            ELSE task.claim_expires_at END
+FROM generation.tools AS tl
+WHERE tl.id = task.tool_id AND task.id = %(task_id)s AND task.lease_token = %(lease_token)s
+  AND task.status IN ('processing', 'cancelled')
+RETURNING task.id, task.tool_id, task.status, task.priority, task.retry_count, task.max_retries,
+  task.input, task.output, task.error, task.reported_usage, task.reserved_token_amount,
+  task.billing_idempotency_key, task.w3c_traceparent, task.lease_token, task.claim_expires_at,
+  task.created_at, task.started_at, task.completed_at, task.lease_seconds, task.run_at,
+  task.attempted_at, task.max_runtime_seconds, task.errors, task.periodic_name,
+  task.periodic_slot_at, task.status = 'cancelled' AS cancel_requested,
+  task.status = 'processing' AND COALESCE(task.attempted_at + COALESCE(task.max_runtime_seconds, tl.max_runtime_seconds) * INTERVAL '1 second' <= now(), false) AS runtime_exceeded
 """
 HEARTBEAT_TASK_EXISTS_SQL = "SELECT 1 FROM generation.tasks WHERE id = %(task_id)s"
 HEARTBEAT_TASK_LOADERS = rt.loaders(text=("jsonb", "uuid"), timestamps=("timestamptz",))
@@ -377,9 +543,11 @@ HEARTBEAT_TASK_LOADERS = rt.loaders(text=("jsonb", "uuid"), timestamps=("timesta
 async def heartbeat_task(
     conn: AsyncConnection[Any], request: task_pb2.HeartbeatTaskRequest
 ) -> task_pb2.HeartbeatTaskResponse:
-    """HeartbeatTask: Extends the lease of a task still held under lease_token.
+    """HeartbeatTask: Extends the lease of a task still held under lease_token, and tells its worker
+    whether the task was cancelled (cancel_requested) or the attempt ran past its run-time limit
+    (runtime_exceeded: the lease is not renewed).
 
-    Exactly one row, into `task`. No row: NOT_FOUND when the generation.tasks row does not exist, else FAILED_PRECONDITION.
+    Exactly one row. No row: NOT_FOUND when the generation.tasks row does not exist, else FAILED_PRECONDITION.
     """
     params = {
         "task_id": rt.parse_uuid(request.task_id, "task_id"),
@@ -396,7 +564,7 @@ async def heartbeat_task(
             raise rt.FailedPrecondition(
                 f"HeartbeatTask does not apply to generation.tasks {params['task_id']} in its current state"
             )
-        return task_pb2.HeartbeatTaskResponse(task=_task_from_row(row))
+        return _heartbeat_task_response_from_row(row)
 
 
 COMPLETE_TASK_SQL = """\
@@ -411,7 +579,8 @@ RETURNING tasks.id, tasks.tool_id, tasks.status, tasks.priority, tasks.retry_cou
   tasks.max_retries, tasks.input, tasks.output, tasks.error, tasks.reported_usage,
   tasks.reserved_token_amount, tasks.billing_idempotency_key, tasks.w3c_traceparent,
   tasks.lease_token, tasks.claim_expires_at, tasks.created_at, tasks.started_at, tasks.completed_at,
-  tasks.lease_seconds
+  tasks.lease_seconds, tasks.run_at, tasks.attempted_at, tasks.max_runtime_seconds, tasks.errors,
+  tasks.periodic_name, tasks.periodic_slot_at
 """
 COMPLETE_TASK_EXISTS_SQL = "SELECT 1 FROM generation.tasks WHERE id = %(task_id)s"
 COMPLETE_TASK_LOADERS = rt.loaders(text=("jsonb", "uuid"), timestamps=("timestamptz",))
@@ -456,7 +625,8 @@ FROM unnest(%(task_ids)s::uuid[], %(lease_tokens)s::uuid[], %(outputs)s::text[],
 WHERE t.id = done.id AND t.lease_token = done.lease_token AND t.status = 'processing'
 RETURNING t.id, t.tool_id, t.status, t.priority, t.retry_count, t.max_retries, t.input, t.output,
   t.error, t.reported_usage, t.reserved_token_amount, t.billing_idempotency_key, t.w3c_traceparent,
-  t.lease_token, t.claim_expires_at, t.created_at, t.started_at, t.completed_at, t.lease_seconds
+  t.lease_token, t.claim_expires_at, t.created_at, t.started_at, t.completed_at, t.lease_seconds,
+  t.run_at, t.attempted_at, t.max_runtime_seconds, t.errors, t.periodic_name, t.periodic_slot_at
 """
 COMPLETE_TASKS_LOADERS = rt.loaders(text=("jsonb", "uuid"), timestamps=("timestamptz",))
 
@@ -484,7 +654,15 @@ async def complete_tasks(
 FAIL_TASK_SQL = """\
 UPDATE generation.tasks
 SET status = CASE WHEN %(increment_retry)s AND retry_count + 1 < max_retries
-                  THEN 'queued' ELSE 'failed' END::generation.task_status,
+                  THEN CASE WHEN %(retry_after)s::interval <= INTERVAL '0' THEN 'queued' ELSE 'scheduled' END
+                  ELSE 'failed' END::generation.task_status,
+    -- Re-queued: claimable after retry_after, else after the tool's retry policy's backoff.
+    run_at = CASE WHEN %(increment_retry)s AND retry_count + 1 < max_retries
+                  THEN now() + COALESCE(CASE WHEN %(retry_after)s::interval < INTERVAL '0' THEN INTERVAL '0'
+                                             ELSE %(retry_after)s::interval END,
+                                        (SELECT least(tl.retry_cap_seconds, tl.retry_base_seconds * power(2.0::float8, retry_count) * (1 + 0.25 * random()))
+                  FROM generation.tools AS tl WHERE tl.id = tool_id) * INTERVAL '1 second')
+                  ELSE run_at END,
     retry_count = CASE WHEN %(increment_retry)s THEN retry_count + 1 ELSE retry_count END,
     error = %(error)s,
     completed_at = CASE WHEN %(increment_retry)s AND retry_count + 1 < max_retries
@@ -494,7 +672,7 @@ SET status = CASE WHEN %(increment_retry)s AND retry_count + 1 < max_retries
 WHERE id = %(task_id)s
   AND CASE WHEN %(lease_token)s::uuid IS NULL
            THEN NOT %(increment_retry)s
-                AND (status IN ('queued', 'dispatched')
+                AND (status IN ('scheduled', 'queued', 'dispatched')
                      OR (status = 'processing' AND claim_expires_at < now()))
            ELSE status = 'processing' AND lease_token = %(lease_token)s
       END
@@ -502,7 +680,8 @@ RETURNING tasks.id, tasks.tool_id, tasks.status, tasks.priority, tasks.retry_cou
   tasks.max_retries, tasks.input, tasks.output, tasks.error, tasks.reported_usage,
   tasks.reserved_token_amount, tasks.billing_idempotency_key, tasks.w3c_traceparent,
   tasks.lease_token, tasks.claim_expires_at, tasks.created_at, tasks.started_at, tasks.completed_at,
-  tasks.lease_seconds
+  tasks.lease_seconds, tasks.run_at, tasks.attempted_at, tasks.max_runtime_seconds, tasks.errors,
+  tasks.periodic_name, tasks.periodic_slot_at
 """
 FAIL_TASK_EXISTS_SQL = "SELECT 1 FROM generation.tasks WHERE id = %(task_id)s"
 FAIL_TASK_LOADERS = rt.loaders(text=("jsonb", "uuid"), timestamps=("timestamptz",))
@@ -511,13 +690,15 @@ FAIL_TASK_LOADERS = rt.loaders(text=("jsonb", "uuid"), timestamps=("timestamptz"
 async def fail_task(
     conn: AsyncConnection[Any], request: task_pb2.FailTaskRequest
 ) -> task_pb2.FailTaskResponse:
-    """FailTask: Fails a task. With increment_retry it is re-queued while retries remain. Without
-    lease_token (the reaper) it only applies to rows no live lease protects.
+    """FailTask: Fails a task. With increment_retry it is re-queued while retries remain, claimable
+    after retry_after (unset: the tool's retry policy, computed here). Without lease_token (the
+    reaper) it only applies to rows no live lease protects.
 
     Exactly one row, into `task`. No row: NOT_FOUND when the generation.tasks row does not exist, else FAILED_PRECONDITION.
     """
     params = {
         "increment_retry": request.increment_retry,
+        "retry_after": request.retry_after.ToTimedelta() if request.HasField("retry_after") else None,
         "error": request.error,
         "task_id": rt.parse_uuid(request.task_id, "task_id"),
         "lease_token": rt.parse_uuid(request.lease_token, "lease_token") if request.HasField("lease_token") else None,
@@ -539,17 +720,27 @@ async def fail_task(
 FAIL_TASKS_SQL = """\
 UPDATE generation.tasks AS t
 SET status = CASE WHEN t.retry_count + 1 < t.max_retries
-                  THEN 'queued' ELSE 'failed' END::generation.task_status,
+                  THEN CASE WHEN f.retry_after = 0 THEN 'queued' ELSE 'scheduled' END
+                  ELSE 'failed' END::generation.task_status,
+    run_at = CASE WHEN t.retry_count + 1 < t.max_retries
+                  THEN now() + CASE WHEN f.retry_after >= 0 THEN f.retry_after
+                                    ELSE (SELECT least(tl.retry_cap_seconds,
+                                                       tl.retry_base_seconds * power(2.0::float8, t.retry_count) * (1 + 0.25 * random()))
+                                          FROM generation.tools AS tl WHERE tl.id = t.tool_id)
+                               END * INTERVAL '1 second'
+                  ELSE t.run_at END,
     retry_count = t.retry_count + 1,
     error = f.error,
     completed_at = CASE WHEN t.retry_count + 1 < t.max_retries THEN NULL ELSE now() END,
     claim_expires_at = NULL,
     lease_token = NULL
-FROM unnest(%(task_ids)s::uuid[], %(lease_tokens)s::uuid[], %(errors)s::text[]) AS f (id, lease_token, error)
+FROM unnest(%(task_ids)s::uuid[], %(lease_tokens)s::uuid[], %(errors)s::text[], %(retry_after_seconds)s::float8[])
+       AS f (id, lease_token, error, retry_after)
 WHERE t.id = f.id AND t.lease_token = f.lease_token AND t.status = 'processing'
 RETURNING t.id, t.tool_id, t.status, t.priority, t.retry_count, t.max_retries, t.input, t.output,
   t.error, t.reported_usage, t.reserved_token_amount, t.billing_idempotency_key, t.w3c_traceparent,
-  t.lease_token, t.claim_expires_at, t.created_at, t.started_at, t.completed_at, t.lease_seconds
+  t.lease_token, t.claim_expires_at, t.created_at, t.started_at, t.completed_at, t.lease_seconds,
+  t.run_at, t.attempted_at, t.max_runtime_seconds, t.errors, t.periodic_name, t.periodic_slot_at
 """
 FAIL_TASKS_LOADERS = rt.loaders(text=("jsonb", "uuid"), timestamps=("timestamptz",))
 
@@ -558,7 +749,8 @@ async def fail_tasks(
     conn: AsyncConnection[Any], request: task_pb2.FailTasksRequest
 ) -> task_pb2.FailTasksResponse:
     """FailTasks: FailTask(increment_retry=true) for many leased tasks in one statement: each is
-    re-queued while retries remain, else failed. Entries whose lease was lost are skipped.
+    re-queued (after its retry_after_seconds, else the tool's backoff) while retries remain, else
+    failed. Entries whose lease was lost are skipped.
 
     Any number of rows, into `tasks`.
     """
@@ -566,6 +758,7 @@ async def fail_tasks(
         "task_ids": rt.parse_uuids(request.task_ids, "task_ids"),
         "lease_tokens": rt.parse_uuids(request.lease_tokens, "lease_tokens"),
         "errors": list(request.errors),
+        "retry_after_seconds": list(request.retry_after_seconds),
     }
     async with rt.cursor(conn, FAIL_TASKS_LOADERS) as cur:
         await cur.execute(FAIL_TASKS_SQL, params, prepare=True)
@@ -573,10 +766,599 @@ async def fail_tasks(
         return task_pb2.FailTasksResponse(tasks=[_task_from_row(row) for row in rows])
 
 
+SET_TOOL_RETRY_POLICY_SQL = """\
+UPDATE generation.tools SET retry_base_seconds = %(retry_base_seconds)s, retry_cap_seconds = %(retry_cap_seconds)s
+WHERE id = %(tool_id)s
+RETURNING tools.id, tools.name, tools.created_at, tools.lease_seconds, tools.retry_base_seconds,
+  tools.retry_cap_seconds, tools.max_runtime_seconds, tools.paused
+"""
+SET_TOOL_RETRY_POLICY_EXISTS_SQL = "SELECT 1 FROM generation.tools WHERE id = %(tool_id)s"
+SET_TOOL_RETRY_POLICY_LOADERS = rt.loaders(text=("uuid",), timestamps=("timestamptz",))
+
+
+async def set_tool_retry_policy(
+    conn: AsyncConnection[Any], request: task_pb2.SetToolRetryPolicyRequest
+) -> task_pb2.SetToolRetryPolicyResponse:
+    """SetToolRetryPolicy: Sets a tool's retry policy: the backoff of a failed attempt with retries
+    left (FailTask without retry_after).
+
+    Exactly one row, into `tool`. No row: NOT_FOUND when the generation.tools row does not exist, else FAILED_PRECONDITION.
+    """
+    params = {
+        "retry_base_seconds": request.retry_base_seconds,
+        "retry_cap_seconds": request.retry_cap_seconds,
+        "tool_id": rt.parse_uuid(request.tool_id, "tool_id"),
+    }
+    async with rt.cursor(conn, SET_TOOL_RETRY_POLICY_LOADERS) as cur:
+        await cur.execute(SET_TOOL_RETRY_POLICY_SQL, params, prepare=True)
+        row = await cur.fetchone()
+        if row is None:
+            # Nothing matched: tell a missing row from one not in the state this call needs.
+            await cur.execute(SET_TOOL_RETRY_POLICY_EXISTS_SQL, {"tool_id": params["tool_id"]}, prepare=True)
+            if await cur.fetchone() is None:
+                raise rt.NotFound(f"generation.tools {params['tool_id']} does not exist")
+            raise rt.FailedPrecondition(
+                f"SetToolRetryPolicy does not apply to generation.tools {params['tool_id']} in its current state"
+            )
+        return task_pb2.SetToolRetryPolicyResponse(tool=_tool_from_row(row))
+
+
+SET_TOOL_MAX_RUNTIME_SQL = """\
+UPDATE generation.tools SET max_runtime_seconds = %(max_runtime_seconds)s
+WHERE id = %(tool_id)s
+RETURNING tools.id, tools.name, tools.created_at, tools.lease_seconds, tools.retry_base_seconds,
+  tools.retry_cap_seconds, tools.max_runtime_seconds, tools.paused
+"""
+SET_TOOL_MAX_RUNTIME_EXISTS_SQL = "SELECT 1 FROM generation.tools WHERE id = %(tool_id)s"
+SET_TOOL_MAX_RUNTIME_LOADERS = rt.loaders(text=("uuid",), timestamps=("timestamptz",))
+
+
+async def set_tool_max_runtime(
+    conn: AsyncConnection[Any], request: task_pb2.SetToolMaxRuntimeRequest
+) -> task_pb2.SetToolMaxRuntimeResponse:
+    """SetToolMaxRuntime: Sets (or, unset, clears) a tool's run-time limit per attempt.
+
+    Exactly one row, into `tool`. No row: NOT_FOUND when the generation.tools row does not exist, else FAILED_PRECONDITION.
+    """
+    params = {
+        "max_runtime_seconds": request.max_runtime_seconds if request.HasField("max_runtime_seconds") else None,
+        "tool_id": rt.parse_uuid(request.tool_id, "tool_id"),
+    }
+    async with rt.cursor(conn, SET_TOOL_MAX_RUNTIME_LOADERS) as cur:
+        await cur.execute(SET_TOOL_MAX_RUNTIME_SQL, params, prepare=True)
+        row = await cur.fetchone()
+        if row is None:
+            # Nothing matched: tell a missing row from one not in the state this call needs.
+            await cur.execute(SET_TOOL_MAX_RUNTIME_EXISTS_SQL, {"tool_id": params["tool_id"]}, prepare=True)
+            if await cur.fetchone() is None:
+                raise rt.NotFound(f"generation.tools {params['tool_id']} does not exist")
+            raise rt.FailedPrecondition(
+                f"SetToolMaxRuntime does not apply to generation.tools {params['tool_id']} in its current state"
+            )
+        return task_pb2.SetToolMaxRuntimeResponse(tool=_tool_from_row(row))
+
+
+PAUSE_TOOL_SQL = """\
+UPDATE generation.tools SET paused = true
+WHERE id = %(tool_id)s
+RETURNING tools.id, tools.name, tools.created_at, tools.lease_seconds, tools.retry_base_seconds,
+  tools.retry_cap_seconds, tools.max_runtime_seconds, tools.paused
+"""
+PAUSE_TOOL_EXISTS_SQL = "SELECT 1 FROM generation.tools WHERE id = %(tool_id)s"
+PAUSE_TOOL_LOADERS = rt.loaders(text=("uuid",), timestamps=("timestamptz",))
+
+
+async def pause_tool(
+    conn: AsyncConnection[Any], request: task_pb2.PauseToolRequest
+) -> task_pb2.PauseToolResponse:
+    """PauseTool: Pauses a tool: no claim started after this returns its tasks; tasks in flight
+    finish normally.
+
+    Exactly one row, into `tool`. No row: NOT_FOUND when the generation.tools row does not exist, else FAILED_PRECONDITION.
+    """
+    params = {
+        "tool_id": rt.parse_uuid(request.tool_id, "tool_id"),
+    }
+    async with rt.cursor(conn, PAUSE_TOOL_LOADERS) as cur:
+        await cur.execute(PAUSE_TOOL_SQL, params, prepare=True)
+        row = await cur.fetchone()
+        if row is None:
+            # Nothing matched: tell a missing row from one not in the state this call needs.
+            await cur.execute(PAUSE_TOOL_EXISTS_SQL, {"tool_id": params["tool_id"]}, prepare=True)
+            if await cur.fetchone() is None:
+                raise rt.NotFound(f"generation.tools {params['tool_id']} does not exist")
+            raise rt.FailedPrecondition(
+                f"PauseTool does not apply to generation.tools {params['tool_id']} in its current state"
+            )
+        return task_pb2.PauseToolResponse(tool=_tool_from_row(row))
+
+
+RESUME_TOOL_SQL = """\
+UPDATE generation.tools SET paused = false
+WHERE id = %(tool_id)s
+RETURNING tools.id, tools.name, tools.created_at, tools.lease_seconds, tools.retry_base_seconds,
+  tools.retry_cap_seconds, tools.max_runtime_seconds, tools.paused
+"""
+RESUME_TOOL_EXISTS_SQL = "SELECT 1 FROM generation.tools WHERE id = %(tool_id)s"
+RESUME_TOOL_LOADERS = rt.loaders(text=("uuid",), timestamps=("timestamptz",))
+
+
+async def resume_tool(
+    conn: AsyncConnection[Any], request: task_pb2.ResumeToolRequest
+) -> task_pb2.ResumeToolResponse:
+    """ResumeTool: Resumes a paused tool. Its wake is not rung: workers find its tasks at their next
+    poll.
+
+    Exactly one row, into `tool`. No row: NOT_FOUND when the generation.tools row does not exist, else FAILED_PRECONDITION.
+    """
+    params = {
+        "tool_id": rt.parse_uuid(request.tool_id, "tool_id"),
+    }
+    async with rt.cursor(conn, RESUME_TOOL_LOADERS) as cur:
+        await cur.execute(RESUME_TOOL_SQL, params, prepare=True)
+        row = await cur.fetchone()
+        if row is None:
+            # Nothing matched: tell a missing row from one not in the state this call needs.
+            await cur.execute(RESUME_TOOL_EXISTS_SQL, {"tool_id": params["tool_id"]}, prepare=True)
+            if await cur.fetchone() is None:
+                raise rt.NotFound(f"generation.tools {params['tool_id']} does not exist")
+            raise rt.FailedPrecondition(
+                f"ResumeTool does not apply to generation.tools {params['tool_id']} in its current state"
+            )
+        return task_pb2.ResumeToolResponse(tool=_tool_from_row(row))
+
+
+SNOOZE_TASK_SQL = """\
+UPDATE generation.tasks
+SET status = CASE WHEN %(delay)s::interval > INTERVAL '0' THEN 'scheduled' ELSE 'queued' END::generation.task_status,
+    run_at = now() + GREATEST(COALESCE(%(delay)s::interval, INTERVAL '0'), INTERVAL '0'),
+    claim_expires_at = NULL,
+    lease_token = NULL
+WHERE id = %(task_id)s AND lease_token = %(lease_token)s AND status = 'processing'
+RETURNING tasks.id, tasks.tool_id, tasks.status, tasks.priority, tasks.retry_count,
+  tasks.max_retries, tasks.input, tasks.output, tasks.error, tasks.reported_usage,
+  tasks.reserved_token_amount, tasks.billing_idempotency_key, tasks.w3c_traceparent,
+  tasks.lease_token, tasks.claim_expires_at, tasks.created_at, tasks.started_at, tasks.completed_at,
+  tasks.lease_seconds, tasks.run_at, tasks.attempted_at, tasks.max_runtime_seconds, tasks.errors,
+  tasks.periodic_name, tasks.periodic_slot_at
+"""
+SNOOZE_TASK_EXISTS_SQL = "SELECT 1 FROM generation.tasks WHERE id = %(task_id)s"
+SNOOZE_TASK_LOADERS = rt.loaders(text=("jsonb", "uuid"), timestamps=("timestamptz",))
+
+
+async def snooze_task(
+    conn: AsyncConnection[Any], request: task_pb2.SnoozeTaskRequest
+) -> task_pb2.SnoozeTaskResponse:
+    """SnoozeTask: Puts a task held under lease_token back in the queue, claimable after `delay`:
+    the lease is released and the retry count unchanged (not a failure).
+
+    Exactly one row, into `task`. No row: NOT_FOUND when the generation.tasks row does not exist, else FAILED_PRECONDITION.
+    """
+    params = {
+        "delay": request.delay.ToTimedelta() if request.HasField("delay") else None,
+        "task_id": rt.parse_uuid(request.task_id, "task_id"),
+        "lease_token": rt.parse_uuid(request.lease_token, "lease_token"),
+    }
+    async with rt.cursor(conn, SNOOZE_TASK_LOADERS) as cur:
+        await cur.execute(SNOOZE_TASK_SQL, params, prepare=True)
+        row = await cur.fetchone()
+        if row is None:
+            # Nothing matched: tell a missing row from one not in the state this call needs.
+            await cur.execute(SNOOZE_TASK_EXISTS_SQL, {"task_id": params["task_id"]}, prepare=True)
+            if await cur.fetchone() is None:
+                raise rt.NotFound(f"generation.tasks {params['task_id']} does not exist")
+            raise rt.FailedPrecondition(
+                f"SnoozeTask does not apply to generation.tasks {params['task_id']} in its current state"
+            )
+        return task_pb2.SnoozeTaskResponse(task=_task_from_row(row))
+
+
+CANCEL_TASK_SQL = """\
+UPDATE generation.tasks
+SET status = 'cancelled',
+    error = CASE WHEN %(reason)s = '' THEN 'cancelled' ELSE 'cancelled: ' || %(reason)s END,
+    completed_at = now(),
+    claim_expires_at = CASE WHEN status = 'processing' THEN claim_expires_at END,
+    lease_token = CASE WHEN status = 'processing' THEN lease_token END
+WHERE id = %(task_id)s AND status IN ('scheduled', 'queued', 'dispatched', 'processing')
+RETURNING tasks.id, tasks.tool_id, tasks.status, tasks.priority, tasks.retry_count,
+  tasks.max_retries, tasks.input, tasks.output, tasks.error, tasks.reported_usage,
+  tasks.reserved_token_amount, tasks.billing_idempotency_key, tasks.w3c_traceparent,
+  tasks.lease_token, tasks.claim_expires_at, tasks.created_at, tasks.started_at, tasks.completed_at,
+  tasks.lease_seconds, tasks.run_at, tasks.attempted_at, tasks.max_runtime_seconds, tasks.errors,
+  tasks.periodic_name, tasks.periodic_slot_at
+"""
+CANCEL_TASK_EXISTS_SQL = "SELECT 1 FROM generation.tasks WHERE id = %(task_id)s"
+CANCEL_TASK_LOADERS = rt.loaders(text=("jsonb", "uuid"), timestamps=("timestamptz",))
+
+
+async def cancel_task(
+    conn: AsyncConnection[Any], request: task_pb2.CancelTaskRequest
+) -> task_pb2.CancelTaskResponse:
+    """CancelTask: Cancels a task that has not finished: `cancelled` (terminal) at once. A running
+    task keeps its lease token so its worker's next heartbeat answers cancel_requested (the schema's
+    trigger also NOTIFYs task_cancel, which WatchTaskCancels relays); its late CompleteTask /
+    FailTask is refused (FAILED_PRECONDITION), as every RPC that needs a `processing` row refuses
+    it.
+
+    Exactly one row, into `task`. No row: NOT_FOUND when the generation.tasks row does not exist, else FAILED_PRECONDITION.
+    """
+    params = {
+        "reason": request.reason,
+        "task_id": rt.parse_uuid(request.task_id, "task_id"),
+    }
+    async with rt.cursor(conn, CANCEL_TASK_LOADERS) as cur:
+        await cur.execute(CANCEL_TASK_SQL, params, prepare=True)
+        row = await cur.fetchone()
+        if row is None:
+            # Nothing matched: tell a missing row from one not in the state this call needs.
+            await cur.execute(CANCEL_TASK_EXISTS_SQL, {"task_id": params["task_id"]}, prepare=True)
+            if await cur.fetchone() is None:
+                raise rt.NotFound(f"generation.tasks {params['task_id']} does not exist")
+            raise rt.FailedPrecondition(
+                f"CancelTask does not apply to generation.tasks {params['task_id']} in its current state"
+            )
+        return task_pb2.CancelTaskResponse(task=_task_from_row(row))
+
+
+CANCEL_TASKS_SQL = """\
+UPDATE generation.tasks
+SET status = 'cancelled',
+    error = CASE WHEN %(reason)s = '' THEN 'cancelled' ELSE 'cancelled: ' || %(reason)s END,
+    completed_at = now(),
+    claim_expires_at = CASE WHEN status = 'processing' THEN claim_expires_at END,
+    lease_token = CASE WHEN status = 'processing' THEN lease_token END
+WHERE id = ANY (%(task_ids)s::uuid[]) AND status IN ('scheduled', 'queued', 'dispatched', 'processing')
+RETURNING tasks.id, tasks.tool_id, tasks.status, tasks.priority, tasks.retry_count,
+  tasks.max_retries, tasks.input, tasks.output, tasks.error, tasks.reported_usage,
+  tasks.reserved_token_amount, tasks.billing_idempotency_key, tasks.w3c_traceparent,
+  tasks.lease_token, tasks.claim_expires_at, tasks.created_at, tasks.started_at, tasks.completed_at,
+  tasks.lease_seconds, tasks.run_at, tasks.attempted_at, tasks.max_runtime_seconds, tasks.errors,
+  tasks.periodic_name, tasks.periodic_slot_at
+"""
+CANCEL_TASKS_LOADERS = rt.loaders(text=("jsonb", "uuid"), timestamps=("timestamptz",))
+
+
+async def cancel_tasks(
+    conn: AsyncConnection[Any], request: task_pb2.CancelTasksRequest
+) -> task_pb2.CancelTasksResponse:
+    """CancelTasks: CancelTask for many tasks; those already finished are left out of the answer.
+
+    Any number of rows, into `tasks`.
+    """
+    params = {
+        "reason": request.reason,
+        "task_ids": rt.parse_uuids(request.task_ids, "task_ids"),
+    }
+    async with rt.cursor(conn, CANCEL_TASKS_LOADERS) as cur:
+        await cur.execute(CANCEL_TASKS_SQL, params, prepare=True)
+        rows = await cur.fetchall()
+        return task_pb2.CancelTasksResponse(tasks=[_task_from_row(row) for row in rows])
+
+
+PROMOTE_DUE_TASKS_SQL = """\
+WITH promoted AS (
+  UPDATE generation.tasks SET status = 'queued'
+  WHERE id = ANY (ARRAY(
+    SELECT id FROM generation.tasks
+    WHERE status = 'scheduled' AND run_at <= now()
+    ORDER BY run_at
+    LIMIT LEAST(COALESCE(NULLIF(GREATEST(%(limit)s::int4, 0), 0), 1000), 10000)
+    FOR UPDATE SKIP LOCKED
+  )) AND status = 'scheduled'
+  RETURNING 1
+)
+SELECT count(*) AS promoted FROM promoted
+"""
+
+
+async def promote_due_tasks(
+    conn: AsyncConnection[Any], request: task_pb2.PromoteDueTasksRequest
+) -> task_pb2.PromoteDueTasksResponse:
+    """PromoteDueTasks: Flips scheduled tasks now due to queued, oldest due first
+    (idx_gen_tasks_scheduled), so the wake trigger rings their tools' workers. The reconciler calls
+    it every tick; a claim does not wait for it (it takes due scheduled tasks itself).
+
+    Exactly one row. No row: NOT_FOUND.
+    """
+    params = {
+        "limit": request.limit,
+    }
+    async with conn.cursor(row_factory=tuple_row) as cur:
+        await cur.execute(PROMOTE_DUE_TASKS_SQL, params, prepare=True)
+        row = await cur.fetchone()
+        if row is None:
+            raise rt.NotFound("PromoteDueTasks: no matching row")
+        return _promote_due_tasks_response_from_row(row)
+
+
+REAP_OVERDUE_TASKS_SQL = """\
+WITH reaped AS (
+  UPDATE generation.tasks AS t
+  SET status = CASE WHEN t.retry_count + 1 < t.max_retries THEN 'queued' ELSE 'failed' END::generation.task_status,
+      retry_count = t.retry_count + 1,
+      error = 'run-time limit exceeded: the attempt ran longer than '
+              || COALESCE(t.max_runtime_seconds, tl.max_runtime_seconds) || ' s',
+      completed_at = CASE WHEN t.retry_count + 1 < t.max_retries THEN NULL ELSE now() END,
+      claim_expires_at = NULL,
+      lease_token = NULL
+  FROM generation.tools AS tl
+  WHERE tl.id = t.tool_id AND t.status = 'processing'
+    AND t.id = ANY (ARRAY(
+      SELECT r.id FROM generation.tasks AS r JOIN generation.tools AS rt ON rt.id = r.tool_id
+      WHERE r.status = 'processing'
+        AND r.attempted_at + COALESCE(r.max_runtime_seconds, rt.max_runtime_seconds) * INTERVAL '1 second' < now()
+      ORDER BY r.attempted_at
+      LIMIT LEAST(COALESCE(NULLIF(GREATEST(%(limit)s::int4, 0), 0), 100), 10000)
+      FOR UPDATE OF r SKIP LOCKED
+    ))
+  RETURNING 1
+)
+SELECT count(*) AS reaped FROM reaped
+"""
+
+
+async def reap_overdue_tasks(
+    conn: AsyncConnection[Any], request: task_pb2.ReapOverdueTasksRequest
+) -> task_pb2.ReapOverdueTasksResponse:
+    """ReapOverdueTasks: The reaper's run-time limit: fails running attempts past their limit (the
+    task's, else its tool's) with a clear error, re-queued while retries remain. Reads only running
+    rows (idx_gen_tasks_running), skipping those a worker is reporting right now.
+
+    Exactly one row. No row: NOT_FOUND.
+    """
+    params = {
+        "limit": request.limit,
+    }
+    async with conn.cursor(row_factory=tuple_row) as cur:
+        await cur.execute(REAP_OVERDUE_TASKS_SQL, params, prepare=True)
+        row = await cur.fetchone()
+        if row is None:
+            raise rt.NotFound("ReapOverdueTasks: no matching row")
+        return _reap_overdue_tasks_response_from_row(row)
+
+
+RETRY_TASK_SQL = """\
+UPDATE generation.tasks
+SET status = 'queued', retry_count = 0, run_at = now(),
+    errors = errors || jsonb_build_array(jsonb_build_object('status', status, 'error', error, 'retry_count', retry_count,
+                                                            'ended_at', completed_at)),
+    error = NULL, output = NULL, completed_at = NULL, attempted_at = NULL, claim_expires_at = NULL, lease_token = NULL
+WHERE id = %(task_id)s AND status IN ('failed', 'cancelled')
+RETURNING tasks.id, tasks.tool_id, tasks.status, tasks.priority, tasks.retry_count,
+  tasks.max_retries, tasks.input, tasks.output, tasks.error, tasks.reported_usage,
+  tasks.reserved_token_amount, tasks.billing_idempotency_key, tasks.w3c_traceparent,
+  tasks.lease_token, tasks.claim_expires_at, tasks.created_at, tasks.started_at, tasks.completed_at,
+  tasks.lease_seconds, tasks.run_at, tasks.attempted_at, tasks.max_runtime_seconds, tasks.errors,
+  tasks.periodic_name, tasks.periodic_slot_at
+"""
+RETRY_TASK_EXISTS_SQL = "SELECT 1 FROM generation.tasks WHERE id = %(task_id)s"
+RETRY_TASK_LOADERS = rt.loaders(text=("jsonb", "uuid"), timestamps=("timestamptz",))
+
+
+async def retry_task(
+    conn: AsyncConnection[Any], request: task_pb2.RetryTaskRequest
+) -> task_pb2.RetryTaskResponse:
+    """RetryTask: Redrive: a failed or cancelled task back to queued with a fresh attempt budget
+    (retry_count 0); its last error and status are appended to `errors`.
+
+    Exactly one row, into `task`. No row: NOT_FOUND when the generation.tasks row does not exist, else FAILED_PRECONDITION.
+    """
+    params = {
+        "task_id": rt.parse_uuid(request.task_id, "task_id"),
+    }
+    async with rt.cursor(conn, RETRY_TASK_LOADERS) as cur:
+        await cur.execute(RETRY_TASK_SQL, params, prepare=True)
+        row = await cur.fetchone()
+        if row is None:
+            # Nothing matched: tell a missing row from one not in the state this call needs.
+            await cur.execute(RETRY_TASK_EXISTS_SQL, {"task_id": params["task_id"]}, prepare=True)
+            if await cur.fetchone() is None:
+                raise rt.NotFound(f"generation.tasks {params['task_id']} does not exist")
+            raise rt.FailedPrecondition(
+                f"RetryTask does not apply to generation.tasks {params['task_id']} in its current state"
+            )
+        return task_pb2.RetryTaskResponse(task=_task_from_row(row))
+
+
+RETRY_TASKS_SQL = """\
+WITH redriven AS (
+  UPDATE generation.tasks
+  SET status = 'queued', retry_count = 0, run_at = now(),
+      errors = errors || jsonb_build_array(jsonb_build_object('status', status, 'error', error, 'retry_count', retry_count,
+                                                              'ended_at', completed_at)),
+      error = NULL, output = NULL, completed_at = NULL, attempted_at = NULL, claim_expires_at = NULL, lease_token = NULL
+  WHERE id = ANY (ARRAY(
+    SELECT id FROM generation.tasks
+    WHERE tool_id = %(tool_id)s AND status IN ('failed', 'cancelled')
+      AND completed_at >= COALESCE(%(ended_after)s::timestamptz, '-infinity')
+      AND completed_at < COALESCE(%(ended_before)s::timestamptz, 'infinity')
+      AND (%(error_contains)s::text IS NULL OR strpos(error, %(error_contains)s::text) > 0)
+    ORDER BY completed_at
+    LIMIT LEAST(COALESCE(NULLIF(GREATEST(%(limit)s::int4, 0), 0), 1000), 10000)
+    FOR UPDATE SKIP LOCKED
+  )) AND status IN ('failed', 'cancelled')
+  RETURNING 1
+)
+SELECT count(*) AS retried FROM redriven
+"""
+
+
+async def retry_tasks(
+    conn: AsyncConnection[Any], request: task_pb2.RetryTasksRequest
+) -> task_pb2.RetryTasksResponse:
+    """RetryTasks: RetryTask for a tool's failed and cancelled tasks matching a filter, a bounded
+    batch per call, oldest ended first (idx_gen_tasks_redrive); rows another transaction holds are
+    skipped.
+
+    Exactly one row. No row: NOT_FOUND.
+    """
+    params = {
+        "tool_id": rt.parse_uuid(request.tool_id, "tool_id"),
+        "ended_after": rt.timestamp_param(request.ended_after, "ended_after") if request.HasField("ended_after") else None,
+        "ended_before": rt.timestamp_param(request.ended_before, "ended_before") if request.HasField("ended_before") else None,
+        "error_contains": request.error_contains if request.HasField("error_contains") else None,
+        "limit": request.limit,
+    }
+    async with conn.cursor(row_factory=tuple_row) as cur:
+        await cur.execute(RETRY_TASKS_SQL, params, prepare=True)
+        row = await cur.fetchone()
+        if row is None:
+            raise rt.NotFound("RetryTasks: no matching row")
+        return _retry_tasks_response_from_row(row)
+
+
+UPSERT_PERIODIC_TASK_SQL = """\
+INSERT INTO generation.periodic_tasks AS p (name, tool_id, cron, timezone, input, priority, max_retries)
+VALUES (%(name)s, %(tool_id)s, %(cron)s,
+        -- AT TIME ZONE refuses a zone PostgreSQL does not know (invalid_parameter_value).
+        CASE WHEN (now() AT TIME ZONE COALESCE(NULLIF(%(timezone)s::text, ''), 'UTC')) IS NOT NULL
+             THEN COALESCE(NULLIF(%(timezone)s::text, ''), 'UTC') END,
+        COALESCE(%(input)s::jsonb, '{}'), %(priority)s, COALESCE(%(max_retries)s, 3))
+ON CONFLICT (name) DO UPDATE
+  SET tool_id = EXCLUDED.tool_id, cron = EXCLUDED.cron, timezone = EXCLUDED.timezone, input = EXCLUDED.input,
+      priority = EXCLUDED.priority, max_retries = EXCLUDED.max_retries, updated_at = now()
+RETURNING p.name, p.tool_id, p.cron, p.timezone, p.input, p.priority, p.max_retries, p.created_at,
+  p.updated_at, p.last_slot_at
+"""
+UPSERT_PERIODIC_TASK_LOADERS = rt.loaders(text=("jsonb", "uuid"), timestamps=("timestamptz",))
+
+
+async def upsert_periodic_task(
+    conn: AsyncConnection[Any], request: task_pb2.UpsertPeriodicTaskRequest
+) -> task_pb2.UpsertPeriodicTaskResponse:
+    """UpsertPeriodicTask: Creates or replaces a cron schedule. The time zone is checked by
+    PostgreSQL (an unknown one is refused); the slot already enqueued (last_slot_at) is kept, so a
+    changed schedule resumes after it.
+
+    Exactly one row, into `periodic_task`. No row: NOT_FOUND.
+    """
+    params = {
+        "name": request.name,
+        "tool_id": rt.parse_uuid(request.tool_id, "tool_id"),
+        "cron": request.cron,
+        "timezone": request.timezone,
+        "input": request.input if request.HasField("input") else None,
+        "priority": request.priority,
+        "max_retries": request.max_retries if request.HasField("max_retries") else None,
+    }
+    async with rt.cursor(conn, UPSERT_PERIODIC_TASK_LOADERS) as cur:
+        await cur.execute(UPSERT_PERIODIC_TASK_SQL, params, prepare=True)
+        row = await cur.fetchone()
+        if row is None:
+            raise rt.NotFound("UpsertPeriodicTask: no matching row")
+        return task_pb2.UpsertPeriodicTaskResponse(periodic_task=_periodic_task_from_row(row))
+
+
+DELETE_PERIODIC_TASK_SQL = """\
+DELETE FROM generation.periodic_tasks WHERE name = %(name)s
+RETURNING periodic_tasks.name, periodic_tasks.tool_id, periodic_tasks.cron, periodic_tasks.timezone,
+  periodic_tasks.input, periodic_tasks.priority, periodic_tasks.max_retries,
+  periodic_tasks.created_at, periodic_tasks.updated_at, periodic_tasks.last_slot_at
+"""
+DELETE_PERIODIC_TASK_EXISTS_SQL = "SELECT 1 FROM generation.periodic_tasks WHERE name = %(name)s"
+DELETE_PERIODIC_TASK_LOADERS = rt.loaders(text=("jsonb", "uuid"), timestamps=("timestamptz",))
+
+
+async def delete_periodic_task(
+    conn: AsyncConnection[Any], request: task_pb2.DeletePeriodicTaskRequest
+) -> task_pb2.DeletePeriodicTaskResponse:
+    """DeletePeriodicTask: Deletes a schedule; tasks it already enqueued stay.
+
+    Exactly one row, into `periodic_task`. No row: NOT_FOUND when the generation.periodic_tasks row does not exist, else FAILED_PRECONDITION.
+    """
+    params = {
+        "name": request.name,
+    }
+    async with rt.cursor(conn, DELETE_PERIODIC_TASK_LOADERS) as cur:
+        await cur.execute(DELETE_PERIODIC_TASK_SQL, params, prepare=True)
+        row = await cur.fetchone()
+        if row is None:
+            # Nothing matched: tell a missing row from one not in the state this call needs.
+            await cur.execute(DELETE_PERIODIC_TASK_EXISTS_SQL, {"name": params["name"]}, prepare=True)
+            if await cur.fetchone() is None:
+                raise rt.NotFound(f"generation.periodic_tasks {params['name']} does not exist")
+            raise rt.FailedPrecondition(
+                f"DeletePeriodicTask does not apply to generation.periodic_tasks {params['name']} in its current state"
+            )
+        return task_pb2.DeletePeriodicTaskResponse(periodic_task=_periodic_task_from_row(row))
+
+
+LIST_PERIODIC_TASKS_SQL = """\
+SELECT periodic_tasks.name, periodic_tasks.tool_id, periodic_tasks.cron, periodic_tasks.timezone,
+  periodic_tasks.input, periodic_tasks.priority, periodic_tasks.max_retries,
+  periodic_tasks.created_at, periodic_tasks.updated_at, periodic_tasks.last_slot_at
+FROM generation.periodic_tasks
+WHERE name > %(after_name)s
+ORDER BY name
+LIMIT COALESCE(NULLIF(%(limit)s::int4, 0), 100)
+"""
+LIST_PERIODIC_TASKS_LOADERS = rt.loaders(text=("jsonb", "uuid"), timestamps=("timestamptz",))
+
+
+async def list_periodic_tasks(
+    conn: AsyncConnection[Any], request: task_pb2.ListPeriodicTasksRequest
+) -> task_pb2.ListPeriodicTasksResponse:
+    """ListPeriodicTasks: The schedules by name, a page at a time.
+
+    Any number of rows, into `periodic_tasks`.
+    """
+    params = {
+        "after_name": request.after_name,
+        "limit": request.limit,
+    }
+    async with rt.cursor(conn, LIST_PERIODIC_TASKS_LOADERS) as cur:
+        await cur.execute(LIST_PERIODIC_TASKS_SQL, params, prepare=True)
+        rows = await cur.fetchall()
+        return task_pb2.ListPeriodicTasksResponse(periodic_tasks=[_periodic_task_from_row(row) for row in rows])
+
+
+ENQUEUE_PERIODIC_TASK_SQL = """\
+WITH p AS (
+  UPDATE generation.periodic_tasks SET last_slot_at = GREATEST(last_slot_at, %(slot_at)s::timestamptz)
+  WHERE name = %(name)s
+  RETURNING tool_id, input, priority, max_retries
+)
+INSERT INTO generation.tasks (tool_id, status, input, priority, max_retries, run_at, periodic_name, periodic_slot_at)
+SELECT p.tool_id, CASE WHEN %(slot_at)s::timestamptz > now() THEN 'scheduled' ELSE 'queued' END::generation.task_status,
+       p.input, p.priority, p.max_retries, %(slot_at)s::timestamptz, %(name)s, %(slot_at)s::timestamptz
+FROM p
+ON CONFLICT (periodic_name, periodic_slot_at) WHERE periodic_name IS NOT NULL DO NOTHING
+RETURNING tasks.id, tasks.tool_id, tasks.status, tasks.priority, tasks.retry_count,
+  tasks.max_retries, tasks.input, tasks.output, tasks.error, tasks.reported_usage,
+  tasks.reserved_token_amount, tasks.billing_idempotency_key, tasks.w3c_traceparent,
+  tasks.lease_token, tasks.claim_expires_at, tasks.created_at, tasks.started_at, tasks.completed_at,
+  tasks.lease_seconds, tasks.run_at, tasks.attempted_at, tasks.max_runtime_seconds, tasks.errors,
+  tasks.periodic_name, tasks.periodic_slot_at
+"""
+ENQUEUE_PERIODIC_TASK_LOADERS = rt.loaders(text=("jsonb", "uuid"), timestamps=("timestamptz",))
+
+
+async def enqueue_periodic_task(
+    conn: AsyncConnection[Any], request: task_pb2.EnqueuePeriodicTaskRequest
+) -> task_pb2.EnqueuePeriodicTaskResponse:
+    """EnqueuePeriodicTask: Enqueues a schedule's slot exactly once: the task carries (name, slot)
+    under a unique index, so racing reconcilers create one task and the others get no task back.
+    Advances the schedule's last_slot_at (never backwards). A future slot is queued `scheduled`.
+
+    Zero or one row, into `task` (left unset when there is none).
+    """
+    params = {
+        "slot_at": rt.timestamp_param(request.slot_at, "slot_at") if request.HasField("slot_at") else None,
+        "name": request.name,
+    }
+    async with rt.cursor(conn, ENQUEUE_PERIODIC_TASK_LOADERS) as cur:
+        await cur.execute(ENQUEUE_PERIODIC_TASK_SQL, params, prepare=True)
+        row = await cur.fetchone()
+        if row is None:
+            return task_pb2.EnqueuePeriodicTaskResponse()
+        return task_pb2.EnqueuePeriodicTaskResponse(task=_task_from_row(row))
+
+
 LIST_STALE_TASKS_SQL = """\
 SELECT id, tool_id, status, retry_count, max_retries, created_at FROM (
   (SELECT id, tool_id, status, retry_count, max_retries, created_at FROM generation.tasks
-   WHERE status IN ('queued', 'dispatched', 'processing') AND retry_count >= max_retries
+   WHERE status IN ('scheduled', 'queued', 'dispatched', 'processing') AND retry_count >= max_retries
      AND (status <> 'processing'
           OR claim_expires_at < now() - COALESCE(NULLIF(GREATEST(%(processing_grace_seconds)s, 0), 0), 120) * INTERVAL '1 second')
    ORDER BY created_at
@@ -585,6 +1367,8 @@ SELECT id, tool_id, status, retry_count, max_retries, created_at FROM (
   (SELECT id, tool_id, status, retry_count, max_retries, created_at FROM generation.tasks
    WHERE status IN ('queued', 'dispatched') AND retry_count < max_retries
      AND created_at < now() - COALESCE(NULLIF(GREATEST(%(queued_max_age_seconds)s, 0), 0), 900) * INTERVAL '1 second'
+     -- Queued since it became due (a delayed or backed-off task), not since it was created.
+     AND run_at < now() - COALESCE(NULLIF(GREATEST(%(queued_max_age_seconds)s, 0), 0), 900) * INTERVAL '1 second'
    ORDER BY created_at
    LIMIT COALESCE(NULLIF(%(limit)s, 0), 100))
 ) AS stale
@@ -622,7 +1406,7 @@ WITH gone AS (
   DELETE FROM generation.tasks
   WHERE id = ANY (ARRAY(
     SELECT id FROM generation.tasks
-    WHERE status IN ('completed', 'failed')
+    WHERE status IN ('completed', 'failed', 'cancelled')
       AND completed_at < now() - COALESCE(NULLIF(GREATEST(%(older_than_seconds)s, 0), 0), 604800) * INTERVAL '1 second'
     ORDER BY completed_at
     LIMIT COALESCE(NULLIF(%(limit)s::int4, 0), 1000)
@@ -662,8 +1446,9 @@ GET_TASK_SQL = """\
 SELECT tasks.id, tasks.tool_id, tasks.status, tasks.priority, tasks.retry_count, tasks.max_retries,
   tasks.input, tasks.output, tasks.error, tasks.reported_usage, tasks.reserved_token_amount,
   tasks.billing_idempotency_key, tasks.w3c_traceparent, tasks.lease_token, tasks.claim_expires_at,
-  tasks.created_at, tasks.started_at, tasks.completed_at, tasks.lease_seconds
-FROM generation.tasks WHERE id = %(task_id)s
+  tasks.created_at, tasks.started_at, tasks.completed_at, tasks.lease_seconds, tasks.run_at,
+  tasks.attempted_at, tasks.max_runtime_seconds, tasks.errors, tasks.periodic_name,
+  tasks.periodic_slot_at FROM generation.tasks WHERE id = %(task_id)s
 """
 GET_TASK_LOADERS = rt.loaders(text=("jsonb", "uuid"), timestamps=("timestamptz",))
 
@@ -798,6 +1583,173 @@ async def purge_task_events(
     return task_pb2.PurgeTaskEventsResponse()
 
 
+LIST_TOOLS_SQL = """\
+SELECT tools.id, tools.name, tools.created_at, tools.lease_seconds, tools.retry_base_seconds,
+  tools.retry_cap_seconds, tools.max_runtime_seconds, tools.paused
+FROM generation.tools ORDER BY name, id
+"""
+LIST_TOOLS_LOADERS = rt.loaders(text=("uuid",), timestamps=("timestamptz",))
+
+
+async def list_tools(
+    conn: AsyncConnection[Any], request: task_pb2.ListToolsRequest
+) -> task_pb2.ListToolsResponse:
+    """ListTools: Every tool, by name.
+
+    Any number of rows, into `tools`.
+    """
+    params: dict[str, Any] = {}
+    async with rt.cursor(conn, LIST_TOOLS_LOADERS) as cur:
+        await cur.execute(LIST_TOOLS_SQL, params, prepare=True)
+        rows = await cur.fetchall()
+        return task_pb2.ListToolsResponse(tools=[_tool_from_row(row) for row in rows])
+
+
+LIST_TASKS_SQL = """\
+WITH params AS MATERIALIZED (
+  SELECT CASE WHEN %(page_token)s = '' THEN 'infinity'::timestamptz
+              ELSE timestamptz 'epoch' + split_part(convert_from(decode(%(page_token)s, 'base64'), 'UTF8'), ',', 1)::int8
+                   * INTERVAL '1 microsecond' END AS cursor_at,
+         CASE WHEN %(page_token)s = '' THEN 'ffffffff-ffff-ffff-ffff-ffffffffffff'::uuid
+              ELSE split_part(convert_from(decode(%(page_token)s, 'base64'), 'UTF8'), ',', 2)::uuid END AS cursor_id,
+         LEAST(GREATEST(COALESCE(NULLIF(%(page_size)s, 0), 50), 1), 1000) AS size
+), bound AS MATERIALIZED (
+  SELECT CASE WHEN %(created_before)s::timestamptz IS NULL OR p.cursor_at < %(created_before)s THEN p.cursor_at
+              ELSE %(created_before)s END AS before_at,
+         CASE WHEN %(created_before)s::timestamptz IS NULL OR p.cursor_at < %(created_before)s THEN p.cursor_id
+              ELSE '00000000-0000-0000-0000-000000000000'::uuid END AS before_id
+  FROM params AS p
+), page AS (
+  SELECT p.*, row_number() OVER (ORDER BY p.created_at DESC, p.id DESC) AS n, count(*) OVER () AS fetched
+  FROM (
+    (SELECT t.id, t.tool_id, t.status, t.priority, t.retry_count, t.max_retries, t.error, t.created_at,
+            t.started_at, t.completed_at FROM generation.tasks AS t
+     WHERE %(tool_id)s::uuid IS NOT NULL AND t.tool_id = %(tool_id)s
+       AND (t.created_at, t.id) < ((SELECT before_at FROM bound), (SELECT before_id FROM bound))
+       AND t.created_at >= COALESCE(%(created_after)s::timestamptz, '-infinity')
+       AND (%(status)s::generation.task_status IS NULL OR t.status = %(status)s)
+       AND (%(error_contains)s::text IS NULL OR strpos(lower(t.error), lower(%(error_contains)s)) > 0)
+     ORDER BY t.tool_id DESC, t.created_at DESC, t.id DESC
+     LIMIT (SELECT size + 1 FROM params))
+    UNION ALL
+    (SELECT t.id, t.tool_id, t.status, t.priority, t.retry_count, t.max_retries, t.error, t.created_at,
+            t.started_at, t.completed_at FROM generation.tasks AS t
+     WHERE %(tool_id)s::uuid IS NULL AND %(status)s::generation.task_status IS NOT NULL AND t.status = %(status)s
+       AND (t.created_at, t.id) < ((SELECT before_at FROM bound), (SELECT before_id FROM bound))
+       AND t.created_at >= COALESCE(%(created_after)s::timestamptz, '-infinity')
+       AND (%(error_contains)s::text IS NULL OR strpos(lower(t.error), lower(%(error_contains)s)) > 0)
+     ORDER BY t.status DESC, t.created_at DESC, t.id DESC
+     LIMIT (SELECT size + 1 FROM params))
+    UNION ALL
+    (SELECT t.id, t.tool_id, t.status, t.priority, t.retry_count, t.max_retries, t.error, t.created_at,
+            t.started_at, t.completed_at FROM generation.tasks AS t
+     WHERE %(tool_id)s::uuid IS NULL AND %(status)s::generation.task_status IS NULL
+       AND (t.created_at, t.id) < ((SELECT before_at FROM bound), (SELECT before_id FROM bound))
+       AND t.created_at >= COALESCE(%(created_after)s::timestamptz, '-infinity')
+       AND (%(error_contains)s::text IS NULL OR strpos(lower(t.error), lower(%(error_contains)s)) > 0)
+     ORDER BY t.created_at DESC, t.id DESC
+     LIMIT (SELECT size + 1 FROM params))
+  ) AS p
+)
+SELECT id, tool_id, status, priority, retry_count, max_retries, error, created_at, started_at, completed_at,
+       CASE WHEN fetched > (SELECT size FROM params) AND n = (SELECT size FROM params)
+            THEN encode(convert_to((EXTRACT(epoch FROM created_at) * 1000000)::int8 || ',' || id, 'UTF8'), 'base64')
+            ELSE '' END AS page_token
+FROM page
+WHERE n <= (SELECT size FROM params)
+ORDER BY n
+"""
+LIST_TASKS_LOADERS = rt.loaders(text=("uuid",), timestamps=("timestamptz",))
+
+
+async def list_tasks(
+    conn: AsyncConnection[Any], request: task_pb2.ListTasksRequest
+) -> task_pb2.ListTasksResponse:
+    """ListTasks: Tasks newest first, filtered, a page at a time (keyset pagination on (created_at,
+    id): a page costs its rows whatever the page number). The page token is the last row's key,
+    base64 text; one that does not decode is PostgreSQL's data exception, answered INVALID_ARGUMENT.
+    Three branches, one per index (idx_gen_tasks_tool_created, idx_gen_tasks_status_created,
+    idx_gen_tasks_created), each guarded by which filters are set: under a generic plan the guards
+    are one-time filters, so only one branch runs, an ordered index scan that stops at the page;
+    `(@x IS NULL OR col = @x)` in one WHERE would leave a generic plan only the scan of every row.
+    The other filters are checked on the rows that branch reads.
+
+    Any number of rows, into `tasks`.
+    """
+    params = {
+        "page_token": request.page_token,
+        "page_size": request.page_size,
+        "created_before": rt.timestamp_param(request.created_before, "created_before") if request.HasField("created_before") else None,
+        "tool_id": rt.parse_uuid(request.tool_id, "tool_id") if request.HasField("tool_id") else None,
+        "created_after": rt.timestamp_param(request.created_after, "created_after") if request.HasField("created_after") else None,
+        "status": rt.enum_label(_TASK_STATUS_TO_PG, request.status, "status") if request.HasField("status") else None,
+        "error_contains": request.error_contains if request.HasField("error_contains") else None,
+    }
+    async with rt.cursor(conn, LIST_TASKS_LOADERS) as cur:
+        await cur.execute(LIST_TASKS_SQL, params, prepare=True)
+        rows = await cur.fetchall()
+        return task_pb2.ListTasksResponse(tasks=[_listed_task_from_row(row) for row in rows])
+
+
+GET_QUEUE_STATS_SQL = """\
+SELECT tool_id, status, count(*) AS tasks,
+       COALESCE(EXTRACT(epoch FROM now() - min(created_at))::float8, 0) AS oldest_age_seconds
+FROM generation.tasks
+WHERE status IN ('queued', 'processing')
+GROUP BY tool_id, status
+ORDER BY tool_id, status
+"""
+GET_QUEUE_STATS_LOADERS = rt.loaders(text=("uuid",))
+
+
+async def get_queue_stats(
+    conn: AsyncConnection[Any], request: task_pb2.GetQueueStatsRequest
+) -> task_pb2.GetQueueStatsResponse:
+    """GetQueueStats: The live queue by tool and status, with the age of each one's oldest task:
+    what the queue gauges and the dashboard's queue page read. Costs the live rows (an index-only
+    scan of idx_gen_tasks_queue), not the finished ones: the finished are counted over a window
+    (ListToolOutcomes), since counting every row ever finished costs the table.
+
+    Any number of rows, into `stats`.
+    """
+    params: dict[str, Any] = {}
+    async with rt.cursor(conn, GET_QUEUE_STATS_LOADERS) as cur:
+        await cur.execute(GET_QUEUE_STATS_SQL, params, prepare=True)
+        rows = await cur.fetchall()
+        return task_pb2.GetQueueStatsResponse(stats=[_queue_stat_from_row(row) for row in rows])
+
+
+LIST_TOOL_OUTCOMES_SQL = """\
+SELECT tool_id,
+       count(*) FILTER (WHERE status = 'completed') AS completed,
+       count(*) FILTER (WHERE status = 'failed') AS failed,
+       (count(*) FILTER (WHERE status = 'failed'))::float8 / count(*) AS failure_rate
+FROM generation.tasks
+WHERE status IN ('completed', 'failed')
+  AND completed_at >= now() - COALESCE(NULLIF(GREATEST(%(window_seconds)s, 0), 0), 3600) * INTERVAL '1 second'
+GROUP BY tool_id
+ORDER BY tool_id
+"""
+LIST_TOOL_OUTCOMES_LOADERS = rt.loaders(text=("uuid",))
+
+
+async def list_tool_outcomes(
+    conn: AsyncConnection[Any], request: task_pb2.ListToolOutcomesRequest
+) -> task_pb2.ListToolOutcomesResponse:
+    """ListToolOutcomes: Per tool, the tasks finished in the last window_seconds: completed, failed,
+    and the failure rate. Costs the window's rows (a range of idx_gen_tasks_terminal).
+
+    Any number of rows, into `tools`.
+    """
+    params = {
+        "window_seconds": request.window_seconds,
+    }
+    async with rt.cursor(conn, LIST_TOOL_OUTCOMES_LOADERS) as cur:
+        await cur.execute(LIST_TOOL_OUTCOMES_SQL, params, prepare=True)
+        rows = await cur.fetchall()
+        return task_pb2.ListToolOutcomesResponse(tools=[_tool_outcomes_from_row(row) for row in rows])
+
+
 class GenerationDataServiceHandlers(task_pb2_grpc.GenerationDataServiceServicer):
     """generation.task.v1.GenerationDataService on a psycopg connection pool.
 
@@ -878,6 +1830,96 @@ class GenerationDataServiceHandlers(task_pb2_grpc.GenerationDataServiceServicer)
         # May write: on the primary.
         return await self.db.run(context, "FailTasks", fail_tasks, request, replica=False)
 
+    async def SetToolRetryPolicy(
+        self, request: task_pb2.SetToolRetryPolicyRequest, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> task_pb2.SetToolRetryPolicyResponse:
+        # May write: on the primary.
+        return await self.db.run(context, "SetToolRetryPolicy", set_tool_retry_policy, request, replica=False)
+
+    async def SetToolMaxRuntime(
+        self, request: task_pb2.SetToolMaxRuntimeRequest, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> task_pb2.SetToolMaxRuntimeResponse:
+        # May write: on the primary.
+        return await self.db.run(context, "SetToolMaxRuntime", set_tool_max_runtime, request, replica=False)
+
+    async def PauseTool(
+        self, request: task_pb2.PauseToolRequest, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> task_pb2.PauseToolResponse:
+        # May write: on the primary.
+        return await self.db.run(context, "PauseTool", pause_tool, request, replica=False)
+
+    async def ResumeTool(
+        self, request: task_pb2.ResumeToolRequest, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> task_pb2.ResumeToolResponse:
+        # May write: on the primary.
+        return await self.db.run(context, "ResumeTool", resume_tool, request, replica=False)
+
+    async def SnoozeTask(
+        self, request: task_pb2.SnoozeTaskRequest, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> task_pb2.SnoozeTaskResponse:
+        # May write: on the primary.
+        return await self.db.run(context, "SnoozeTask", snooze_task, request, replica=False)
+
+    async def CancelTask(
+        self, request: task_pb2.CancelTaskRequest, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> task_pb2.CancelTaskResponse:
+        # May write: on the primary.
+        return await self.db.run(context, "CancelTask", cancel_task, request, replica=False)
+
+    async def CancelTasks(
+        self, request: task_pb2.CancelTasksRequest, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> task_pb2.CancelTasksResponse:
+        # May write: on the primary.
+        return await self.db.run(context, "CancelTasks", cancel_tasks, request, replica=False)
+
+    async def PromoteDueTasks(
+        self, request: task_pb2.PromoteDueTasksRequest, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> task_pb2.PromoteDueTasksResponse:
+        # May write: on the primary.
+        return await self.db.run(context, "PromoteDueTasks", promote_due_tasks, request, replica=False)
+
+    async def ReapOverdueTasks(
+        self, request: task_pb2.ReapOverdueTasksRequest, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> task_pb2.ReapOverdueTasksResponse:
+        # May write: on the primary.
+        return await self.db.run(context, "ReapOverdueTasks", reap_overdue_tasks, request, replica=False)
+
+    async def RetryTask(
+        self, request: task_pb2.RetryTaskRequest, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> task_pb2.RetryTaskResponse:
+        # May write: on the primary.
+        return await self.db.run(context, "RetryTask", retry_task, request, replica=False)
+
+    async def RetryTasks(
+        self, request: task_pb2.RetryTasksRequest, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> task_pb2.RetryTasksResponse:
+        # May write: on the primary.
+        return await self.db.run(context, "RetryTasks", retry_tasks, request, replica=False)
+
+    async def UpsertPeriodicTask(
+        self, request: task_pb2.UpsertPeriodicTaskRequest, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> task_pb2.UpsertPeriodicTaskResponse:
+        # May write: on the primary.
+        return await self.db.run(context, "UpsertPeriodicTask", upsert_periodic_task, request, replica=False)
+
+    async def DeletePeriodicTask(
+        self, request: task_pb2.DeletePeriodicTaskRequest, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> task_pb2.DeletePeriodicTaskResponse:
+        # May write: on the primary.
+        return await self.db.run(context, "DeletePeriodicTask", delete_periodic_task, request, replica=False)
+
+    async def ListPeriodicTasks(
+        self, request: task_pb2.ListPeriodicTasksRequest, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> task_pb2.ListPeriodicTasksResponse:
+        # Read-only: on the replica pool when the server has one (DATABASE_REPLICA_URL).
+        return await self.db.run(context, "ListPeriodicTasks", list_periodic_tasks, request, replica=True)
+
+    async def EnqueuePeriodicTask(
+        self, request: task_pb2.EnqueuePeriodicTaskRequest, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> task_pb2.EnqueuePeriodicTaskResponse:
+        # May write: on the primary.
+        return await self.db.run(context, "EnqueuePeriodicTask", enqueue_periodic_task, request, replica=False)
+
     async def ListStaleTasks(
         self, request: task_pb2.ListStaleTasksRequest, context: grpc.aio.ServicerContext[Any, Any]
     ) -> task_pb2.ListStaleTasksResponse:
@@ -913,6 +1955,49 @@ class GenerationDataServiceHandlers(task_pb2_grpc.GenerationDataServiceServicer)
     ) -> task_pb2.PurgeTaskEventsResponse:
         # May write: on the primary.
         return await self.db.run(context, "PurgeTaskEvents", purge_task_events, request, replica=False)
+
+    async def ListTools(
+        self, request: task_pb2.ListToolsRequest, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> task_pb2.ListToolsResponse:
+        # Read-only: on the replica pool when the server has one (DATABASE_REPLICA_URL).
+        return await self.db.run(context, "ListTools", list_tools, request, replica=True)
+
+    async def ListTasks(
+        self, request: task_pb2.ListTasksRequest, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> task_pb2.ListTasksResponse:
+        # Read-only: on the replica pool when the server has one (DATABASE_REPLICA_URL).
+        return await self.db.run(context, "ListTasks", list_tasks, request, replica=True)
+
+    async def GetQueueStats(
+        self, request: task_pb2.GetQueueStatsRequest, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> task_pb2.GetQueueStatsResponse:
+        # Read-only: on the replica pool when the server has one (DATABASE_REPLICA_URL).
+        return await self.db.run(context, "GetQueueStats", get_queue_stats, request, replica=True)
+
+    async def ListToolOutcomes(
+        self, request: task_pb2.ListToolOutcomesRequest, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> task_pb2.ListToolOutcomesResponse:
+        # Read-only: on the replica pool when the server has one (DATABASE_REPLICA_URL).
+        return await self.db.run(context, "ListToolOutcomes", list_tool_outcomes, request, replica=True)
+
+    async def WatchTaskCancels(
+        self, request: task_pb2.WatchTaskCancelsRequest, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> AsyncIterator[task_pb2.WatchTaskCancelsResponse]:
+        """WatchTaskCancels: Rings when a running task is cancelled (the schema's trigger NOTIFYs
+        task_cancel with its id), so its worker stops it at once rather than at its next heartbeat.
+        Best-effort: the heartbeat answer (cancel_requested) is the floor.
+
+        One response per NOTIFY on channel `task_cancel`, its payload in `task_id`; when
+        `task_ids` is set, only the payloads it lists. Streams until the caller cancels.
+        """
+        try:
+            wanted = frozenset(rt.parse_uuids(request.task_ids, "task_ids"))
+        except rt.RpcError as err:
+            await context.abort(err.code, err.message)
+        async for payload in rt.listen(self.db.pool, context, "WatchTaskCancels", "task_cancel"):
+            if wanted and payload not in wanted:
+                continue
+            yield task_pb2.WatchTaskCancelsResponse(task_id=payload)
 
     async def WatchTaskWakes(
         self, request: task_pb2.WatchTaskWakesRequest, context: grpc.aio.ServicerContext[Any, Any]

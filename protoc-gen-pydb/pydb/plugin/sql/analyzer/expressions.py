@@ -3,26 +3,54 @@ where it is used (`expect`, `assign`), literal checks, casts, CASE, and output c
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
+from typing import Any, TypeVar
 
 from sqlglot import exp
 
 from ..bridge.call_standins import function_name
 from ..bridge.operator_standins import GENERIC_OPERATORS, written_operator
-from ..bridge.type_standins import parse_type_name, resolve_type_name, unknown_type_message
 from ..catalog import types as t
-from ..catalog.identifiers import did_you_mean
 from ..catalog.types import PgType
-from ..rules.casts import assignable, castable, describe, is_untyped
+from ..rules.casts import assignable, describe, is_untyped
 from ..rules.coercion import ResolveError, common_type
-from ..rules.literals import BOOLEAN_INPUTS, is_date_like, is_int, is_interval, is_json, is_number, is_temporal, is_uuid
-from .core import AnalyzerCore
+from ..rules.literals import is_int, is_interval
 from .grouping import aggregates
+from .literal_casts import CastsAndLiterals
 from .operators import ARITHMETIC, COMPARISONS, CONTAINMENT, KEY_TESTS
 from .scope import Scope, Typed
 
+_F = TypeVar("_F", bound=Callable[..., Typed])
 
-class ExpressionInference(AnalyzerCore):
+
+#: How each kind of sqlglot node is typed: one method of `ExpressionInference` per kind,
+#: registered with `@infers(kind, ...)`. A node is typed by the handler of the most specific
+#: class it is an instance of (its class's MRO), so the order of registration does not matter.
+_Handler = Callable[[Any, Any, Scope, bool], Typed]
+_HANDLERS: dict[type[exp.Expr], _Handler] = {}
+_RESOLVED: dict[type[exp.Expr], _Handler | None] = {}
+
+
+def infers(*kinds: type[exp.Expr]) -> Callable[[_F], _F]:
+    """Register the decorated method as how nodes of these kinds are typed."""
+
+    def register(method: _F) -> _F:
+        for kind in kinds:
+            assert kind not in _HANDLERS, f"two handlers for {kind.__name__}"
+            _HANDLERS[kind] = method
+        return method
+
+    return register
+
+
+def _handler(kind: type[exp.Expr]) -> _Handler | None:
+    if kind not in _RESOLVED:
+        _RESOLVED[kind] = next((_HANDLERS[k] for k in kind.__mro__ if k in _HANDLERS), None)
+    return _RESOLVED[kind]
+
+
+class ExpressionInference(CastsAndLiterals):
     """Types and nullability of expressions."""
 
     def expect(self, node: exp.Expr, want: PgType, scope: Scope) -> Typed:
@@ -105,47 +133,6 @@ class ExpressionInference(AnalyzerCore):
             return typed
         return self.expect(value, want, scope)
 
-    def check_literal(self, lit: exp.Literal, want: PgType) -> None:
-        value = str(lit.this)
-        if want.is_array:
-            if lit.is_string and not value.lstrip().startswith(("{", "[")):
-                self.error(f"malformed array literal: '{value}' (an array literal is written '{{a,b}}')", lit)
-            return
-        if lit.is_string:
-            if want.is_enum:
-                assert want.labels is not None
-                if value not in want.labels:
-                    self.error(
-                        f"'{value}' is not a label of enum {want.name} ({', '.join(want.labels)}){did_you_mean(value, list(want.labels))}",
-                        lit,
-                    )
-            elif want.name in t.INTEGER:
-                if not is_int(value):
-                    self.error(f"invalid input syntax for type {want.name}: '{value}'", lit)
-            elif want.name in t.NUMERIC:
-                if not is_number(value):
-                    self.error(f"invalid input syntax for type {want.name}: '{value}'", lit)
-            elif want.name in t.JSON:
-                if not is_json(value):
-                    self.error(f"invalid input syntax for type {want.name}: '{value}' is not JSON", lit)
-            elif want.name == "interval" and not is_interval(value):
-                self.error(f"invalid input syntax for type interval: '{value}'", lit)
-            elif want.name in ("date", "timestamp", "timestamptz") and not is_date_like(value):
-                self.error(f"date/time field value out of range: '{value}'", lit)
-            elif want.name == "uuid" and not is_uuid(value):
-                self.error(f"invalid input syntax for type uuid: '{value}'", lit)
-            elif want.name == "bool" and value.strip().lower() not in BOOLEAN_INPUTS:
-                self.error(f"invalid input syntax for type boolean: '{value}'", lit)
-            elif want.name in t.TEMPORAL and not is_temporal(value):
-                self.error(f"invalid input syntax for type {want.name}: '{value}'", lit)
-            elif want.name == "interval" and not any(ch.isdigit() for ch in value):
-                self.error(f"invalid input syntax for type interval: '{value}'", lit)
-            return
-        # A number literal.
-        if want.name in t.NUMERIC:
-            return  # Postgres compares 1.5 with an integer, and rounds it when assigned
-        self.error(f"a number ({value}) cannot be used as {describe(want)}", lit)
-
     def case(self, node: exp.Case, scope: Scope) -> Typed:
         subject = node.this
         subject_type = self.infer(subject, scope).type if isinstance(subject, exp.Expr) else None
@@ -215,26 +202,64 @@ class ExpressionInference(AnalyzerCore):
         return typed
 
     def infer_node(self, node: exp.Expr, scope: Scope, allow_output: bool = False) -> Typed:
-        if isinstance(node, exp.Paren):
-            return self.infer(node.this, scope, allow_output)
-        if isinstance(node, exp.Alias):
-            return self.infer(node.this, scope)
-        if isinstance(node, exp.Column):
-            if isinstance(node.this, exp.Star):
-                return Typed(None, False)
-            return self.column(node, scope, allow_output)
-        if isinstance(node, exp.Parameter):
-            self.see_param(node.name)
-            return Typed(self.param_types.get(node.name), node.name in self.nullable_params)
-        if isinstance(node, exp.Literal):
-            if node.is_string:
-                return Typed(t.UNKNOWN, False)
-            return Typed(t.INT4 if is_int(str(node.this)) else t.NUMERIC_T, False)
-        if isinstance(node, exp.Null):
-            return Typed(t.NULL, True)
-        if isinstance(node, exp.Boolean):
-            return Typed(t.BOOL, False)
-        if isinstance(node, exp.Dot) and isinstance(node.expression, exp.Func):
+        """The type of `node` by its kind: the handler registered (`@infers`) for the most
+        specific class of the node, after a call written as PostgreSQL reads it (a FuncCall at
+        the node's place) for the calls sqlglot models as its own nodes."""
+        if isinstance(node, (exp.Func, exp.Cast)) and "start" in node.meta:
+            call = self.calls.get(node.meta["start"])
+            if call is not None and (not isinstance(node, _MODELED_CALLS) or not self.call_exists(call)):
+                # A name sqlglot rewrote into a call of its own (IFNULL/NVL read as COALESCE) is
+                # resolved as written: PostgreSQL has no such function.
+                resolved = self.resolved_call(node, call, scope)
+                if resolved is not None:
+                    return resolved
+        handler = _handler(type(node))
+        if handler is not None:
+            return handler(self, node, scope, allow_output)
+        return self.children(node, scope)
+
+    def children(self, node: exp.Expr, scope: Scope) -> Typed:
+        """A node of no kind the analyzer knows: its operands typed, its own type unknown."""
+        for child in node.iter_expressions():
+            self.infer(child, scope)
+        return Typed(None, True)
+
+    @infers(exp.Paren)
+    def paren(self, node: exp.Paren, scope: Scope, allow_output: bool) -> Typed:
+        return self.infer(node.this, scope, allow_output)
+
+    @infers(exp.Alias)
+    def alias(self, node: exp.Alias, scope: Scope, allow_output: bool) -> Typed:
+        return self.infer(node.this, scope)
+
+    @infers(exp.Column)
+    def column_ref(self, node: exp.Column, scope: Scope, allow_output: bool) -> Typed:
+        if isinstance(node.this, exp.Star):
+            return Typed(None, False)
+        return self.column(node, scope, allow_output)
+
+    @infers(exp.Parameter)
+    def parameter(self, node: exp.Parameter, scope: Scope, allow_output: bool) -> Typed:
+        self.see_param(node.name)
+        return Typed(self.param_types.get(node.name), node.name in self.nullable_params)
+
+    @infers(exp.Literal)
+    def literal(self, node: exp.Literal, scope: Scope, allow_output: bool) -> Typed:
+        if node.is_string:
+            return Typed(t.UNKNOWN, False)
+        return Typed(t.INT4 if is_int(str(node.this)) else t.NUMERIC_T, False)
+
+    @infers(exp.Null)
+    def null(self, node: exp.Null, scope: Scope, allow_output: bool) -> Typed:
+        return Typed(t.NULL, True)
+
+    @infers(exp.Boolean)
+    def boolean(self, node: exp.Boolean, scope: Scope, allow_output: bool) -> Typed:
+        return Typed(t.BOOL, False)
+
+    @infers(exp.Dot)
+    def dot(self, node: exp.Dot, scope: Scope, allow_output: bool) -> Typed:
+        if isinstance(node.expression, exp.Func):
             # `schema.fn(...)`: sqlglot places the name after the dot, PostgreSQL the schema.
             at = self.span(node.this)
             qualified = self.calls.get(at.start) if at is not None else None
@@ -242,207 +267,204 @@ class ExpressionInference(AnalyzerCore):
                 typed = self.resolved_call(node.expression, qualified, scope)
                 if typed is not None:
                     return typed
-        if isinstance(node, exp.Dot) and isinstance(node.expression, exp.Identifier):
+        if isinstance(node.expression, exp.Identifier):
             return self.field(node, node.expression, scope)
-        call = (
-            self.calls.get(node.meta["start"])
-            if isinstance(node, (exp.Func, exp.Cast)) and "start" in node.meta
-            else None
-        )
-        if call is not None and (not isinstance(node, _MODELED_CALLS) or not self.call_exists(call)):
-            # A name sqlglot rewrote into a call of its own (IFNULL/NVL read as COALESCE) is
-            # resolved as written: PostgreSQL has no such function.
-            resolved = self.resolved_call(node, call, scope)
-            if resolved is not None:
-                return resolved
-        if isinstance(node, exp.Cast):
-            return self.cast(node, scope)
-        if isinstance(node, exp.Interval):
-            # INTERVAL '2 minutes' (sqlglot splits off the unit) or INTERVAL '1' DAY.
-            value, unit = node.this, node.args.get("unit")
-            if isinstance(value, exp.Literal) and value.is_string:
-                text = f"{value.this} {unit.name if isinstance(unit, exp.Expr) else ''}"
-                if not is_interval(text):
-                    span = self.interval_span(text)
-                    written = self.sql[span.start : span.end + 1] if span else f"INTERVAL '{text.strip()}'"
-                    self.error(f"invalid input syntax for type interval: {written}", node, span=span)
-            elif isinstance(value, exp.Expr):
-                self.infer(value, scope)
-            return Typed(t.INTERVAL, False)
-        if isinstance(node, exp.Case):
-            return self.case(node, scope)
-        if isinstance(node, COMPARISONS):
-            return self.comparison(node, scope)
-        if isinstance(node, (exp.And, exp.Or)):
-            a = self.expect(node.this, t.BOOL, scope)
-            b = self.expect(node.expression, t.BOOL, scope)
-            return Typed(t.BOOL, a.nullable or b.nullable)
-        if isinstance(node, exp.Not):
-            a = self.expect(node.this, t.BOOL, scope)
-            return Typed(t.BOOL, a.nullable)
-        if isinstance(node, exp.Tuple):  # a row constructor as a value: PostgreSQL's anonymous record
-            for element in node.expressions:
-                self.infer(element, scope)
-            return Typed(PgType("record"), False)
-        if isinstance(node, exp.Is):
-            subject = node.this.unnest() if isinstance(node.this, exp.Paren) else node.this
-            if (
-                isinstance(subject, exp.Parameter)
-                and self.param_types.get(subject.name) is None
-                and not self.window_depth
-            ):
-                self.untyped_uses.setdefault(subject.name, self.span(subject) or self.is_null_use(subject.name))
-            self.infer(node.this, scope)
-            return Typed(t.BOOL, False)
-        if isinstance(node, exp.In):
-            return self.in_(node, scope)
-        if isinstance(node, exp.Between):
-            subject = self.infer(node.this, scope)
-            for key in ("low", "high"):
-                bound = node.args.get(key)
-                if isinstance(bound, exp.Expr):
-                    if subject.type is not None:
-                        self.expect(bound, subject.type, scope)
-                    else:
-                        self.infer(bound, scope)
-            return Typed(t.BOOL, subject.nullable)
-        if isinstance(node, (exp.RegexpLike, exp.RegexpILike, exp.SimilarTo)):  # ~, ~*, SIMILAR TO
-            a = self.expect(node.this, t.TEXT, scope)
-            b = self.expect(node.expression, t.TEXT, scope)
-            return Typed(t.BOOL, a.nullable or b.nullable)
-        if isinstance(node, exp.AtTimeZone):
-            # timestamptz AT TIME ZONE z is a timestamp, and the other way round.
-            typed = self.infer(node.this, scope)
-            zone = node.args.get("zone")
-            if isinstance(zone, exp.Expr):
-                self.expect(zone, t.TEXT, scope)
-            swapped = {"timestamptz": PgType("timestamp"), "timestamp": t.TIMESTAMPTZ}
-            return Typed(swapped.get(typed.type.name) if typed.type is not None else None, typed.nullable)
-        if isinstance(node, (exp.Like, exp.ILike)):
-            a = self.expect(node.this, t.TEXT, scope)
-            self.expect(node.expression, t.TEXT, scope)
-            return Typed(t.BOOL, a.nullable)
-        if isinstance(node, exp.Exists):
-            self.query(node.this, Scope(parent=scope))
-            return Typed(t.BOOL, False)
-        if isinstance(node, exp.Subquery):
-            rows = self.query(node.this, Scope(parent=scope))
-            if len(rows) != 1:
-                self.error(f"subquery must return only one column, not {len(rows)}", node)
-                return Typed(None, True)
-            # One aggregate row (no GROUP BY, HAVING or OFFSET) is always there: only its value
-            # may be NULL. Any other subquery may return no row at all.
-            return Typed(rows[0][1].type, rows[0][1].nullable if _one_row(node.this) else True)
-        if isinstance(node, (exp.Select, exp.Union)):
-            rows = self.query(node, Scope(parent=scope))
-            return Typed(rows[0][1].type if len(rows) == 1 else None, True)
-        if isinstance(node, ARITHMETIC):
-            return self.arithmetic(node, scope)
-        if isinstance(node, exp.Neg):
-            return self.infer(node.this, scope)
-        if isinstance(node, exp.DPipe):
-            return self.concat(node, scope)
-        if isinstance(node, CONTAINMENT):
-            return self.containment(node, scope)
-        if isinstance(node, KEY_TESTS):
-            subject = self.expect_json(node.this, scope, "?" if isinstance(node, exp.JSONBContainsTopKey) else "?|")
-            key_type = t.TEXT if isinstance(node, exp.JSONBContainsTopKey) else t.TEXT.array()
-            key_typed = self.expect(node.expression, key_type, scope)
-            return Typed(t.BOOL, subject.nullable or key_typed.nullable)
-        if isinstance(node, GENERIC_OPERATORS):
-            return self.operator(self.operator_written(node), node.this, node.expression, node, scope)
-        if isinstance(node, exp.MatchAgainst) and len(node.expressions) == 1:
+        return self.children(node, scope)
+
+    @infers(exp.Cast)
+    def cast_node(self, node: exp.Cast, scope: Scope, allow_output: bool) -> Typed:
+        return self.cast(node, scope)
+
+    @infers(exp.Interval)
+    def interval(self, node: exp.Interval, scope: Scope, allow_output: bool) -> Typed:
+        # INTERVAL '2 minutes' (sqlglot splits off the unit) or INTERVAL '1' DAY.
+        value, unit = node.this, node.args.get("unit")
+        if isinstance(value, exp.Literal) and value.is_string:
+            text = f"{value.this} {unit.name if isinstance(unit, exp.Expr) else ''}"
+            if not is_interval(text):
+                span = self.interval_span(text)
+                written = self.sql[span.start : span.end + 1] if span else f"INTERVAL '{text.strip()}'"
+                self.error(f"invalid input syntax for type interval: {written}", node, span=span)
+        elif isinstance(value, exp.Expr):
+            self.infer(value, scope)
+        return Typed(t.INTERVAL, False)
+
+    @infers(exp.Case)
+    def case_node(self, node: exp.Case, scope: Scope, allow_output: bool) -> Typed:
+        return self.case(node, scope)
+
+    @infers(*COMPARISONS)
+    def comparison_node(self, node: exp.Expr, scope: Scope, allow_output: bool) -> Typed:
+        return self.comparison(node, scope)
+
+    @infers(exp.And, exp.Or)
+    def and_or(self, node: exp.Connector, scope: Scope, allow_output: bool) -> Typed:
+        a = self.expect(node.this, t.BOOL, scope)
+        b = self.expect(node.expression, t.BOOL, scope)
+        return Typed(t.BOOL, a.nullable or b.nullable)
+
+    @infers(exp.Not)
+    def not_(self, node: exp.Not, scope: Scope, allow_output: bool) -> Typed:
+        a = self.expect(node.this, t.BOOL, scope)
+        return Typed(t.BOOL, a.nullable)
+
+    @infers(exp.Tuple)
+    def row(self, node: exp.Tuple, scope: Scope, allow_output: bool) -> Typed:
+        """A row constructor as a value: PostgreSQL's anonymous record."""
+        for element in node.expressions:
+            self.infer(element, scope)
+        return Typed(PgType("record"), False)
+
+    @infers(exp.Is)
+    def is_(self, node: exp.Is, scope: Scope, allow_output: bool) -> Typed:
+        subject = node.this.unnest() if isinstance(node.this, exp.Paren) else node.this
+        if isinstance(subject, exp.Parameter) and self.param_types.get(subject.name) is None and not self.window_depth:
+            self.untyped_uses.setdefault(subject.name, self.span(subject) or self.is_null_use(subject.name))
+        self.infer(node.this, scope)
+        return Typed(t.BOOL, False)
+
+    @infers(exp.In)
+    def in_node(self, node: exp.In, scope: Scope, allow_output: bool) -> Typed:
+        return self.in_(node, scope)
+
+    @infers(exp.Between)
+    def between(self, node: exp.Between, scope: Scope, allow_output: bool) -> Typed:
+        subject = self.infer(node.this, scope)
+        for key in ("low", "high"):
+            bound = node.args.get(key)
+            if isinstance(bound, exp.Expr):
+                if subject.type is not None:
+                    self.expect(bound, subject.type, scope)
+                else:
+                    self.infer(bound, scope)
+        return Typed(t.BOOL, subject.nullable)
+
+    @infers(exp.RegexpLike, exp.RegexpILike, exp.SimilarTo)
+    def pattern_match(self, node: exp.Expr, scope: Scope, allow_output: bool) -> Typed:
+        """`~`, `~*`, SIMILAR TO."""
+        a = self.expect(node.this, t.TEXT, scope)
+        b = self.expect(node.expression, t.TEXT, scope)
+        return Typed(t.BOOL, a.nullable or b.nullable)
+
+    @infers(exp.AtTimeZone)
+    def at_time_zone(self, node: exp.AtTimeZone, scope: Scope, allow_output: bool) -> Typed:
+        # timestamptz AT TIME ZONE z is a timestamp, and the other way round.
+        typed = self.infer(node.this, scope)
+        zone = node.args.get("zone")
+        if isinstance(zone, exp.Expr):
+            self.expect(zone, t.TEXT, scope)
+        swapped = {"timestamptz": PgType("timestamp"), "timestamp": t.TIMESTAMPTZ}
+        return Typed(swapped.get(typed.type.name) if typed.type is not None else None, typed.nullable)
+
+    @infers(exp.Like, exp.ILike)
+    def like(self, node: exp.Expr, scope: Scope, allow_output: bool) -> Typed:
+        a = self.expect(node.this, t.TEXT, scope)
+        self.expect(node.expression, t.TEXT, scope)
+        return Typed(t.BOOL, a.nullable)
+
+    @infers(exp.Exists)
+    def exists(self, node: exp.Exists, scope: Scope, allow_output: bool) -> Typed:
+        self.query(node.this, Scope(parent=scope))
+        return Typed(t.BOOL, False)
+
+    @infers(exp.Subquery)
+    def scalar_subquery(self, node: exp.Subquery, scope: Scope, allow_output: bool) -> Typed:
+        rows = self.query(node.this, Scope(parent=scope))
+        if len(rows) != 1:
+            self.error(f"subquery must return only one column, not {len(rows)}", node)
+            return Typed(None, True)
+        # One aggregate row (no GROUP BY, HAVING or OFFSET) is always there: only its value
+        # may be NULL. Any other subquery may return no row at all.
+        return Typed(rows[0][1].type, rows[0][1].nullable if _one_row(node.this) else True)
+
+    @infers(exp.Select, exp.Union)
+    def query_value(self, node: exp.Expr, scope: Scope, allow_output: bool) -> Typed:
+        rows = self.query(node, Scope(parent=scope))
+        return Typed(rows[0][1].type if len(rows) == 1 else None, True)
+
+    @infers(*ARITHMETIC)
+    def arithmetic_node(self, node: exp.Expr, scope: Scope, allow_output: bool) -> Typed:
+        return self.arithmetic(node, scope)
+
+    @infers(exp.Neg)
+    def negation(self, node: exp.Neg, scope: Scope, allow_output: bool) -> Typed:
+        return self.infer(node.this, scope)
+
+    @infers(exp.DPipe)
+    def concat_node(self, node: exp.DPipe, scope: Scope, allow_output: bool) -> Typed:
+        return self.concat(node, scope)
+
+    @infers(*CONTAINMENT)
+    def containment_node(self, node: exp.Expr, scope: Scope, allow_output: bool) -> Typed:
+        return self.containment(node, scope)
+
+    @infers(*KEY_TESTS)
+    def key_test(self, node: exp.Expr, scope: Scope, allow_output: bool) -> Typed:
+        subject = self.expect_json(node.this, scope, "?" if isinstance(node, exp.JSONBContainsTopKey) else "?|")
+        key_type = t.TEXT if isinstance(node, exp.JSONBContainsTopKey) else t.TEXT.array()
+        key_typed = self.expect(node.expression, key_type, scope)
+        return Typed(t.BOOL, subject.nullable or key_typed.nullable)
+
+    @infers(*GENERIC_OPERATORS)
+    def generic_operator(self, node: exp.Binary, scope: Scope, allow_output: bool) -> Typed:
+        return self.operator(self.operator_written(node), node.this, node.expression, node, scope)
+
+    @infers(exp.MatchAgainst)
+    def text_match(self, node: exp.MatchAgainst, scope: Scope, allow_output: bool) -> Typed:
+        if len(node.expressions) == 1:
             # `tsvector @@ tsquery` (sqlglot reads it as MySQL's MATCH ... AGAINST, reversed)
             return self.operator("@@", node.expressions[0], node.this, node, scope)
-        if isinstance(node, exp.WithinGroup):
-            return self.ordered_set_aggregate(node, scope)
-        if isinstance(node, exp.Filter):  # agg(...) FILTER (WHERE cond)
-            typed = self.infer(node.this, scope)
-            where = node.expression
-            if isinstance(where, exp.Where):
-                self.expect(where.this, t.BOOL, scope)
-            return typed
-        if isinstance(node, exp.Window):
-            self.window_spec(node, scope)
-            # An aggregate over a window frame that holds the current row is NULL only if
-            # its argument can be: sum(priority) OVER w of a NOT NULL column is NOT NULL.
-            self.window_depth += 1
-            try:
-                return self.infer(node.this, scope)
-            finally:
-                self.window_depth -= 1
-        if isinstance(node, exp.Bracket):
-            base = self.infer(node.this, scope)
-            for e in node.expressions:
-                self.expect(e, t.INT4, scope)
-            return Typed(base.type.element if base.type is not None and base.type.is_array else None, True)
-        if isinstance(node, exp.Array):
-            if not node.expressions:
-                return Typed(None, False)  # ARRAY[] has a type only from a cast
-            # PostgreSQL's transformArrayExpr: the elements' common type (all untyped: text);
-            # ARRAY[ARRAY[..], ..] is a multidimensional array of the inner arrays' type.
-            element = self.common_type_call(node, list(node.expressions), scope, construct="ARRAY").type
-            if element is None or all(isinstance(e, exp.Array) for e in node.expressions):
-                return Typed(element, False)
-            return Typed(element.array(), False)
-        if isinstance(node, (exp.JSONExtract, exp.JSONBExtract, exp.JSONExtractScalar, exp.JSONBExtractScalar)):
-            return self.json_extract(node, scope)
-        if isinstance(node, exp.Func):
-            return self.function(node, scope)
-        for child in node.iter_expressions():
-            self.infer(child, scope)
-        return Typed(None, True)
+        return self.function(node, scope)
 
-    def cast(self, node: exp.Cast, scope: Scope) -> Typed:
-        to = node.args.get("to")
-        target: PgType | None = None
-        if isinstance(to, exp.DataType):
-            target = self.cast_target(to)
-        inner = node.this
-        while isinstance(inner, exp.Paren):  # `(@p)::uuid[]`: PostgreSQL's tree has no parentheses
-            inner = inner.this
-        if isinstance(inner, exp.Parameter):
-            self.bind(inner, target)
-            return Typed(target, inner.name in self.nullable_params)
-        if isinstance(inner, exp.Literal) and target is not None:
-            if inner.is_string:
-                self.check_literal(inner, target)
-            else:
-                number = t.INT4 if is_int(str(inner.this)) else t.NUMERIC_T
-                if not castable(number, target):
-                    self.error(f"cannot cast type {describe(number)} to {describe(target)}", node)
-            return Typed(target, False)
-        if isinstance(inner, exp.Array) and target is not None and target.is_array:
-            # ARRAY[@a, @b]::uuid[]: the elements take the element type.
-            for element in inner.expressions:
-                if is_untyped(element):
-                    self.expect(element, target.element, scope)
-                else:
-                    element_type = self.infer(element, scope).type
-                    if element_type is not None and not castable(element_type, target.element):
-                        self.error(f"cannot cast type {describe(element_type)} to {describe(target.element)}", element)
-            return Typed(target, False)
-        typed = self.infer(inner, scope)
-        if typed.type is not None and target is not None and not castable(typed.type, target):
-            self.error(f"cannot cast type {describe(typed.type)} to {describe(target)}", node)
-        return Typed(target, typed.nullable)
+    @infers(exp.WithinGroup)
+    def within_group(self, node: exp.WithinGroup, scope: Scope, allow_output: bool) -> Typed:
+        return self.ordered_set_aggregate(node, scope)
 
-    def cast_target(self, to: exp.DataType) -> PgType | None:
-        """The type a cast names: PostgreSQL's TypeName at the place sqlglot's DataType starts
-        (sqlglot's own rendering is ambiguous: `character` and `"char"` differ only there), or,
-        for a DataType sqlglot made up without a place in the text, its rendering read by
-        PostgreSQL's grammar. Either way one resolution: `typenames.resolve_type_name`."""
-        start = to.meta.get("start")
-        type_name = self.type_names_at.get(start) if isinstance(start, int) else None
-        if type_name is None:
-            type_name = parse_type_name(to.sql(dialect="postgres"))
-        if type_name is None:
-            self.error(f"pydb cannot read the type {to.sql(dialect='postgres')}", to)
-            return None
-        target = resolve_type_name(type_name, self.catalog)
-        if target is None:
-            self.error(unknown_type_message(type_name, self.catalog), to)
-        return target
+    @infers(exp.Filter)
+    def filter_(self, node: exp.Filter, scope: Scope, allow_output: bool) -> Typed:
+        """agg(...) FILTER (WHERE cond)."""
+        typed = self.infer(node.this, scope)
+        where = node.expression
+        if isinstance(where, exp.Where):
+            self.expect(where.this, t.BOOL, scope)
+        return typed
+
+    @infers(exp.Window)
+    def window(self, node: exp.Window, scope: Scope, allow_output: bool) -> Typed:
+        self.window_spec(node, scope)
+        # An aggregate over a window frame that holds the current row is NULL only if
+        # its argument can be: sum(priority) OVER w of a NOT NULL column is NOT NULL.
+        self.window_depth += 1
+        try:
+            return self.infer(node.this, scope)
+        finally:
+            self.window_depth -= 1
+
+    @infers(exp.Bracket)
+    def subscript(self, node: exp.Bracket, scope: Scope, allow_output: bool) -> Typed:
+        base = self.infer(node.this, scope)
+        for e in node.expressions:
+            self.expect(e, t.INT4, scope)
+        return Typed(base.type.element if base.type is not None and base.type.is_array else None, True)
+
+    @infers(exp.Array)
+    def array(self, node: exp.Array, scope: Scope, allow_output: bool) -> Typed:
+        if not node.expressions:
+            return Typed(None, False)  # ARRAY[] has a type only from a cast
+        # PostgreSQL's transformArrayExpr: the elements' common type (all untyped: text);
+        # ARRAY[ARRAY[..], ..] is a multidimensional array of the inner arrays' type.
+        element = self.common_type_call(node, list(node.expressions), scope, construct="ARRAY").type
+        if element is None or all(isinstance(e, exp.Array) for e in node.expressions):
+            return Typed(element, False)
+        return Typed(element.array(), False)
+
+    @infers(exp.JSONExtract, exp.JSONBExtract, exp.JSONExtractScalar, exp.JSONBExtractScalar)
+    def json_extract_node(self, node: exp.Expr, scope: Scope, allow_output: bool) -> Typed:
+        return self.json_extract(node, scope)
+
+    @infers(exp.Func)
+    def function_call(self, node: exp.Func, scope: Scope, allow_output: bool) -> Typed:
+        return self.function(node, scope)
 
 
 def output_name(item: exp.Expr) -> str:

@@ -6,12 +6,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import replace
 
-from pglast.enums import AlterTableType, ConstrType, ObjectType
+from pglast.enums import AlterTableType, ConstrType, DropBehavior, ObjectType
 
 from ..catalog.identifiers import did_you_mean
+from .depend import alter_type_allowed, drop_column, drop_constraint, null_default
 from .partitions import partition_bound
 from .state import PgNode, State
-from .tables import add_constraint, column_def, constraint_keys, drop_constraint, identity_sequence
+from .tables import add_constraint, column_def, constraint_keys, identity_sequence
 
 
 # -- ALTER TABLE ----------------------------------------------------------------------------
@@ -111,15 +112,9 @@ def _alter_cmd(state: State, key: str, cmd: PgNode, recursing: bool = False) -> 
                 word=cmd.name,
             )
             return
-        name = columns.pop(idx).name
-        state.tables[key] = replace(
-            table,
-            columns=tuple(columns),
-            primary_key=() if name in table.primary_key else table.primary_key,
-            unique_keys=tuple(u for u in table.unique_keys if name not in u),
-        )
+        drop_column(state, key, columns[idx].name, cmd.behavior == DropBehavior.DROP_CASCADE)
     elif sub == AlterTableType.AT_ColumnDefault and idx is not None:
-        columns[idx] = replace(columns[idx], has_default=cmd.def_ is not None)
+        columns[idx] = replace(columns[idx], has_default=cmd.def_ is not None and not null_default(cmd.def_))
     elif sub == AlterTableType.AT_DropNotNull and idx is not None:
         if columns[idx].name in table.primary_key:
             state.error(f"column {cmd.name} is in a primary key (DROP NOT NULL)")
@@ -128,6 +123,8 @@ def _alter_cmd(state: State, key: str, cmd: PgNode, recursing: bool = False) -> 
     elif sub == AlterTableType.AT_SetNotNull and idx is not None:
         columns[idx] = replace(columns[idx], not_null=True)
     elif sub == AlterTableType.AT_AlterColumnType and idx is not None:
+        if not alter_type_allowed(state, key, columns[idx].name):
+            return
         columns[idx] = replace(columns[idx], type=state.resolve_type(cmd.def_.typeName, f"column {cmd.name}"))
     elif sub == AlterTableType.AT_AddIdentity and idx is not None:
         columns[idx] = replace(

@@ -21,7 +21,7 @@ from ...diagnostics import Problem, SqlSpan
 from ..catalog.identifiers import parse_search_path
 from ..catalog.model import Catalog
 from ..syntax.pgparse import PgSyntaxError, RawStatement, parse, scan
-from . import alter, objects, tables
+from . import alter, objects, procedural, tables
 from .state import PgNode, QueryTyper, State, strings
 
 
@@ -176,9 +176,15 @@ def _select(state: State, node: PgNode) -> None:
 
 
 def _do(state: State, node: PgNode) -> None:
-    """The catalog does not run procedural code: DDL inside a DO block is a warning naming
+    """A DO block of the guarded shapes idempotent migrations use (`procedural.py`) is applied;
+    otherwise the catalog does not run procedural code: DDL inside the block is a warning naming
     what may be missing; a DO block without DDL (data fixes, RAISE) passes."""
     body = "".join(str(opt.arg.sval) for opt in node.args or () if opt.defname == "as")
+    language = next((str(opt.arg.sval) for opt in node.args or () if opt.defname == "language"), "plpgsql")
+    steps = procedural.plan(body) if language.lower() == "plpgsql" else None
+    if steps is not None:
+        procedural.run(steps, lambda sql: _apply_inner(state, sql), state.error)
+        return
     try:
         words = [t.name for t in scan(body)]
     except Exception:
@@ -196,6 +202,24 @@ def _do(state: State, node: PgNode) -> None:
             f"DO block: the catalog does not run procedural code, so what it does ({', '.join(ddl)}) is not "
             "in the catalog; a statement using an object it creates or changes will say the object is missing"
         )
+
+
+def _apply_inner(state: State, sql: str) -> list[str]:
+    """A statement of a DO block, applied in the session; returns its errors (the caller reports
+    them at the DO statement). Warnings stay, placed at the DO statement."""
+    saved = (state.text, state.base, state.stmt_start, state.stmt_end)
+    before = len(state.problems)
+    state.text = sql
+    try:
+        _apply_text(state, sql)
+    finally:
+        state.text, state.base, state.stmt_start, state.stmt_end = saved
+    raised = state.problems[before:]
+    del state.problems[before:]
+    for _, problem in raised:
+        if problem.severity != "error":
+            state.warning(f"in the DO block: {problem.message}")
+    return [problem.message for _, problem in raised if problem.severity == "error"]
 
 
 def _create_schema(state: State, node: PgNode) -> None:

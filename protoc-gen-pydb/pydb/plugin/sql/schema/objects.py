@@ -209,12 +209,10 @@ def _owned_by(state: State, opts: PgNode) -> tuple[str, str] | bool | None:
 
 def create_sequence(state: State, node: PgNode) -> None:
     rv = node.sequence
-    schema = state.new_relation_schema(rv)
-    if schema is None:
+    created = state.new_relation(rv, node.if_not_exists)
+    if created is None:
         return
-    key = f"{schema}.{rv.relname}"
-    if state.relation_taken(key, rv, node.if_not_exists):
-        return
+    _, key = created
     seqtype = PgType("int8")
     for opt in node.options or ():
         if opt.defname == "as" and isinstance(opt.arg, ast.TypeName):
@@ -254,14 +252,10 @@ def _query_columns(state: State, query: PgNode, what: str, names: list[str]) -> 
 
 def create_view(state: State, node: PgNode) -> None:
     rv = node.view
-    schema = state.new_relation_schema(rv)
-    if schema is None:
+    created = state.new_relation(rv, or_replace_view=node.replace)
+    if created is None:
         return
-    key = f"{schema}.{rv.relname}"
-    existing = state.tables.get(key)
-    replacing = node.replace and existing is not None and existing.kind == "view"
-    if not replacing and state.relation_taken(key, rv):
-        return
+    schema, key = created
     aliases = [s.sval for s in node.aliases or ()]
     columns = _query_columns(state, node.query, f"view {key}", aliases)
     state.tables[key] = Table(schema, rv.relname, columns, kind="view")
@@ -271,12 +265,10 @@ def create_view(state: State, node: PgNode) -> None:
 
 def create_table_as(state: State, node: PgNode) -> None:
     rv = node.into.rel
-    schema = state.new_relation_schema(rv)
-    if schema is None:
+    created = state.new_relation(rv, node.if_not_exists)
+    if created is None:
         return
-    key = f"{schema}.{rv.relname}"
-    if state.relation_taken(key, rv, node.if_not_exists):
-        return
+    schema, key = created
     matview = node.objtype == ObjectType.OBJECT_MATVIEW
     names = [s.sval for s in node.into.colNames or ()]
     what = f"{'materialized view' if matview else 'table'} {key}"

@@ -66,6 +66,11 @@ def drop(state: State, node: PgNode) -> None:
         # casts, operators, aggregates, roles, text search objects, ...: not in the catalog
 
 
+def drop_relation(state: State, key: str, cascade: bool) -> None:
+    """DROP VIEW / MATERIALIZED VIEW of a dependent relation (`schema.name`), as CASCADE does."""
+    _drop_relation(state, key.split(".", 1), ("view", "materialized_view"), True, cascade)
+
+
 def _drop_relation(state: State, parts: list[str], kinds: tuple[str, ...], missing_ok: bool, cascade: bool) -> None:
     key = state.find_key(*split_name(parts), state.tables, relation=True)
     if key is None:
@@ -83,8 +88,12 @@ def _drop_relation(state: State, parts: list[str], kinds: tuple[str, ...], missi
         if info.references == key and table != key
     )
     if (views or foreign_keys) and not cascade:
-        dependents = [*(f"view {v}" for v in views), *(f"constraint {n} on {t}" for t, n in foreign_keys)]
-        state.error(f"cannot drop {key} because other objects depend on it ({', '.join(dependents)}); use CASCADE")
+        dependents = [*(f"view {v}" for v in views), *(f"constraint {n} on table {t}" for t, n in foreign_keys)]
+        what = state.tables[key].kind.replace("partitioned_", "").replace("_", " ")
+        state.error(
+            f"cannot drop {what} {key.split('.', 1)[1]} because other objects depend on it "
+            f"({', '.join(dependents)}); use CASCADE"
+        )
         return
     for table, name in foreign_keys:
         del state.constraints[table][name]
@@ -96,8 +105,10 @@ def _drop_relation(state: State, parts: list[str], kinds: tuple[str, ...], missi
     del state.tables[key]
     state.types.pop(key, None)
     state.constraints.pop(key, None)
+    state.generated_reads.pop(key, None)
     for ikey in [k for k, i in state.indexes.items() if i.table == key]:
         del state.indexes[ikey]
+        state.index_reads.pop(ikey, None)
     for skey in [k for k, s in state.sequences.items() if s.owned_by and s.owned_by[0] == key]:
         del state.sequences[skey]
 
@@ -283,6 +294,7 @@ def _move_relation(state: State, rv: PgNode, schema: str | None, new_name: str, 
         return
     if key in state.indexes:
         state.indexes[new_key] = replace(state.indexes.pop(key), name=new_key)
+        state.index_reads[new_key] = state.index_reads.pop(key, set())
         return
     if key in state.sequences:
         state.sequences[new_key] = replace(state.sequences.pop(key), name=qualified(new_key))
@@ -293,6 +305,7 @@ def _move_relation(state: State, rv: PgNode, schema: str | None, new_name: str, 
     state.types.pop(key, None)
     state.types[new_key] = PgType(new_key)
     state.constraints[new_key] = state.constraints.pop(key, {})
+    state.generated_reads[new_key] = state.generated_reads.pop(key, {})
     for info in (i for constraints in state.constraints.values() for i in constraints.values()):
         if info.references == key:
             info.references = new_key
@@ -312,6 +325,7 @@ def _move_relation(state: State, rv: PgNode, schema: str | None, new_name: str, 
         if index.table == key:
             del state.indexes[ikey]
             state.indexes[moved(ikey)] = replace(index, name=moved(ikey), table=new_key)
+            state.index_reads[moved(ikey)] = state.index_reads.pop(ikey, set())
     for skey, seq in list(state.sequences.items()):
         if seq.owned_by and seq.owned_by[0] == key:
             del state.sequences[skey]
@@ -373,6 +387,16 @@ def _rename_in(state: State, key: str, old: str, new: str, recursing: bool = Fal
             state.indexes[ikey] = replace(index, columns=swap(index.columns))
     for info in state.constraints.get(key, {}).values():
         info.columns = swap(info.columns)
+    for info in (i for constraints in state.constraints.values() for i in constraints.values()):
+        if info.references == key:
+            info.ref_columns = swap(info.ref_columns)
+    for ikey, index in state.indexes.items():
+        if index.table == key and old in state.index_reads.get(ikey, set()):
+            state.index_reads[ikey] = {new if c == old else c for c in state.index_reads[ikey]}
+    generated = state.generated_reads.get(key, {})
+    state.generated_reads[key] = {
+        new if column == old else column: {new if c == old else c for c in reads} for column, reads in generated.items()
+    }
 
 
 def _move_type(state: State, key: str, new_key: str) -> None:

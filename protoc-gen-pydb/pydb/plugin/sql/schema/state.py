@@ -89,6 +89,8 @@ class ConstraintInfo:
     columns: tuple[str, ...]
     #: A foreign key's referenced table (`schema.name`): DROP TABLE of it needs CASCADE.
     references: str | None = None
+    #: A foreign key's referenced columns (DROP COLUMN of one needs CASCADE).
+    ref_columns: tuple[str, ...] = ()
 
 
 @dataclass
@@ -114,6 +116,11 @@ class State:
     #: column it takes with it.
     view_types: dict[str, set[str]] = field(default_factory=dict)
     view_columns: dict[str, set[str]] = field(default_factory=dict)
+    #: pg_depend of what reads columns by name: an index's keys, expressions and predicate (by
+    #: index), a generated column's expression (by table, then column). DROP COLUMN takes
+    #: those indexes with it and refuses (or with CASCADE takes) those generated columns.
+    index_reads: dict[str, set[str]] = field(default_factory=dict)
+    generated_reads: dict[str, dict[str, set[str]]] = field(default_factory=dict)
     #: Inheritance: child table -> [(parent, is_partition)] (INHERITS, PARTITION OF, ATTACH).
     parents: dict[str, list[tuple[str, bool]]] = field(default_factory=dict)
     #: Extensions created that the catalog has no data for: their objects are unknown.
@@ -205,9 +212,22 @@ class State:
         """The `schema.name` of an existing table, view or materialized view."""
         return self.find_key(rv.schemaname, rv.relname, self.tables, relation=True)
 
-    def new_relation_schema(self, rv: PgNode) -> str | None:
-        """Where CREATE [TEMP] TABLE/VIEW/SEQUENCE puts the relation."""
-        return self.creation_schema(PG_TEMP if rv.relpersistence == "t" else rv.schemaname, rv.location)
+    def new_relation(
+        self, rv: PgNode, if_not_exists: bool = False, *, types_too: bool = False, or_replace_view: bool = False
+    ) -> tuple[str, str] | None:
+        """Where CREATE [TEMP] TABLE/VIEW/SEQUENCE puts the relation, as (schema, key); None when
+        it is not created: no such schema, or the name is taken (`relation_taken`), unless
+        CREATE OR REPLACE VIEW replaces a view."""
+        schema = self.creation_schema(PG_TEMP if rv.relpersistence == "t" else rv.schemaname, rv.location)
+        if schema is None:
+            return None
+        key = f"{schema}.{rv.relname}"
+        existing = self.tables.get(key)
+        if or_replace_view and existing is not None and existing.kind == "view":
+            return schema, key
+        if self.relation_taken(key, rv, if_not_exists, types_too):
+            return None
+        return schema, key
 
     def relation_exists(self, key: str) -> bool:
         return key in self.tables or key in self.indexes or key in self.sequences

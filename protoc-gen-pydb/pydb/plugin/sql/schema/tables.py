@@ -13,7 +13,9 @@ from pglast.stream import RawStream
 from ..catalog.identifiers import did_you_mean, split_name
 from ..catalog.model import Column, Index, PartitionBound, PartitionKey, RelationKind, Sequence, Table
 from ..catalog.types import PgType
+from ..syntax.colnames import figure_index_colname
 from ..syntax.pgtree import nodes_of
+from .depend import column_refs, null_default
 from .partitions import inherited_keys_include_key, partition_bound, partition_key, unique_includes_key
 from .state import SERIALS, ConstraintInfo, PgNode, State, choose_name, qualified, strings
 
@@ -25,7 +27,7 @@ def deparse(node: PgNode) -> str:
 
 
 # -- columns --------------------------------------------------------------------------------
-ColumnConstraint = tuple[PgNode, tuple[str, ...]]
+ColumnConstraint = tuple[PgNode, tuple[str, ...] | None]
 
 
 def column_def(state: State, cd: PgNode, table_key: str) -> tuple[Column, list[ColumnConstraint]]:
@@ -36,6 +38,7 @@ def column_def(state: State, cd: PgNode, table_key: str) -> tuple[Column, list[C
     serial = SERIALS.get(names[0]) if len(names) == 1 and tn is not None and not tn.arrayBounds else None
     not_null = bool(cd.is_not_null)
     has_default = False
+    domain: bool | None = None
     if serial is not None:
         pgtype = PgType(serial)
         not_null = has_default = True
@@ -58,17 +61,23 @@ def column_def(state: State, cd: PgNode, table_key: str) -> tuple[Column, list[C
         elif kind == ConstrType.CONSTR_NULL:
             not_null = False
         elif kind == ConstrType.CONSTR_DEFAULT:
-            has_default = True
+            # A NULL coerced by a typmod (varchar(36)), bpchar's length or a domain is an
+            # expression PostgreSQL stores; a bare NULL of the column's type is not.
+            coerced = tn is not None and (bool(tn.typmods) or names[-1] in ("bpchar", "char") or domain is not None)
+            has_default = coerced or not null_default(con.raw_expr)
         elif kind == ConstrType.CONSTR_IDENTITY:
             has_default = not_null = True
             identity_always = con.generated_when == "a"
             identity = con
         elif kind == ConstrType.CONSTR_GENERATED:
             has_default = generated = True
+            state.generated_reads.setdefault(table_key, {})[cd.colname] = set(column_refs(con.raw_expr))
         elif kind in (ConstrType.CONSTR_PRIMARY, ConstrType.CONSTR_UNIQUE, ConstrType.CONSTR_FOREIGN):
             if kind == ConstrType.CONSTR_PRIMARY:
                 not_null = True
             table_constraints.append((con, (cd.colname,)))
+        elif kind == ConstrType.CONSTR_CHECK:
+            table_constraints.append((con, None))  # named, like a table CHECK, after what it reads
     column = Column(cd.colname, pgtype, not_null, has_default, generated, identity_always)
     if identity is not None:
         identity_sequence(state, table_key, column, identity)
@@ -121,12 +130,10 @@ def identity_sequence(state: State, key: str, col: Column, con: PgNode) -> None:
 # -- CREATE TABLE ---------------------------------------------------------------------------
 def create_table(state: State, node: PgNode) -> None:
     rv = node.relation
-    schema = state.new_relation_schema(rv)
-    if schema is None:
+    created = state.new_relation(rv, node.if_not_exists, types_too=True)
+    if created is None:
         return
-    key = f"{schema}.{rv.relname}"
-    if state.relation_taken(key, rv, node.if_not_exists, types_too=True):
-        return
+    schema, key = created
     kind: RelationKind = "partitioned_table" if node.partspec is not None else "table"
     if isinstance(node, ast.CreateForeignTableStmt):
         kind = "foreign_table"
@@ -257,6 +264,8 @@ def add_constraint(state: State, key: str, con: PgNode, on_columns: tuple[str, .
     kind = con.contype
     if on_columns is not None:
         cols = on_columns
+    elif kind == ConstrType.CONSTR_CHECK:
+        cols = tuple(column_refs(con.raw_expr))
     else:
         cols = tuple(s.sval for s in con.fk_attrs or ()) if kind == ConstrType.CONSTR_FOREIGN else constraint_keys(con)
     if kind == ConstrType.CONSTR_EXCLUSION and table.kind == "partitioned_table":
@@ -269,7 +278,7 @@ def add_constraint(state: State, key: str, con: PgNode, on_columns: tuple[str, .
             state.error(f"index {con.indexname} does not exist (USING INDEX)", con.location)
             return
         cols = index.columns
-    for col in cols:
+    for col in cols if kind != ConstrType.CONSTR_CHECK else ():
         if col not in names:
             state.error(
                 f"column {col} named in key does not exist in {table.qualified}{did_you_mean(col, names)}",
@@ -293,17 +302,22 @@ def add_constraint(state: State, key: str, con: PgNode, on_columns: tuple[str, .
     existing = state.constraints.setdefault(key, {})
     name = con.conname or choose_name(
         table.name,
-        "" if kind == ConstrType.CONSTR_PRIMARY else "_".join(cols[:1] if kind != ConstrType.CONSTR_UNIQUE else cols),
+        _name_addition(kind, cols),
         label,
         lambda n: n in existing or state.relation_exists(f"{table.schema}.{n}"),
     )
     if name in existing:
         state.error(f"constraint {name} for relation {table.qualified} already exists", con.location)
         return
+    if kind == ConstrType.CONSTR_FOREIGN and not _check_reference(state, table, con, cols):
+        return
+    references = state.relation_key(con.pktable) if kind == ConstrType.CONSTR_FOREIGN and con.pktable else None
+    ref_columns = tuple(s.sval for s in con.pk_attrs or ())
+    if references is not None and not ref_columns:
+        target = table if references == key else state.tables.get(references)
+        ref_columns = target.primary_key if target is not None else ()
     existing[name] = ConstraintInfo(
-        {"pkey": "p", "key": "u", "excl": "x", "fkey": "f", "check": "c"}.get(label, "n"),
-        cols,
-        state.relation_key(con.pktable) if kind == ConstrType.CONSTR_FOREIGN and con.pktable is not None else None,
+        {"pkey": "p", "key": "u", "excl": "x", "fkey": "f", "check": "c"}.get(label, "n"), cols, references, ref_columns
     )
     if kind == ConstrType.CONSTR_PRIMARY:
         if _has_primary(state, key, name):
@@ -313,8 +327,6 @@ def add_constraint(state: State, key: str, con: PgNode, on_columns: tuple[str, .
         table = replace(table, columns=columns, primary_key=cols, unique_keys=(*table.unique_keys, cols))
     elif kind == ConstrType.CONSTR_UNIQUE:
         table = replace(table, unique_keys=(*table.unique_keys, cols))
-    elif kind == ConstrType.CONSTR_FOREIGN:
-        _check_reference(state, table, con, cols)
     if kind in (ConstrType.CONSTR_PRIMARY, ConstrType.CONSTR_UNIQUE, ConstrType.CONSTR_EXCLUSION):
         index_key = f"{table.schema}.{name}"
         if not con.indexname:
@@ -327,26 +339,38 @@ def add_constraint(state: State, key: str, con: PgNode, on_columns: tuple[str, .
     state.tables[key] = table
 
 
+def _name_addition(kind: ConstrType, cols: tuple[str, ...]) -> str:
+    """The middle of a constraint name PostgreSQL chooses: every key column for UNIQUE and FOREIGN
+    KEY (ChooseForeignKeyConstraintNameAddition, ChooseIndexColumnNames), the first for an
+    exclusion constraint, the one column a CHECK reads (none when it reads several), none for a
+    primary key."""
+    if kind == ConstrType.CONSTR_PRIMARY:
+        return ""
+    if kind == ConstrType.CONSTR_CHECK:
+        return cols[0] if len(cols) == 1 else ""
+    return "_".join(cols if kind != ConstrType.CONSTR_EXCLUSION else cols[:1])
+
+
 def _has_primary(state: State, key: str, new_name: str) -> bool:
     return any(info.kind == "p" for name, info in state.constraints[key].items() if name != new_name)
 
 
-def _check_reference(state: State, table: Table, con: PgNode, cols: tuple[str, ...]) -> None:
+def _check_reference(state: State, table: Table, con: PgNode, cols: tuple[str, ...]) -> bool:
     """REFERENCES: the table must exist and the referenced columns carry a primary key or a
     unique constraint (PostgreSQL's "no unique constraint matching given keys")."""
     rv = con.pktable
     if rv is None:
-        return
+        return True
     target_key = state.relation_key(rv)
     if target_key is None:
         state.missing_relation(rv)
-        return
+        return False
     target = state.tables[target_key] if target_key != table.qualified else table
     refs = tuple(s.sval for s in con.pk_attrs or ())
     if not refs:
         if not target.primary_key:
             state.error(f"there is no primary key for referenced table {target.qualified}", rv.location)
-            return
+            return False
         refs = target.primary_key
     names = [c.name for c in target.columns]
     for ref in refs:
@@ -356,37 +380,18 @@ def _check_reference(state: State, table: Table, con: PgNode, cols: tuple[str, .
                 f"{did_you_mean(ref, names)}",
                 word=ref,
             )
-            return
+            return False
     if len(refs) != len(cols):
         state.error("number of referencing and referenced columns for foreign key disagree", con.location)
-        return
+        return False
     if set(refs) not in [set(u) for u in target.unique_keys]:
         state.error(
             f"there is no unique constraint matching given keys for referenced table {target.qualified}", rv.location
         )
+        return False
+    return True
 
 
-def drop_constraint(state: State, key: str, name: str, missing_ok: bool) -> None:
-    info = state.constraints.get(key, {}).pop(name, None)
-    table = state.tables[key]
-    if info is None:
-        if not missing_ok:
-            # Implicit constraint names follow PostgreSQL's rules closely, not perfectly
-            # (truncation of multibyte names): a miss is a warning, not a refused schema.
-            state.warning(f"constraint {name} of relation {table.qualified} is not in the catalog (DROP CONSTRAINT)")
-        return
-    state.indexes.pop(f"{table.schema}.{name}", None)
-    if info.kind == "p":
-        table = replace(table, primary_key=())
-    if info.kind in ("p", "u"):
-        keys = list(table.unique_keys)
-        if info.columns in keys:
-            keys.remove(info.columns)
-        table = replace(table, unique_keys=tuple(keys))
-    state.tables[key] = table
-
-
-# -- CREATE INDEX ---------------------------------------------------------------------------
 def create_index(state: State, node: PgNode) -> None:
     rv = node.relation
     key = state.relation_key(rv)
@@ -396,8 +401,10 @@ def create_index(state: State, node: PgNode) -> None:
     table = state.tables[key]
     names = [c.name for c in table.columns]
     cols: list[str] = []
+    naming: list[str] = []  # ChooseIndexColumnNames: a column's name, an expression's FigureIndexColname
     plain = True
     for elem in node.indexParams or ():
+        naming.append(elem.indexcolname or elem.name or figure_index_colname(elem.expr) or "expr")
         if elem.name:
             if elem.name not in names:
                 state.error(
@@ -415,7 +422,7 @@ def create_index(state: State, node: PgNode) -> None:
             cols.append(f"({deparse(elem.expr)})")
     name = node.idxname or choose_name(
         table.name,
-        "_".join(c if not c.startswith("(") else "expr" for c in cols),
+        "_".join(naming),
         "idx",
         lambda n: state.relation_exists(f"{table.schema}.{n}"),
     )
@@ -434,6 +441,9 @@ def create_index(state: State, node: PgNode) -> None:
     state.indexes[index_key] = Index(
         index_key, key, tuple(cols), bool(node.unique), predicate is not None, predicate, bool(node.nulls_not_distinct)
     )
+    reads = [e.name or ref for e in node.indexParams or () for ref in ([e.name] if e.name else column_refs(e.expr))]
+    state.index_reads[index_key] = {*reads, *(e.name for e in node.indexIncludingParams or () if e.name)}
+    state.index_reads[index_key] |= set(column_refs(node.whereClause))
     if node.unique and predicate is None and plain:
         state.tables[key] = replace(table, unique_keys=(*table.unique_keys, tuple(cols)))
 

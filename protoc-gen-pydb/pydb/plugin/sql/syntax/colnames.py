@@ -56,6 +56,12 @@ def _last_string(items: tuple[ast.Node, ...] | None) -> str | None:
     return found
 
 
+def figure_index_colname(node: ast.Node | None) -> str | None:
+    """PostgreSQL's FigureIndexColname: the name an index expression gives the index's name
+    (`lower(email)` -> `lower`), None where PostgreSQL then says `expr`."""
+    return _figure(node)[1]
+
+
 def _figure(node: ast.Node | None) -> tuple[int, str | None]:
     """PostgreSQL's FigureColnameInternal: (strength, name). Strength 2 is a name proper, 1 a
     fallback (a cast's type, `case`) that a stronger name inside wins over, 0 none."""
