@@ -104,7 +104,8 @@ def prepared_signature(
     conn: psycopg.Connection[tuple[object, ...]], sql: str, analysis: Analysis, names: dict[int, str]
 ) -> tuple[list[str], list[tuple[str, str]]] | str:
     """PostgreSQL's parameter types (in @param order) and (name, type) per column, or its error."""
-    text, order = statement(sql, analysis).numbered()
+    # As written: the analyzer's columns are the statement's own (a whole-row reference is one).
+    text, order = statement(sql, analysis).numbered(expanded=False)
     pgconn = conn.pgconn
     pgconn.exec_(b"BEGIN")
     try:

@@ -10,6 +10,8 @@ import grpc
 import psycopg
 from psycopg import errors as pg_errors
 
+from .logfmt import quote as _quote
+
 
 class RpcError(Exception):
     """An error with the gRPC status it should be answered with."""
@@ -139,8 +141,3 @@ def describe_for_log(err: BaseException) -> str:
         if diag.message_detail:
             fields.append(f"detail={_quote(diag.message_detail)}")
     return " ".join(fields)
-
-
-def _quote(text: str) -> str:
-    """A logfmt value: one line, double-quoted."""
-    return '"' + " ".join(text.split()).replace("\\", "\\\\").replace('"', '\\"') + '"'

@@ -11,7 +11,6 @@ import logging
 import os
 import signal
 import sys
-import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -30,6 +29,9 @@ from .decoding import DecodeGuard
 from .descriptors import public_pool
 from .errors import set_log_detail
 from .listen import close_streams, configure_streams
+from .logfmt import LogfmtFormatter as LogfmtFormatter  # re-exported: the servers' log format
+from .logfmt import configure_logging
+from .logfmt import quote as _quote
 from .pooling import PREPARE_MODES, session_setup
 
 log = logging.getLogger("pydb.server")
@@ -547,42 +549,6 @@ def enable_reflection(cfg: Config, service_names: Sequence[str], grpc_server: gr
     names = (*service_names, health.SERVICE_NAME, reflection.SERVICE_NAME)
     pool = None if cfg.reflection_options else public_pool(names)
     reflection.enable_server_reflection(names, grpc_server, pool=pool)
-
-
-def _quote(text: str) -> str:
-    return '"' + " ".join(text.split()).replace("\\", "\\\\").replace('"', '\\"') + '"'
-
-
-class LogfmtFormatter(logging.Formatter):
-    """`ts=... level=... logger=... key=value ...`: pydb's own records are already key=value;
-    anything else (psycopg, grpc) becomes msg="...". A traceback follows its line."""
-
-    def __init__(self) -> None:
-        super().__init__()
-
-    def formatTime(self, record: logging.LogRecord, datefmt: str | None = None) -> str:
-        t = time.gmtime(record.created)
-        return time.strftime("%Y-%m-%dT%H:%M:%S", t) + f".{int(record.msecs):03d}Z"
-
-    def format(self, record: logging.LogRecord) -> str:
-        message = record.getMessage()
-        if not (record.name == "pydb" or record.name.startswith("pydb.")):
-            message = "msg=" + _quote(message)
-        line = f"ts={self.formatTime(record)} level={record.levelname.lower()} logger={record.name} {message}"
-        if record.exc_info:
-            line += "\n" + self.formatException(record.exc_info)
-        return line
-
-
-def configure_logging(level: str) -> None:
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(LogfmtFormatter())
-    root = logging.getLogger()
-    root.handlers[:] = [handler]
-    root.setLevel(getattr(logging, level.upper()))
-    # psycopg_pool logs every failed reconnect attempt; the health line says it once.
-    logging.getLogger("psycopg.pool").setLevel(logging.ERROR)
-    logging.getLogger("grpc").setLevel(logging.WARNING)
 
 
 def main(

@@ -285,7 +285,10 @@ def statement(sql: str, analysis: Analysis) -> ir.Statement:
     rewrites: list[tuple[int, int, ir.ParamRef | ir.ColumnList]] = [
         (span.start, span.end, ir.ParamRef(p.name)) for p in analysis.params for span in p.spans
     ]
-    rewrites += [(e.span.start, e.span.end, ir.ColumnList(column_list(e.text))) for e in analysis.expansions]
+    rewrites += [
+        (e.span.start, e.span.end, ir.ColumnList(column_list(e.text), sql[e.span.start : e.span.end + 1]))
+        for e in analysis.expansions
+    ]
     rewrites.sort(key=lambda r: r[0])
     pieces: list[str | ir.ParamRef | ir.ColumnList] = []
     pos = 0

@@ -102,6 +102,8 @@ class ColumnList:
     (whitespace between them is the only freedom)."""
 
     columns: tuple[str, ...]
+    #: The `*`, `t.*` or whole-row reference as the statement wrote it.
+    written: str = ""
 
 
 @dataclass(frozen=True)
@@ -112,16 +114,17 @@ class Statement:
 
     pieces: tuple[str | ParamRef | ColumnList, ...]
 
-    def numbered(self) -> tuple[str, tuple[str, ...]]:
-        """The text as PostgreSQL's PREPARE takes it (`$n` by first appearance of each @name, the
-        column lists written out) and the parameter names in `$n` order."""
+    def numbered(self, expanded: bool = True) -> tuple[str, tuple[str, ...]]:
+        """The text as PostgreSQL's PREPARE takes it (`$n` by first appearance of each @name; the
+        column lists written out, or with `expanded=False` the `*` and whole-row references as
+        written) and the parameter names in `$n` order."""
         numbers: dict[str, int] = {}
         text: list[str] = []
         for piece in self.pieces:
             if isinstance(piece, ParamRef):
                 text.append(f"${numbers.setdefault(piece.name, len(numbers) + 1)}")
             elif isinstance(piece, ColumnList):
-                text.append(", ".join(piece.columns))
+                text.append(", ".join(piece.columns) if expanded else piece.written)
             else:
                 text.append(piece)
         return "".join(text), tuple(numbers)

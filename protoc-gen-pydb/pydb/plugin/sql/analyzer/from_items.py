@@ -306,7 +306,11 @@ class FromItems(AnalyzerCore):
             if whole_row is not None and whole_row.scalar and whole_row.columns:
                 return whole_row.columns[0][1]
             if whole_row is not None:  # a whole-row reference: to_jsonb(t), SELECT c FROM customers c
-                return Typed(PgType("record"), whole_row.optional, tuple(whole_row.row_columns()))
+                # A table's (or view's) row is of its row type, as PostgreSQL describes it; any
+                # other FROM item's (a subquery, a CTE, a function) is a record.
+                table = whole_row.table
+                row_type = PgType(f"{table.schema}.{table.name}") if table is not None else PgType("record")
+                return Typed(row_type, whole_row.optional, tuple(whole_row.row_columns()))
             s = s.parent
         if scope.lenient():
             return Typed(None, True)
