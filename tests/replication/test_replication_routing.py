@@ -23,6 +23,7 @@ import psycopg
 import pytest
 from conftest import SERVICE_ROLE, server_config, start_server
 from generation.task.v1 import task_pb2, task_pb2_grpc, task_pydb
+from google.protobuf import duration_pb2, timestamp_pb2
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from pydb.runtime import server as pydb_server
 from support.pg import scratch_database
@@ -101,7 +102,7 @@ def test_the_compiler_routes_only_plain_reads_to_the_replica(tmp_path: Path) -> 
 def test_the_queue_reads_on_the_replica_and_writes_on_the_primary() -> None:
     generated = Path(__file__).resolve().parents[2] / "generated" / "generation" / "task" / "v1" / "task_pydb.py"
     route = routes(generated.read_text())
-    assert {name for name, replica in route.items() if replica} == {"GetTask", "ListStaleTasks", "ListTaskEvents"}
+    assert {name for name, replica in route.items() if replica} == READERS
     assert not route["ClaimNextTask"] and not route["QueueTask"] and not route["CompleteTask"]
 
 
@@ -183,6 +184,13 @@ def _statements_by_rpc() -> dict[str, tuple[str, list[str]]]:
 SESSION_SETTING = _normalised("SELECT pg_backend_pid(), set_config('lock_timeout', $1, false)")
 
 
+#: The queue's read-only RPCs: the compiler routes exactly these to the replica.
+READERS = {
+    "GetTask", "ListStaleTasks", "ListTaskEvents", "ListPeriodicTasks",
+    "ListTools", "ListTasks", "GetQueueStats", "ListToolOutcomes",
+}  # fmt: skip
+
+
 async def _listening(call: grpc.aio.UnaryStreamCall[Any, Any]) -> None:
     """Until the stream's LISTEN has run (its initial metadata says so), then end it."""
     metadata = await asyncio.wait_for(call.initial_metadata(), 10)
@@ -197,7 +205,7 @@ async def test_every_statement_on_the_standby_is_a_read_only_rpcs_and_no_writer_
     route = routes((Path(task_pydb.__file__)).read_text())
     readers = {rpc for rpc, replica in route.items() if replica}
     writers = set(route) - readers
-    assert readers == {"GetTask", "ListStaleTasks", "ListTaskEvents"}
+    assert readers == READERS
     assert set(route) == set(statements)  # every unary RPC runs a statement of the module
     with scratch_database(pair.primary.url) as primary_url:
         pair.wait_replayed()
@@ -261,7 +269,43 @@ async def _every_rpc(stub: task_pb2_grpc.GenerationDataServiceAsyncStub, pair: R
     await _listening(stub.WatchTaskWakes(task_pb2.WatchTaskWakesRequest(tool_ids=[tool.id])))
     await _listening(stub.WatchTaskEvents(task_pb2.WatchTaskEventsRequest(task_ids=[one.id])))
     did("WatchTaskWakes", "WatchTaskEvents")
+    await stub.SetToolRetryPolicy(
+        task_pb2.SetToolRetryPolicyRequest(tool_id=tool.id, retry_base_seconds=1, retry_cap_seconds=10)
+    )
+    await stub.SetToolMaxRuntime(task_pb2.SetToolMaxRuntimeRequest(tool_id=tool.id, max_runtime_seconds=600))
+    await stub.PauseTool(task_pb2.PauseToolRequest(tool_id=tool.id))
+    await stub.ResumeTool(task_pb2.ResumeToolRequest(tool_id=tool.id))
+    did("SetToolRetryPolicy", "SetToolMaxRuntime", "PauseTool", "ResumeTool")
+    for _ in range(2):
+        await stub.QueueTask(task_pb2.QueueTaskRequest(tool_id=tool.id))
+    d, e = (await stub.ClaimTasks(task_pb2.ClaimTasksRequest(tool_id=tool.id, limit=2))).tasks
+    delay = duration_pb2.Duration(seconds=60)
+    await stub.SnoozeTask(task_pb2.SnoozeTaskRequest(task_id=d.id, lease_token=d.lease_token, delay=delay))
+    await stub.CancelTask(task_pb2.CancelTaskRequest(task_id=e.id, reason="routing"))
+    await stub.CancelTasks(task_pb2.CancelTasksRequest(task_ids=[d.id], reason="routing"))
+    await stub.RetryTask(task_pb2.RetryTaskRequest(task_id=e.id))
+    await stub.RetryTasks(task_pb2.RetryTasksRequest(tool_id=tool.id, limit=10))
+    await stub.PromoteDueTasks(task_pb2.PromoteDueTasksRequest(limit=10))
+    await stub.ReapOverdueTasks(task_pb2.ReapOverdueTasksRequest(limit=10))
+    did("SnoozeTask", "CancelTask", "CancelTasks", "RetryTask", "RetryTasks", "PromoteDueTasks", "ReapOverdueTasks")
+    name = f"routing-{uuid.uuid4().hex[:8]}"
+    await stub.UpsertPeriodicTask(
+        task_pb2.UpsertPeriodicTaskRequest(name=name, tool_id=tool.id, cron="* * * * *", timezone="UTC")
+    )
+    slot = timestamp_pb2.Timestamp(seconds=int(time.time()) // 60 * 60)
+    await stub.EnqueuePeriodicTask(task_pb2.EnqueuePeriodicTaskRequest(name=name, slot_at=slot))
+    await _listening(stub.WatchTaskCancels(task_pb2.WatchTaskCancelsRequest(task_ids=[d.id])))
+    did("UpsertPeriodicTask", "EnqueuePeriodicTask", "WatchTaskCancels")
     pair.wait_replayed()
+    assert [p.name for p in (await stub.ListPeriodicTasks(task_pb2.ListPeriodicTasksRequest(limit=100))).periodic_tasks]
+    assert tool.id in {t.id for t in (await stub.ListTools(task_pb2.ListToolsRequest())).tools}
+    listed = await stub.ListTasks(task_pb2.ListTasksRequest(tool_id=tool.id, page_size=100))
+    assert listed.tasks
+    await stub.GetQueueStats(task_pb2.GetQueueStatsRequest())
+    await stub.ListToolOutcomes(task_pb2.ListToolOutcomesRequest(window_seconds=3600))
+    did("ListPeriodicTasks", "ListTools", "ListTasks", "GetQueueStats", "ListToolOutcomes")
+    await stub.DeletePeriodicTask(task_pb2.DeletePeriodicTaskRequest(name=name))
+    did("DeletePeriodicTask")
     # The reads find what the writes made: they ran on a node that has it (the standby, replayed).
     assert (await stub.GetTask(task_pb2.GetTaskRequest(task_id=first.id))).task.status == task_pb2.TASK_STATUS_COMPLETED
     events = (await stub.ListTaskEvents(task_pb2.ListTaskEventsRequest(task_id=one.id, limit=10))).events

@@ -5,7 +5,7 @@ decisions left to the generator about SQL validity. A second driver or language 
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ..sql import PgType, QualifiedName
 
@@ -103,7 +103,7 @@ class ColumnList:
 
     columns: tuple[str, ...]
     #: The `*`, `t.*` or whole-row reference as the statement wrote it.
-    written: str = ""
+    written: str = field(default="", compare=False)
 
 
 @dataclass(frozen=True)
