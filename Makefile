@@ -61,6 +61,7 @@ check-generated: venv
 lint: venv
 	$(VENV)/bin/ruff check protoc-gen-pydb tests worker dashboard benchmarks generated --exclude '*_pb2*.py*'
 	$(VENV)/bin/ruff format --check protoc-gen-pydb tests worker dashboard benchmarks
+	bash -n .ci/run  # CI's entry point parses (a merge once left it unparseable)
 
 typecheck: venv
 	$(VENV)/bin/mypy protoc-gen-pydb/pydb generated worker dashboard tests
