@@ -206,6 +206,7 @@ def measure_peer(server: str, name: str, python: str, setting: list[str], count:
 
 
 def measure_ours(server: str, count: int) -> Json:
+    """The fleet's figures (`count`: a multiple of bench_fleet's QueueTasks batch of 500)."""
     env = common.env_with_path()
     with common.queue_database(server) as url:
         tool_id = tp.make_tool(url)
