@@ -7,6 +7,7 @@ from typing import Any
 
 import bench_schedule
 import report_deploy
+import report_peers
 from common import Json, spread
 
 TARGETS = {
@@ -104,6 +105,8 @@ def headline(r: Json) -> list[tuple[str, str, str, str]]:
                          f"{after:.2f} ms = {ratio:.2f}x of {int(first):,}", "≤ 1.5x", _met(ratio <= TARGETS["backlog_ratio"])))  # fmt: skip
     if r.get("schedule") and not r.get("quick"):
         rows += bench_schedule.headline(r["schedule"])
+    if r.get("peers") and not r.get("quick"):
+        rows += report_peers.headline(r["peers"])
     return rows
 
 
@@ -557,6 +560,7 @@ def markdown(r: Json) -> str:
         ("longtx", report_deploy.longtx),
         ("schedule", bench_schedule.section),
         ("observe", _observe),
+        ("peers", report_peers.section),
     ):
         if name in r:
             out += section(r)
@@ -637,6 +641,8 @@ def plots(r: Json, out: Path) -> list[Path]:
         axes[1].legend()
         axes[1].grid(alpha=0.3)
         written.append(_save(fig, out / "backlog.png"))
+    if "peers" in r and r["peers"].get("systems"):
+        written.append(_save(report_peers.plot(r["peers"], plt), out / "peers.png"))
     return written
 
 

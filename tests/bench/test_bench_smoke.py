@@ -151,3 +151,18 @@ def test_observe(pg_server: tuple[str, Cluster | None], tmp_path: Path) -> None:
     assert result["overhead"]["tasks_per_s_off"] > 0 and result["overhead"]["tasks_per_s_on"] > 0
     assert set(result["dashboard"]["pages"]) >= {"queues", "tasks", "tasks_page_21", "task_detail"}
     assert "## 12. Observability" in render({"observe": result}, tmp_path)
+
+
+def test_peers_our_side(pg_server: tuple[str, Cluster | None], tmp_path: Path) -> None:
+    """bench_peers' measurement of the fleet (the peers themselves are installed only by
+    `make bench`): every job counted done in the database, CPU per process, and the section."""
+    peers = bench("bench_peers")
+    run = peers.measure_ours(pg_server[0], 1000)
+    assert run["done"] == 1000 and run["drain_jobs_per_s"] > 0 and run["enqueue_jobs_per_s"] > 0
+    cpu = run["cpu_s_per_1000"]
+    assert cpu["worker"] > 0 and cpu["server"] > 0 and cpu["postgres"] > 0
+    assert cpu["total"] == pytest.approx(cpu["worker"] + cpu["server"] + cpu["postgres"])
+    result = {"jobs": 1000, "rounds": 1, "versions": {}, "unavailable": {"oban-py": "not installed here"}}
+    result["systems"] = {peers.OURS: peers.best([run])}
+    text = render({"peers": result}, tmp_path)
+    assert "## 14. The fleet beside the other Python queues" in text and "Not measured: oban-py" in text

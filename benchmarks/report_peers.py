@@ -1,0 +1,109 @@
+"""RESULTS.md's section and headline rows for bench_peers: the fleet beside the other Python
+queues on PostgreSQL, one interleaved run."""
+
+from __future__ import annotations
+
+from typing import Any
+
+Json = dict[str, Any]
+
+OURS = "pydb fleet"
+#: Issue 29's bars: drain ≥ 1.2x PgQueuer + asyncpg, CPU per job ≤ its, enqueue ≥ 1.2x the fastest peer.
+DRAIN_RATIO, ENQUEUE_RATIO = 1.2, 1.2
+
+
+def _met(ok: bool) -> str:
+    return "**met**" if ok else "**not met**"
+
+
+def _fastest_peer(systems: Json, key: str) -> tuple[str, float]:
+    peers = {name: s[key] for name, s in systems.items() if name != OURS}
+    name = max(peers, key=lambda n: peers[n])
+    return name, float(peers[name])
+
+
+def headline(pe: Json) -> list[tuple[str, str, str, str]]:
+    systems = pe["systems"]
+    if OURS not in systems or "PgQueuer + asyncpg" not in systems:
+        return []
+    ours, pgq = systems[OURS], systems["PgQueuer + asyncpg"]
+    drain = ours["drain_jobs_per_s"] / pgq["drain_jobs_per_s"]
+    cpu = ours["cpu_s_per_1000"]["total"] / pgq["cpu_s_per_1000"]["total"]
+    peer, peer_enqueue = _fastest_peer(systems, "enqueue_jobs_per_s")
+    enqueue = ours["enqueue_jobs_per_s"] / peer_enqueue
+    n = f"{pe['jobs']:,}"
+    return [
+        (f"Fleet drain vs PgQueuer + asyncpg ({n} no-op jobs, 1 worker process, same run)",
+         f"{ours['drain_jobs_per_s']:,.0f} vs {pgq['drain_jobs_per_s']:,.0f} jobs/s = {drain:.2f}x", "≥ 1.2x",
+         _met(drain >= DRAIN_RATIO)),
+        ("Fleet CPU per 1,000 jobs (worker + server + PostgreSQL) vs PgQueuer + asyncpg",
+         f"{ours['cpu_s_per_1000']['total']:.3f} vs {pgq['cpu_s_per_1000']['total']:.3f} s = {cpu:.2f}x", "≤ 1x",
+         _met(cpu <= 1.0)),
+        (f"Bulk enqueue vs the fastest peer ({peer})",
+         f"{ours['enqueue_jobs_per_s']:,.0f} vs {peer_enqueue:,.0f} jobs/s = {enqueue:.2f}x", "≥ 1.2x",
+         _met(enqueue >= ENQUEUE_RATIO)),
+    ]  # fmt: skip
+
+
+def section(r: Json) -> list[str]:
+    pe = r["peers"]
+    systems = pe["systems"]
+    order = sorted(systems, key=lambda n: -systems[n]["drain_jobs_per_s"])
+    versions = ", ".join(f"{k} {v}" for k, v in sorted(pe["versions"].items()))
+    out = [
+        "## 14. The fleet beside the other Python queues",
+        "",
+        f"{pe['jobs']:,} no-op jobs per system and round, {pe['rounds']} interleaved rounds (every system once per "
+        "round, so all see the same load), each in a fresh database on the same PostgreSQL: enqueued through the "
+        "system's own bulk API, then `VACUUM ANALYZE` + `CHECKPOINT`, then one worker process drains them. Drain "
+        "jobs/s comes from each system's own timestamps in the database (first claim to last job done; every job "
+        "checked done); CPU per 1,000 jobs is each process's during the drain (the worker; for this project also "
+        "the gRPC data plane between workers and PostgreSQL; PostgreSQL's whole server). Peers in environments of "
+        f"their own ({versions}), each at the best of the settings listed; ours at its defaults. Medians over rounds.",
+        "",
+        "| system | setting | drain jobs/s | enqueue jobs/s | CPU s / 1,000 jobs: worker | server | PostgreSQL | total |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for name in order:
+        s = systems[name]
+        c = s["cpu_s_per_1000"]
+        server = f"{c['server']:.3f}" if name == OURS else "–"
+        bold = "**" if name == OURS else ""
+        out.append(
+            f"| {bold}{name}{bold} | {s['setting']} | {s['drain_jobs_per_s']:,.0f} | {s['enqueue_jobs_per_s']:,.0f} "
+            f"| {c['worker']:.3f} | {server} | {c['postgres']:.3f} | {c['total']:.3f} |"
+        )
+    out.append("")
+    tried = [
+        f"{name}: " + "; ".join(f"`{k}` {v['drain_jobs_per_s']:,.0f}/s" for k, v in s["settings"].items())
+        for name, s in systems.items()
+        if len(s["settings"]) > 1
+    ]
+    if tried:
+        out += ["Settings tried (median drain): " + " — ".join(tried) + ".", ""]
+    for name, why in pe.get("unavailable", {}).items():
+        out += [f"Not measured: {name} ({why}).", ""]
+    return [*out, "![peers](peers.png)", ""]
+
+
+def plot(pe: Json, plt: Any) -> Any:
+    """Drain jobs/s and CPU per 1,000 jobs per system, side by side (a figure for report._save)."""
+    systems = pe["systems"]
+    order = sorted(systems, key=lambda n: -systems[n]["drain_jobs_per_s"])
+    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
+    colours = ["tab:green" if n == OURS else "tab:grey" for n in order]
+    left.barh(order, [systems[n]["drain_jobs_per_s"] for n in order], color=colours)
+    left.set_xlabel("drain jobs/s (median, higher is better)")
+    left.invert_yaxis()
+    bottom = [0.0] * len(order)
+    for part, colour in (("worker", "tab:blue"), ("server", "tab:orange"), ("postgres", "tab:purple")):
+        values = [systems[n]["cpu_s_per_1000"][part] for n in order]
+        right.barh(order, values, left=bottom, color=colour, label=part)
+        bottom = [b + v for b, v in zip(bottom, values, strict=True)]
+    right.set_xlabel("CPU s per 1,000 jobs (lower is better)")
+    right.invert_yaxis()
+    right.set_yticklabels([])
+    right.legend()
+    fig.suptitle(f"{pe['jobs']:,} no-op jobs, one worker process, same run")
+    fig.tight_layout()
+    return fig
