@@ -66,8 +66,9 @@ from google.protobuf import duration_pb2
 
 from . import events as task_events
 from . import retry
+from .limits import DEFAULT_MESSAGE_BYTES, MessageLimits
 from .metrics import FleetObserver
-from .reports import DEFAULT_MESSAGE_BYTES, LEASE_LOST, MessageLimits, Outcome, ReportBatcher
+from .reports import LEASE_LOST, Outcome, ReportBatcher
 
 log = logging.getLogger("taskworker.fleet")
 

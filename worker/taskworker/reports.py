@@ -42,6 +42,7 @@ from generation.task.v1 import task_pb2_grpc
 from google.protobuf import duration_pb2
 
 from . import retry
+from .limits import MAX_ERROR_CHARS, MessageLimits, stored_bytes
 
 log = logging.getLogger("taskworker.reports")
 
@@ -52,41 +53,6 @@ if TYPE_CHECKING:
 LEASE_LOST = (grpc.StatusCode.FAILED_PRECONDITION, grpc.StatusCode.NOT_FOUND)
 
 Kind = Literal["complete", "fail"]
-
-#: gRPC's default message limit: the server's receive limit, and its default send limit
-#: (--max-send-message-bytes).
-DEFAULT_MESSAGE_BYTES = 4 * 1024 * 1024
-#: Left under each limit for the message's own framing (tags, lengths) and what estimates miss.
-FRAMING_MARGIN = 64 * 1024
-#: A failure's error text is cut to this many characters (the row keeps it, and its history).
-MAX_ERROR_CHARS = 8192
-
-
-@dataclass(frozen=True)
-class MessageLimits:
-    """The server's message limits, in bytes: `receive` bounds a request (gRPC's, 4 MiB unless
-    the server was built otherwise), `send` an answer (--max-send-message-bytes)."""
-
-    receive: int = DEFAULT_MESSAGE_BYTES
-    send: int = DEFAULT_MESSAGE_BYTES
-
-    def __post_init__(self) -> None:
-        if min(self.receive, self.send) <= 2 * FRAMING_MARGIN:
-            raise ValueError(f"message limits must be above {2 * FRAMING_MARGIN} bytes")
-
-    @property
-    def request_budget(self) -> int:
-        return self.receive - FRAMING_MARGIN
-
-    @property
-    def answer_budget(self) -> int:
-        return self.send - FRAMING_MARGIN
-
-
-def stored_bytes(text: str) -> int:
-    """An upper bound of `text`'s size once PostgreSQL stored it as jsonb and printed it back
-    (jsonb::text puts a space after every ',' and ':' that compact JSON leaves out)."""
-    return len(text.encode()) + text.count(",") + text.count(":") if text else 0
 
 
 @dataclass
