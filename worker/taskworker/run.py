@@ -31,7 +31,7 @@ import grpc
 from generation.task.v1 import task_pb2 as pb
 from generation.task.v1 import task_pb2_grpc
 
-from .cancels import CancelWatcher
+from .cancels import CancelWatcher, RedisCancelSubscriber
 from .connect import ChannelSettings, ConnectionSetupError, open_channel, wait_for_server
 from .events import (
     DEFAULT_RETENTION,
@@ -109,6 +109,7 @@ async def run_worker(
             log.info("hosting tool %s (%s) with %d lane(s)", name, tool.id, lanes)
         if wake == "redis":
             fleet.add_background(RedisWakeSubscriber(fleet.wake).run())
+            fleet.add_background(RedisCancelSubscriber(fleet.request_cancel).run())
         elif wake == "listen":
             fleet.add_background(ListenWakeSubscriber(stub, fleet.wake, list(fleet.lanes)).run())
             fleet.add_background(CancelWatcher(stub, fleet.request_cancel).run())
