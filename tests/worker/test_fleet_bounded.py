@@ -20,11 +20,14 @@ import pytest
 from conftest import as_service_role
 from generation.task.v1 import task_pb2 as pb
 from generation.task.v1 import task_pb2_grpc
+from prometheus_client import generate_latest
 from support.observe_support import free_port, scrape
 from support.pg import Cluster, scratch_database
 from support.server_proc import serving, wait_serving
 from support.worker_support import sql, wait_until
-from taskworker import TaskContext, WorkerFleet
+from taskworker import TaskContext, WorkerFleet, retry
+from taskworker.metrics import new_registry
+from taskworker.retry import Backoff
 
 if TYPE_CHECKING:
     Stub = task_pb2_grpc.GenerationDataServiceAsyncStub
@@ -132,3 +135,28 @@ async def test_a_result_that_can_never_fit_is_failed_once(
     delta = {m: after[m] - before[m] for m in methods}
     # Settled once: one FailTask; the small task's one CompleteTasks; nothing sent again.
     assert delta == {"CompleteTasks": 1, "CompleteTask": 0, "GetTask": 0, "FailTask": 1, "FailTasks": 0}, delta
+
+
+async def test_a_size_refusal_is_permanent_and_counted(stub: Stub, tool: pb.Tool) -> None:
+    """What the server answers a request over its receive limit, told apart from the transient
+    RESOURCE_EXHAUSTED of a busy database, and counted where the worker's metrics read it."""
+    with pytest.raises(grpc.aio.AioRpcError) as refused:
+        await stub.QueueTask(pb.QueueTaskRequest(tool_id=tool.id, input=json.dumps("x" * 5 * MB)))
+    err = refused.value
+    assert err.code() == grpc.StatusCode.RESOURCE_EXHAUSTED and retry.too_large(err) and not retry.transient(err)
+    before = retry.COUNTS[("test enqueue", "RESOURCE_EXHAUSTED", "permanent")]
+    assert retry.record("test enqueue", err) == "permanent"
+    assert retry.COUNTS[("test enqueue", "RESOURCE_EXHAUSTED", "permanent")] == before + 1
+    text = generate_latest(new_registry()).decode()
+    assert f'taskworker_permanent_errors_total{{code="RESOURCE_EXHAUSTED",what="test enqueue"}} {before + 1}.0' in text
+
+
+def test_the_back_off_is_exponential_jittered_and_capped() -> None:
+    backoff = Backoff("test", base=0.1, cap=1.0)
+    delays = [backoff.next_delay() for _ in range(8)]
+    for n, d in enumerate(delays):
+        ceiling = min(1.0, 0.1 * 2**n)
+        assert ceiling / 2 <= d <= ceiling, (n, d)
+    assert len(set(delays)) > 1  # jittered
+    backoff.reset()
+    assert backoff.next_delay() <= 0.1
