@@ -576,8 +576,14 @@ class WorkerFleet:
                 if not held.reporting:
                     held.work.cancel()
                 return
-            # Transient (data plane unreachable): retry sooner; the lease may still hold.
+            # Transient (data plane unreachable): retry sooner; the lease may still hold. Anything
+            # else is logged as permanent by retry.py and retried at the normal pace: only the
+            # data plane's word (LEASE_LOST above) ends the work.
             log.warning("task %s: heartbeat failed: %s", task.id, err.code().name)
+            if retry.record("heartbeat", err) == "permanent":
+                self.stats.heartbeat_errors += 1
+                held.due = time.monotonic() + held.interval
+                return
             self.stats.heartbeat_errors += 1
             held.due = time.monotonic() + max(held.interval / 4, 0.05)
 
