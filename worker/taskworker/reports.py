@@ -76,6 +76,9 @@ class Outcome:
     # kind fail: failed for good (FailTask increment_retry false), not re-queued: an output
     # that could never be stored and read back (MessageLimits).
     permanent: bool = False
+    # A completion turned into that failure (refuse): if the row is found too large to be read
+    # back, it is the completion that landed (the claim's answer fitted without the output).
+    refused_completion: bool = False
 
     def __post_init__(self) -> None:
         if len(self.error) > MAX_ERROR_CHARS:
@@ -96,7 +99,7 @@ class Outcome:
     def refuse(self, why: str) -> None:
         """Turn a completion that can never land into the task's failure for good."""
         log.error("task %s: %s", self.task.id, why)
-        self.kind, self.error, self.permanent = "fail", why, True
+        self.kind, self.error, self.permanent, self.refused_completion = "fail", why, True, True
         self.output = self.reported_usage = ""
 
     def settle(self, landed: bool) -> None:
@@ -365,7 +368,17 @@ class ReportBatcher:
                 await asyncio.sleep(retry.delay(outcome.attempts, 0.05, self.max_backoff))
                 self._put(outcome, front=True)
                 return
-            self._lost(outcome)  # the row cannot be read back (too large, say): settled once
+            if retry.too_large(err) and (outcome.kind == "complete" or outcome.refused_completion):
+                # Only the completion's output makes the row too large to send: it landed (a
+                # send limit lower than this worker was told), though no one can read it back.
+                log.error("task %s: completed, but its row is over the server's send limit", outcome.task.id)
+                outcome.kind, outcome.permanent = "complete", False
+                self.stats.reported += 1
+                self.stats.landed_unseen += 1
+                outcome.landed_unseen = True
+                outcome.settle(True)
+                return
+            self._lost(outcome)  # the row cannot be read back: settled once, as lost
             return
         if landed_earlier(outcome, row):
             self.stats.reported += 1
