@@ -30,6 +30,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime
+import functools
 import logging
 from collections import deque
 from collections.abc import Callable
@@ -84,12 +85,12 @@ class Outcome:
         if len(self.error) > MAX_ERROR_CHARS:
             self.error = self.error[: MAX_ERROR_CHARS - 20] + f"... ({len(self.error)} chars)"
 
-    @property
+    @functools.cached_property
     def request_bytes(self) -> int:
         """This entry's share of a CompleteTasks / FailTasks request."""
         return 96 + len(self.output.encode()) + len(self.reported_usage.encode()) + len(self.error.encode())
 
-    @property
+    @functools.cached_property
     def answer_bytes(self) -> int:
         """This entry's share of the answer: the whole row as it will be (the claimed row, now
         with the output and usage, or the error and its history entry)."""
@@ -101,6 +102,8 @@ class Outcome:
         log.error("task %s: %s", self.task.id, why)
         self.kind, self.error, self.permanent, self.refused_completion = "fail", why, True, True
         self.output = self.reported_usage = ""
+        for size in ("request_bytes", "answer_bytes"):  # measured again, without the output
+            self.__dict__.pop(size, None)
 
     def settle(self, landed: bool) -> None:
         if not self.landed.done():
