@@ -467,6 +467,7 @@ class EventPurger:
             try:
                 await self.purge()
             except grpc.aio.AioRpcError as err:
+                retry.record("events purge", err)  # tried again next interval either way: counted
                 log.warning("event purge failed: %s %s", err.code().name, err.details())
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(self.interval * random.uniform(0.9, 1.1)):
