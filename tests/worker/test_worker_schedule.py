@@ -2,7 +2,7 @@
 plane): a delayed task claimed within one poll after its run_at (or at once on the wake a
 promotion rings); backoff spacing following the tool's policy and RetryAfter; Snooze keeping the
 retry count; a running task cancelled mid-flight stopped within the grace period, through the
-WatchTaskCancels relay or the heartbeat, its result never landing; a run-time limit stopping the
+WatchTaskCancels relay, the Redis cancel channel or the heartbeat, its result never landing; a run-time limit stopping the
 work and the reaper failing the attempt."""
 
 from __future__ import annotations
@@ -18,12 +18,24 @@ import pytest
 from generation.task.v1 import task_pb2 as pb
 from generation.task.v1 import task_pb2_grpc
 from google.protobuf.timestamp_pb2 import Timestamp
-from support.worker_support import wait_until
-from taskworker import CancelWatcher, ListenWakeSubscriber, RetryAfter, Snooze, TaskContext, WorkerFleet
+from support.worker_support import RedisServer, redis_server, wait_until
+from taskworker import (
+    CancelWatcher,
+    ListenWakeSubscriber,
+    RedisCancelSubscriber,
+    RetryAfter,
+    Snooze,
+    TaskContext,
+    WakePublisher,
+    WorkerFleet,
+    cancel_task,
+)
 
 if TYPE_CHECKING:
     Stub = task_pb2_grpc.GenerationDataServiceAsyncStub
 Process = Callable[[pb.Task, TaskContext], Any]
+
+__all__ = ["redis_server"]  # the fixture, re-exported for pytest
 
 
 async def get(stub: Stub, task_id: str) -> pb.Task:
@@ -147,9 +159,9 @@ async def test_a_snoozed_task_keeps_its_retry_count(
     assert (await get(stub, queued.id)).retry_count == 0
 
 
-@pytest.mark.parametrize("path", ["watch", "heartbeat"])
+@pytest.mark.parametrize("path", ["watch", "redis", "heartbeat"])
 async def test_a_running_task_cancelled_mid_flight_stops_within_the_grace_and_its_result_is_refused(
-    stub: Stub, tool: pb.Tool, fleets: Callable[..., WorkerFleet], path: str
+    stub: Stub, tool: pb.Tool, fleets: Callable[..., WorkerFleet], path: str, request: pytest.FixtureRequest
 ) -> None:
     started = asyncio.Event()
     told: list[float] = []
@@ -171,15 +183,30 @@ async def test_a_running_task_cancelled_mid_flight_stops_within_the_grace_and_it
         watcher = CancelWatcher(stub, fleet.request_cancel)
         fleet.add_background(watcher.run())
         await asyncio.wait_for(watcher.subscribed.wait(), 10)
+    elif path == "redis":  # the same, told over Redis by whoever cancels (cancel_task)
+        redis: RedisServer = request.getfixturevalue("redis_server")
+        env = f"cancel{time.monotonic_ns()}"
+        fleet = fleets(tool, process, cancel_grace=grace, heartbeat_interval=60)
+        subscriber = RedisCancelSubscriber(fleet.request_cancel, redis.url, environment=env)
+        fleet.add_background(subscriber.run())
+        await asyncio.wait_for(subscriber.subscribed.wait(), 10)
+        publisher = WakePublisher(redis.url, environment=env)
     else:  # no relay: the next heartbeat (every 0.5 s) tells it
         fleet = fleets(tool, process, cancel_grace=grace, heartbeat_interval=0.5)
     queued = (await stub.QueueTask(pb.QueueTaskRequest(tool_id=tool.id))).task
     await asyncio.wait_for(started.wait(), 20)
     held = await get(stub, queued.id)
     cancelled_at = time.monotonic()
-    await stub.CancelTask(pb.CancelTaskRequest(task_id=queued.id, reason="user closed the tab"))
+    cancel = pb.CancelTaskRequest(task_id=queued.id, reason="user closed the tab")
+    if path == "redis":
+        await cancel_task(stub, cancel, publisher)
+        await publisher.aclose()
+    else:
+        await stub.CancelTask(cancel)
     await wait_until(lambda: _true(bool(stopped)), timeout=20, what="the tool stopped")
-    assert told and told[0] - cancelled_at < (2.0 if path == "watch" else 1.5)
+    assert told and told[0] - cancelled_at < (2.0 if path != "heartbeat" else 1.5)
+    if path == "redis":
+        assert subscriber.received == 1
     assert grace - 0.05 <= stopped[0] - told[0] <= grace + 0.5
     await wait_until(lambda: _true(fleet.stats.cancelled == 1), what="the fleet's verdict")
     final = await get(stub, queued.id)

@@ -6,7 +6,7 @@ redis. See docs/worker.md.
 
 from __future__ import annotations
 
-from .cancels import CancelWatcher
+from .cancels import CancelWatcher, RedisCancelSubscriber, cancel_task
 from .config import environment, redis_url, wake_channel
 from .connect import ChannelSettings, ConnectionSetupError, open_channel
 from .events import (
@@ -39,6 +39,7 @@ __all__ = [
     "Process",
     "QueueGauges",
     "Reconciler",
+    "RedisCancelSubscriber",
     "RedisEventSource",
     "RedisEventTransport",
     "RedisWakeSubscriber",
@@ -50,6 +51,7 @@ __all__ = [
     "TaskResult",
     "WakePublisher",
     "WorkerFleet",
+    "cancel_task",
     "enqueue",
     "environment",
     "open_channel",

@@ -29,3 +29,8 @@ def environment(env: Mapping[str, str] | None = None) -> str:
 def wake_channel(environment_name: str | None = None) -> str:
     """`{env}:common:task:wake`, namespaced by the deploy environment."""
     return f"{environment_name if environment_name is not None else environment()}:common:task:wake"
+
+
+def cancel_channel(environment_name: str | None = None) -> str:
+    """`{env}:common:task:cancel`: the ids of tasks cancelled while running."""
+    return f"{environment_name if environment_name is not None else environment()}:common:task:cancel"

@@ -23,6 +23,8 @@ from typing import Any
 
 import grpc
 
+from . import retry
+
 _TRUE = ("1", "true", "yes", "on")
 # The health service every generated server has; an empty HealthCheckRequest is zero bytes, so
 # the probe needs no grpc_health dependency.
@@ -155,7 +157,7 @@ async def wait_for_server(channel: grpc.aio.Channel, address: str, settings: Cha
     probe = channel.unary_unary(_HEALTH_CHECK, request_serializer=bytes, response_deserializer=bytes)
     deadline = time.monotonic() + timeout
     closed_in_a_row = 0
-    delay = 0.1
+    backoff = retry.Backoff("connect", base=0.1, cap=2.0)
     while True:
         try:
             await probe(b"", timeout=max(0.1, min(5.0, deadline - time.monotonic())))
@@ -184,6 +186,8 @@ async def wait_for_server(channel: grpc.aio.Channel, address: str, settings: Cha
                     )
             else:
                 closed_in_a_row = 0
+            if problem is None and not retry.transient(err):  # the same probe is refused alike
+                problem = f"refused the probe ({code.name})"
             if problem is not None:
                 raise ConnectionSetupError(
                     f"cannot talk to the server at {address}: it {problem} ({details})"
@@ -192,8 +196,8 @@ async def wait_for_server(channel: grpc.aio.Channel, address: str, settings: Cha
                 raise ConnectionSetupError(
                     f"no server answered at {address} within {timeout:.0f}s (last error: {details})"
                 ) from None
-            await asyncio.sleep(min(delay, max(0.0, deadline - time.monotonic())))
-            delay = min(delay * 2, 2.0)
+            retry.COUNTS[("connect", code.name, "transient")] += 1
+            await asyncio.sleep(min(backoff.next_delay(), max(0.0, deadline - time.monotonic())))
 
 
 def _setup_problem(details: str, settings: ChannelSettings) -> str | None:

@@ -17,6 +17,14 @@ whoever relays its progress to a user. See docs/worker.md, "Live task events".
 Sequence numbers are assigned where the events are stored (a Lua script on Redis, the INSERT
 on PostgreSQL), so they run 1, 2, 3... per task without gaps across retries and fleets; the
 Redis entry ID is `0-<seq>`, which makes "resume after seq n" a plain XREAD from `0-<n>`.
+
+Bounded by bytes (limits.py): an event's data over `max_event_bytes` (1 MiB) is refused at
+emit (dropped, counted); the writer's batches stay under the server's receive limit, and the
+PostgreSQL reader's pages under its send limit (ListTaskEvents' `max_bytes`), so events of any
+allowed size flow both ways. The terminal event's `dropped` is counted when it is written, not
+emitted: it covers every event of the task lost before it (buffer full, a batch not stored, and
+on Redis the events a restart wiped, which the writer sees when the stream's newest entry is
+older than the last one it stored; numbering then goes on from there, so a reader never skips).
 """
 
 from __future__ import annotations
@@ -37,7 +45,8 @@ import redis.asyncio as aioredis
 from generation.task.v1 import task_pb2 as pb
 from redis.exceptions import RedisError
 
-from . import config
+from . import config, retry
+from .limits import DEFAULT_MESSAGE_BYTES, FRAMING_MARGIN
 from .redisconn import LazyRedis, close_quietly
 
 if TYPE_CHECKING:
@@ -55,6 +64,11 @@ TERMINAL = "terminal"
 DEFAULT_MAXLEN = 10_000  # Redis: entries kept per task stream (approximate trim)
 DEFAULT_RETENTION = 3600.0  # seconds a task's events are kept after its terminal event
 DEFAULT_IDLE_TTL = 86_400.0  # seconds a stream without a terminal event lives past its last event
+DEFAULT_MAX_EVENT_BYTES = 1024 * 1024  # an event's JSON data at most
+#: A batch of events written at once, at most (under the server's receive limit).
+DEFAULT_BATCH_BYTES = DEFAULT_MESSAGE_BYTES - FRAMING_MARGIN
+#: A page of events read at once, at most (under the server's send limit).
+DEFAULT_PAGE_BYTES = 4_000_000
 
 
 def events_key(task_id: str, environment_name: str | None = None) -> str:
@@ -86,11 +100,29 @@ class PendingEvent:
     kind: str
     data: str  # JSON text
     emitted_at: float
+    # A terminal event whose data is an object: how many of its task's events were lost before
+    # it, filled in as its batch is written (the transport adds what the store itself lost, and
+    # sets `"dropped"` in the data when the total is not 0). -1: not such an event.
+    dropped: int = -1
+
+    @property
+    def size(self) -> int:
+        """Its share of a batch written or a page read."""
+        return 64 + len(self.task_id) + len(self.kind) + len(self.data.encode())
+
+    def data_with_dropped(self, lost: int = 0) -> str:
+        """`data`, with `"dropped"` set to this event's count plus `lost` when that is not 0."""
+        total = self.dropped + lost
+        if self.dropped < 0 or total <= 0:
+            return self.data
+        return json.dumps({**json.loads(self.data), "dropped": total})
 
 
 class EventTransport(Protocol):
-    async def append(self, batch: list[PendingEvent]) -> None:
-        """Store the batch, per task in order; raise on failure (the batch is then dropped)."""
+    async def append(self, batch: list[PendingEvent]) -> dict[str, int] | None:
+        """Store the batch, per task in order; raise on failure (the batch is then dropped).
+        Returns, per task, how many of its events stored earlier the store was found to have
+        lost (already added to a terminal event of this batch); None or {}: none."""
 
     async def aclose(self) -> None: ...
 
@@ -102,6 +134,8 @@ class EmitterStats:
     dropped_full: int = 0  # refused: the buffer was full
     dropped_invalid: int = 0  # refused: the data is not JSON-serialisable
     dropped_failed: int = 0  # lost with a batch the transport could not store
+    dropped_too_large: int = 0  # refused: the data is over max_event_bytes
+    lost_by_store: int = 0  # stored, then lost by the store (a Redis restart without persistence)
     batches_failed: int = 0
 
 
@@ -117,6 +151,8 @@ class EventEmitter:
     transport: EventTransport
     buffer_size: int = 10_000
     batch_size: int = 500
+    batch_bytes: int = DEFAULT_BATCH_BYTES
+    max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES
     retry_min: float = 0.05
     retry_max: float = 2.0
     log_every: float = 10.0
@@ -134,21 +170,24 @@ class EventEmitter:
         if self._closed:
             return False
         try:
-            text = json.dumps(data)
+            text = json.dumps(data, allow_nan=False)  # NaN is not JSON: the store would refuse the batch
         except (TypeError, ValueError) as err:
             self.stats.dropped_invalid += 1
             self._drop(task_id, f"event data is not JSON ({err})")
             return False
+        if len(text) > self.max_event_bytes and len(text.encode()) > self.max_event_bytes:
+            self.stats.dropped_too_large += 1
+            self._drop(task_id, f"event data of {len(text.encode())} bytes is over {self.max_event_bytes}")
+            if kind != TERMINAL:
+                return False
+            data, text = {"outcome": "unknown"}, '{"outcome": "unknown"}'  # the end is still told
         if kind != TERMINAL and len(self._buffer) >= self.buffer_size:
             self.stats.dropped_full += 1
             self._drop(task_id, f"emit buffer full ({self.buffer_size})")
             return False
-        if kind == TERMINAL:
-            # The reader learns how much of this task's stream the worker itself lost.
-            lost = self._dropped_by_task.pop(task_id, 0)
-            if lost and isinstance(data, dict):
-                text = json.dumps({**data, "dropped": lost})
-        self._buffer.append(PendingEvent(task_id, kind, text, time.time()))
+        # A terminal event learns, when written, how much of its task's stream was lost before it.
+        dropped = 0 if kind == TERMINAL and isinstance(data, dict) else -1
+        self._buffer.append(PendingEvent(task_id, kind, text, time.time(), dropped))
         self.stats.emitted += 1
         self._idle.clear()
         self._ready.set()
@@ -167,8 +206,25 @@ class EventEmitter:
             with contextlib.suppress(RuntimeError):  # no running loop: flushed by the next emit in one
                 self._flusher = asyncio.get_running_loop().create_task(self._flush_forever(), name="task events")
 
+    def _take(self) -> list[PendingEvent]:
+        """The next batch: at most `batch_size` events and `batch_bytes` (at least one); each
+        terminal event's `dropped` is read now, after every earlier batch was stored or lost."""
+        batch: list[PendingEvent] = []
+        size = 0
+        while self._buffer and len(batch) < self.batch_size:
+            size += self._buffer[0].size
+            if batch and size > self.batch_bytes:
+                break
+            ev = self._buffer.popleft()
+            if ev.kind == TERMINAL:
+                lost = self._dropped_by_task.pop(ev.task_id, 0)
+                if ev.dropped >= 0:
+                    ev.dropped = lost
+            batch.append(ev)
+        return batch
+
     async def _flush_forever(self) -> None:
-        delay = self.retry_min
+        backoff = retry.Backoff("events write", base=self.retry_min, cap=max(self.retry_max, self.retry_min))
         while True:
             if not self._buffer:
                 self._idle.set()
@@ -177,9 +233,9 @@ class EventEmitter:
                     return
                 await self._ready.wait()
                 continue
-            batch = [self._buffer.popleft() for _ in range(min(self.batch_size, len(self._buffer)))]
+            batch = self._take()
             try:
-                await self.transport.append(batch)
+                lost = await self.transport.append(batch)
             except asyncio.CancelledError:
                 raise
             except Exception as err:  # any transport failure: best effort, never the task's problem
@@ -194,11 +250,17 @@ class EventEmitter:
                 if now - self._last_drop_log >= self.log_every:
                     self._last_drop_log = now
                     log.warning("task events not stored (%s: %s); %s", type(err).__name__, err, self.stats)
-                await asyncio.sleep(delay * random.uniform(0.5, 1.0))
-                delay = min(delay * 2, self.retry_max)
+                if isinstance(err, grpc.aio.AioRpcError) and retry.record("events write", err) == "permanent":
+                    continue  # this batch itself was refused: the next one need not wait
+                await backoff.wait(type(err).__name__ if not isinstance(err, grpc.aio.AioRpcError) else None)
                 continue
             self.stats.written += len(batch)
-            delay = self.retry_min
+            ended = {ev.task_id for ev in batch if ev.kind == TERMINAL}
+            for task_id, n in (lost or {}).items():
+                self.stats.lost_by_store += n
+                if task_id not in ended:  # told by the task's terminal event, when it is written
+                    self._dropped_by_task[task_id] = self._dropped_by_task.get(task_id, 0) + n
+            backoff.reset()
 
     async def flush(self, timeout: float = 5.0) -> bool:
         """Wait until the buffer is empty (stored or dropped); False if `timeout` passed first."""
@@ -231,20 +293,38 @@ class EventEmitter:
 
 # -- Redis Streams ---------------------------------------------------------------------------
 
-# KEYS[1] the stream; ARGV: maxlen, idle ttl (s), retention (s), then (kind, data, ts) triples.
+# KEYS[1] the stream; ARGV: maxlen, idle ttl (s), retention (s), the last seq this writer stored
+# on the stream (0: none), then (kind, data, ts, dropped) quadruples.
 # The next sequence number follows the newest entry's ID (`0-<seq>`); MAXLEN trimming never
-# removes the newest entry, so the numbering continues across batches, fleets and retries.
+# removes the newest entry, so the numbering continues across batches, fleets and retries. A
+# newest entry older than the writer's last (a restart without persistence wiped the stream, or
+# kept only its start) means the events between were lost: counted (`lost`), added to a
+# terminal event's `dropped` (dropped >= 0: its data is an object), and numbering goes on after
+# the writer's last, so a reader resuming after it skips nothing.
 _APPEND_LUA = """
 local last = redis.call('XREVRANGE', KEYS[1], '+', '-', 'COUNT', 1)
 local seq = 0
 if #last > 0 then
   seq = tonumber(string.match(last[1][1], '%-(%d+)$'))
 end
+local lost = 0
+local mine = tonumber(ARGV[4])
+if mine > seq then
+  lost = mine - seq
+  seq = mine
+end
 local terminal = false
-for i = 4, #ARGV, 3 do
+for i = 5, #ARGV, 4 do
   seq = seq + 1
+  local data = ARGV[i + 1]
+  local dropped = tonumber(ARGV[i + 3])
+  if dropped >= 0 and dropped + lost > 0 then
+    local sep = ', '
+    if data == '{}' then sep = '' end
+    data = string.sub(data, 1, -2) .. sep .. '"dropped": ' .. (dropped + lost) .. '}'
+  end
   redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[1], '0-' .. seq,
-             'kind', ARGV[i], 'data', ARGV[i + 1], 'ts', ARGV[i + 2])
+             'kind', ARGV[i], 'data', data, 'ts', ARGV[i + 2])
   if ARGV[i] == 'terminal' then terminal = true end
 end
 if terminal then
@@ -252,8 +332,11 @@ if terminal then
 else
   redis.call('EXPIRE', KEYS[1], ARGV[2])
 end
-return seq
+return {seq, lost}
 """
+
+#: Tasks whose last stored seq a Redis writer remembers (the oldest are forgotten first).
+_REMEMBERED_TASKS = 100_000
 
 
 class RedisEventTransport:
@@ -277,27 +360,46 @@ class RedisEventTransport:
         self.timeout = timeout
         self._redis = LazyRedis(self.url, timeout)
         self._script: Any = None
+        # task id -> the last seq this writer stored for it (dropped once its terminal is stored).
+        self._last_seq: collections.OrderedDict[str, int] = collections.OrderedDict()
 
-    async def append(self, batch: list[PendingEvent]) -> None:
+    async def append(self, batch: list[PendingEvent]) -> dict[str, int]:
         client = self._redis.get()
         if self._script is None or self._script.registered_client is not client:
             self._script = client.register_script(_APPEND_LUA)
-        per_task: dict[str, list[str]] = {}
+        per_task: dict[str, list[str | int]] = {}
+        ended: set[str] = set()
         for ev in batch:
-            per_task.setdefault(ev.task_id, []).extend((ev.kind, ev.data, repr(ev.emitted_at)))
+            per_task.setdefault(ev.task_id, []).extend((ev.kind, ev.data, repr(ev.emitted_at), ev.dropped))
+            if ev.kind == TERMINAL:
+                ended.add(ev.task_id)
         try:
             async with asyncio.timeout(self.timeout * 2):
                 async with client.pipeline(transaction=False) as pipe:
-                    for task_id, triples in per_task.items():
+                    for task_id, quads in per_task.items():
                         await self._script(
                             keys=[events_key(task_id, self.environment)],
-                            args=[self.maxlen, self.idle_ttl, self.retention, *triples],
+                            args=[self.maxlen, self.idle_ttl, self.retention, self._last_seq.get(task_id, 0), *quads],
                             client=pipe,
                         )
-                    await pipe.execute()
+                    replies = await pipe.execute()
         except (RedisError, OSError, TimeoutError):
             await self._redis.drop()
             raise
+        lost: dict[str, int] = {}
+        for task_id, (seq, task_lost) in zip(per_task, replies, strict=True):
+            if int(task_lost):
+                lost[task_id] = int(task_lost)
+            if task_id in ended:
+                self._last_seq.pop(task_id, None)
+            else:
+                self._last_seq[task_id] = int(seq)
+                self._last_seq.move_to_end(task_id)
+        while len(self._last_seq) > _REMEMBERED_TASKS:
+            self._last_seq.popitem(last=False)
+        if lost:
+            log.warning("Redis lost %d stored task event(s) (a restart without persistence?)", sum(lost.values()))
+        return lost
 
     async def aclose(self) -> None:
         await self._redis.drop()
@@ -317,14 +419,15 @@ class PostgresEventTransport:
         self.stub = stub
         self.timeout = timeout
 
-    async def append(self, batch: list[PendingEvent]) -> None:
+    async def append(self, batch: list[PendingEvent]) -> dict[str, int] | None:
         req = pb.AppendTaskEventsRequest(
             task_ids=[ev.task_id for ev in batch],
             kinds=[ev.kind for ev in batch],
-            data=[ev.data for ev in batch],
+            data=[ev.data_with_dropped() for ev in batch],
             emitted_at_unix=[ev.emitted_at for ev in batch],
         )
         await self.stub.AppendTaskEvents(req, timeout=self.timeout)
+        return None
 
     async def aclose(self) -> None:
         return None
@@ -364,6 +467,7 @@ class EventPurger:
             try:
                 await self.purge()
             except grpc.aio.AioRpcError as err:
+                retry.record("events purge", err)  # tried again next interval either way: counted
                 log.warning("event purge failed: %s %s", err.code().name, err.details())
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(self.interval * random.uniform(0.9, 1.1)):
@@ -387,6 +491,7 @@ class RedisEventSource:
         environment: str | None = None,
         block: float = 1.0,
         count: int = 1000,
+        page_bytes: int = DEFAULT_PAGE_BYTES,
         reconnect_max: float = 2.0,
         connect_timeout: float = 5.0,
     ) -> None:
@@ -395,6 +500,7 @@ class RedisEventSource:
         self.connect_timeout = connect_timeout
         self.block_ms = max(1, round(block * 1000))
         self.count = count
+        self.page_bytes = page_bytes
         self.reconnect_max = reconnect_max
 
     async def watch(self, task_id: str, from_seq: int, idle_timeout: float | None) -> AsyncIterator[TaskEvent]:
@@ -406,9 +512,12 @@ class RedisEventSource:
                 while True:
                     if at.remaining() == 0:
                         raise at.timed_out()
-                    reply = await client.xread({key: f"0-{at.after}"}, count=self.count, block=self.block_ms)
+                    # Pages of about page_bytes: as many entries as the largest seen would fill.
+                    count = max(1, min(self.count, self.page_bytes // at.largest))
+                    reply = await client.xread({key: f"0-{at.after}"}, count=count, block=self.block_ms)
                     at.connected()
                     for entry_id, fields in _stream_entries(reply):
+                        at.largest = max(at.largest, 64 + sum(len(v) for v in fields.values()))
                         event = at.seen(_redis_event(task_id, entry_id, fields))
                         yield event
                         if event.terminal:
@@ -417,13 +526,14 @@ class RedisEventSource:
                 log.warning("event reader for task %s lost Redis (%s); resuming after seq %d", task_id, err, at.after)
             finally:
                 await close_quietly(client)
-            await at.back_off()
+            await at.back_off("redis")
 
 
 class _Progress:
     """Where a reader of one task's events is: the last seq it yielded (a reconnect resumes after
-    it), the idle deadline (reset by every event), the reconnect delay (doubling to a maximum,
-    reset once a read succeeds)."""
+    it), the idle deadline (reset by every event, and kept while reconnecting: a reader of a
+    store that is away times out as one of a silent stream does), the reconnect back-off
+    (retry.py: doubling to a maximum, jittered, reset once a read succeeds)."""
 
     def __init__(self, task_id: str, from_seq: int, idle_timeout: float | None, reconnect_max: float) -> None:
         self.task_id = task_id
@@ -431,7 +541,8 @@ class _Progress:
         self.idle_timeout = idle_timeout
         self.reconnect_max = reconnect_max
         self.deadline = None if idle_timeout is None else time.monotonic() + idle_timeout
-        self.delay = 0.05
+        self.backoff = retry.Backoff("events read", cap=max(reconnect_max, 0.05))
+        self.largest = 1  # bytes of the largest event seen (Redis pages)
 
     def seen(self, event: TaskEvent) -> TaskEvent:
         self.after = event.seq
@@ -447,11 +558,23 @@ class _Progress:
         return TimeoutError(f"no event for task {self.task_id} after seq {self.after} in {self.idle_timeout}s")
 
     def connected(self) -> None:
-        self.delay = 0.05
+        self.backoff.reset()
 
-    async def back_off(self) -> None:
-        await asyncio.sleep(self.delay * random.uniform(0.5, 1.0))
-        self.delay = min(self.delay * 2, self.reconnect_max)
+    def bounded(self, seconds: float) -> float:
+        """`seconds`, or less if the idle deadline comes first; TimeoutError once it passed."""
+        remaining = self.remaining()
+        if remaining is None:
+            return seconds
+        if remaining == 0:
+            raise self.timed_out()
+        return min(seconds, remaining)
+
+    async def back_off(self, why: grpc.aio.AioRpcError | str) -> None:
+        """Wait before reconnecting (never past the idle deadline: then TimeoutError)."""
+        delay = self.bounded(self.backoff.next_delay())
+        retry.COUNTS[(self.backoff.what, why if isinstance(why, str) else why.code().name, "transient")] += 1
+        await asyncio.sleep(delay)
+        self.bounded(0.0)
 
 
 def _stream_entries(reply: Any) -> list[tuple[bytes, dict[bytes, bytes]]]:
@@ -487,9 +610,22 @@ class PostgresEventSource:
     event committed in between rings the bell and is read; a missed NOTIFY (reconnect) costs
     nothing because every read starts from the last seq seen."""
 
-    def __init__(self, stub: Stub, *, page: int = 1000, rpc_timeout: float = 10.0, reconnect_max: float = 2.0) -> None:
+    def __init__(
+        self,
+        stub: Stub,
+        *,
+        page: int = 1000,
+        page_bytes: int = DEFAULT_PAGE_BYTES,
+        max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES,
+        rpc_timeout: float = 10.0,
+        reconnect_max: float = 2.0,
+    ) -> None:
         self.stub = stub
         self.page = page
+        # ListTaskEvents' max_bytes: a page of at most this many bytes (the server caps it at its
+        # send limit); a page that may have been cut by it is followed by another read.
+        self.page_bytes = page_bytes
+        self.max_event_bytes = max_event_bytes
         self.rpc_timeout = rpc_timeout
         self.reconnect_max = reconnect_max
 
@@ -499,22 +635,36 @@ class PostgresEventSource:
             call = self.stub.WatchTaskEvents(pb.WatchTaskEventsRequest(task_ids=[task_id]), wait_for_ready=True)
             bell = call.__aiter__()
             try:
-                await call.initial_metadata()  # sent once the data plane LISTENs
+                # Sent once the data plane LISTENs; waited for (wait_for_ready) no longer than the
+                # idle timeout allows.
+                try:
+                    async with asyncio.timeout(at.remaining()):
+                        await call.initial_metadata()
+                except TimeoutError:
+                    raise at.timed_out() from None
                 while True:
                     while True:  # read everything after `at.after`, page by page
                         rows = (
                             await self.stub.ListTaskEvents(
-                                pb.ListTaskEventsRequest(task_id=task_id, after_seq=at.after, limit=self.page),
-                                timeout=self.rpc_timeout,
+                                pb.ListTaskEventsRequest(
+                                    task_id=task_id, after_seq=at.after, limit=self.page, max_bytes=self.page_bytes
+                                ),
+                                timeout=at.bounded(self.rpc_timeout),
                             )
                         ).events
+                        size = 0
                         for row in rows:
+                            size += 64 + len(row.kind) + len(row.data.encode())
                             event = at.seen(_pg_event(row))
                             yield event
                             if event.terminal:
                                 return
                         at.connected()
-                        if len(rows) < self.page:
+                        # Short by count, and short enough by bytes that one more event would
+                        # have fitted: that was everything.
+                        if len(rows) < self.page and size + self.max_event_bytes <= self.page_bytes:
+                            break
+                        if not rows:
                             break
                     remaining = at.remaining()
                     if remaining == 0:
@@ -527,10 +677,18 @@ class PostgresEventSource:
                     except TimeoutError:
                         raise at.timed_out() from None
             except grpc.aio.AioRpcError as err:
+                if at.remaining() == 0:  # an RPC cut short by the idle deadline
+                    raise at.timed_out() from None
+                if not retry.transient(err):
+                    retry.record("events read", err)
+                    raise  # the same read would fail alike (a page over the limit, a bad id)
                 log.warning("event reader for task %s: %s; resuming after seq %d", task_id, err.code().name, at.after)
+                why: grpc.aio.AioRpcError | str = err
+            else:
+                why = "stream ended"
             finally:
                 call.cancel()
-            await at.back_off()
+            await at.back_off(why)
 
 
 def _pg_event(row: pb.TaskEvent) -> TaskEvent:

@@ -23,6 +23,10 @@ the `ReportBatcher` (reports.py): results and failures of all lanes are coalesce
 every task fenced by its own lease token and told whether its own row took the outcome. An
 outcome is kept and resent across outages until it lands or its lease is certainly lost; the
 heartbeat keeps the lease alive meanwhile. Claims and reports use `wait_for_ready`.
+Report batches are bounded by bytes too (`server_receive_bytes`, `server_send_bytes`: the
+server's message limits, gRPC's 4 MiB by default); a result too large to ever be stored and
+read back fails its task for good with an error saying so (reports.py). A claim refused
+permanently (retry.py: a tool id the server rejects, say) backs off to `poll_interval` x 8.
 
 Scheduling from the tool's side (docs/worker.md, "Delays, backoff, cancellation"): a tool
 raises `RetryAfter(seconds)` to fail this attempt and be claimable again after that long
@@ -61,6 +65,8 @@ from generation.task.v1 import task_pb2_grpc
 from google.protobuf import duration_pb2
 
 from . import events as task_events
+from . import retry
+from .limits import DEFAULT_MESSAGE_BYTES, MessageLimits
 from .metrics import FleetObserver
 from .reports import LEASE_LOST, Outcome, ReportBatcher
 
@@ -186,6 +192,8 @@ class FleetStats:
     cancelled: int = 0  # cancelled by CancelTask while running: stopped, not reported
     runtime_exceeded: int = 0  # past their run-time limit: stopped, left to the reaper
     snoozed: int = 0  # Snooze raised: back in the queue, no retry burnt
+    refused_too_large: int = 0  # of `failed`: a result too large to ever land, failed for good
+    claim_errors: int = 0
 
 
 class WorkerFleet:
@@ -203,6 +211,8 @@ class WorkerFleet:
         report_batch: int = 500,
         report_in_flight: int = 4,
         claim_max_bytes: int = DEFAULT_CLAIM_MAX_BYTES,
+        server_receive_bytes: int = DEFAULT_MESSAGE_BYTES,
+        server_send_bytes: int = DEFAULT_MESSAGE_BYTES,
         events: task_events.EventEmitter | None = None,
         events_flush_timeout: float = 5.0,
         cancel_grace: float = 5.0,
@@ -229,6 +239,7 @@ class WorkerFleet:
             max_batch=report_batch,
             max_in_flight=report_in_flight,
             rpc_timeout=rpc_timeout,
+            limits=MessageLimits(receive=server_receive_bytes, send=server_send_bytes),
             on_batch=None if observer is None else observer.batch,
         )
         self.lanes: dict[str, _Lane] = {}
@@ -362,6 +373,12 @@ class WorkerFleet:
                     tasks = list(resp.tasks)
                 except grpc.aio.AioRpcError as err:
                     log.warning("claim for tool %s failed: %s %s", lane.tool_id, err.code().name, err.details())
+                    self.stats.claim_errors += 1
+                    if retry.record("claim", err) == "permanent":  # the same claim fails alike: back off
+                        with contextlib.suppress(TimeoutError):
+                            async with asyncio.timeout(self.poll_interval * 8):
+                                await self._stop.wait()
+                        continue
                     tasks = []
                 if self.observer is not None:
                     self.observer.count("claimed", lane.tool_id, len(tasks))
@@ -433,8 +450,11 @@ class WorkerFleet:
                 outcome = {"outcome": "lease_lost", "retrying": True}
                 return
             self._reporting(lane, held)
-            if await self._report_complete(task, ctx, result):
+            landed = await self._report_complete(task, ctx, result)
+            if landed is not None and landed.kind == "complete":
                 outcome = {"outcome": "completed", "retrying": False}
+            elif landed is not None:  # too large to ever land: failed for good instead
+                outcome = {"outcome": "failed", "error": landed.error, "retrying": False}
             elif ctx.lease_lost.is_set():  # the report was refused: the lease is gone
                 outcome = {"outcome": "lease_lost", "retrying": True}
         finally:
@@ -556,12 +576,19 @@ class WorkerFleet:
                 if not held.reporting:
                     held.work.cancel()
                 return
-            # Transient (data plane unreachable): retry sooner; the lease may still hold.
+            # Transient (data plane unreachable): retry sooner; the lease may still hold. Anything
+            # else is logged as permanent by retry.py and retried at the normal pace: only the
+            # data plane's word (LEASE_LOST above) ends the work.
             log.warning("task %s: heartbeat failed: %s", task.id, err.code().name)
+            if retry.record("heartbeat", err) == "permanent":
+                self.stats.heartbeat_errors += 1
+                held.due = time.monotonic() + held.interval
+                return
             self.stats.heartbeat_errors += 1
             held.due = time.monotonic() + max(held.interval / 4, 0.05)
 
-    async def _report_complete(self, task: pb.Task, ctx: TaskContext, result: Any) -> bool:
+    async def _report_complete(self, task: pb.Task, ctx: TaskContext, result: Any) -> Outcome | None:
+        """The outcome that landed (a completion, or the failure a result too large became)."""
         if isinstance(result, TaskResult):
             output, usage = result.output, result.reported_usage
         else:
@@ -569,10 +596,14 @@ class WorkerFleet:
         if usage is None and ctx.usage:
             usage = json.dumps(ctx.usage)
         outcome = Outcome("complete", task, ctx.lease_lost, output=output or "null", reported_usage=usage or "")
-        if await self._report(ctx, outcome):
+        if not await self._report(ctx, outcome):
+            return None
+        if outcome.kind == "complete":
             self.stats.completed += 1
-            return True
-        return False
+        else:
+            self.stats.failed += 1
+            self.stats.refused_too_large += 1
+        return outcome
 
     async def _report_fail(self, task: pb.Task, ctx: TaskContext, error: str, retry_after: float | None) -> bool:
         if await self._report(ctx, Outcome("fail", task, ctx.lease_lost, error=error, retry_after=retry_after)):

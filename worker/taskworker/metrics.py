@@ -8,7 +8,11 @@ nor `opentelemetry` is imported). `serve_metrics(addr, fleet)` serves /metrics f
 - `taskworker_tasks_claimed_total{tool}`, `..._completed_total`, `..._failed_total` (a failure
   reported: re-queued or failed for good), `..._lease_lost_total`;
 - `taskworker_report_batch_size{kind}`: how many outcomes each CompleteTasks / FailTasks carried;
-- `taskworker_tasks_in_flight{tool}`: tasks held (running or reporting), read at scrape time.
+- `taskworker_tasks_in_flight{tool}`: tasks held (running or reporting), read at scrape time;
+- `taskworker_retries_total{what,code}`: calls retried after a transient failure, and
+  `taskworker_permanent_errors_total{what,code}`: failures not retried (retry.py), by what was
+  retried (`report complete`, `claim`, `events write`, `wake stream`, `connect`, ...) and the
+  gRPC code (or the error's name for Redis); `new_registry()` registers them.
 
 Tracing: each task runs in a CONSUMER span `task <tool_id>`, a child of the span its enqueue
 recorded (`w3c_traceparent`), so one trace runs from the enqueuing request through the claim
@@ -22,6 +26,8 @@ from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from generation.task.v1 import task_pb2 as pb
+
+from . import retry
 
 if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry
@@ -183,7 +189,29 @@ def serve_metrics(addr: str, fleet: WorkerFleet) -> tuple[int, Callable[[], None
     return serve_registry(addr, observer.registry)
 
 
+class _Retries:
+    """retry.COUNTS, read when scraped."""
+
+    def describe(self) -> list[Metric]:
+        return []
+
+    def collect(self) -> Iterator[Metric]:
+        from prometheus_client.core import CounterMetricFamily
+
+        labels = ["what", "code"]
+        retried = CounterMetricFamily("taskworker_retries", "Calls retried after a transient failure", labels=labels)
+        permanent = CounterMetricFamily(
+            "taskworker_permanent_errors", "Failures not retried: the same call would fail alike", labels=labels
+        )
+        for (what, code, verdict), n in sorted(retry.COUNTS.items()):
+            (retried if verdict == "transient" else permanent).add_metric([what, code], n)
+        yield from (retried, permanent)
+
+
 def new_registry() -> CollectorRegistry:
+    """A registry with the worker SDK's retry counters (retry.py) on it."""
     from prometheus_client import CollectorRegistry
 
-    return CollectorRegistry()
+    registry = CollectorRegistry()
+    registry.register(_Retries())
+    return registry

@@ -49,6 +49,8 @@ from generation.task.v1 import task_pb2 as pb
 from generation.task.v1 import task_pb2_grpc
 from google.protobuf import timestamp_pb2
 
+from . import retry
+
 log = logging.getLogger("taskworker.reconciler")
 
 
@@ -197,9 +199,11 @@ class Reconciler:
                 result.failed_ids.append(task.id)
             except grpc.aio.AioRpcError as err:
                 if err.code() in (grpc.StatusCode.FAILED_PRECONDITION, grpc.StatusCode.NOT_FOUND):
-                    result.skipped += 1
+                    result.skipped += 1  # taken meanwhile (claimed, completed): not stale any more
+                elif retry.record("reconciler reap", err) == "permanent":
+                    result.skipped += 1  # this one is refused (logged): the others are still reaped
                 else:
-                    raise
+                    raise  # the data plane is away: the next sweep goes on
         return len(stale.tasks)
 
     async def run(self, stop: asyncio.Event | None = None) -> None:
@@ -217,6 +221,7 @@ class Reconciler:
             try:
                 await self.schedule_tick()
             except grpc.aio.AioRpcError as err:
+                retry.record("reconciler tick", err)
                 log.warning("reconciler tick failed: %s %s", err.code().name, err.details())
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(self.tick * random.uniform(0.9, 1.1)):
@@ -227,6 +232,7 @@ class Reconciler:
             try:
                 await self.sweep()
             except grpc.aio.AioRpcError as err:
+                retry.record("reconciler sweep", err)
                 log.warning("reconciler sweep failed: %s %s", err.code().name, err.details())
             now = time.monotonic()
             if self.prune_interval > 0 and (self._last_prune is None or now - self._last_prune >= self.prune_interval):
@@ -234,6 +240,7 @@ class Reconciler:
                 try:
                     await self.prune()
                 except grpc.aio.AioRpcError as err:
+                    retry.record("reconciler prune", err)
                     log.warning("reconciler prune failed: %s %s", err.code().name, err.details())
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(self.interval * random.uniform(0.9, 1.1)):

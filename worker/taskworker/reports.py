@@ -14,6 +14,15 @@ and the task's own `lease_lost` event (a heartbeat rejected). Once a batch was s
 an answer, an entry missing from a later answer may have landed the first time: GetTask tells.
 A batch the server refuses as a whole (one entry's output is not JSON, say) is split into
 single CompleteTask / FailTask calls, so each entry gets its own verdict.
+
+Batches are bounded by bytes as well as by count (`MessageLimits`: the server's receive limit
+for the request, its send limit for the answer, which carries every row taken, less
+`FRAMING_MARGIN`). An outcome that could never fit alone (an output over the receive limit, or a
+completed row over the send limit, which no one could ever read back) is not sent: the task is
+failed for good, with an error saying so (FailTask, increment_retry false), and logged. A size
+refusal from the server (RESOURCE_EXHAUSTED "larger than max") is permanent too, never retried
+as it was: a batch is split, a single completion refused that way is failed in the same way.
+Which errors are retried, and how (back-off with jitter, a cap, counted): retry.py.
 """
 
 from __future__ import annotations
@@ -21,6 +30,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime
+import functools
 import logging
 from collections import deque
 from collections.abc import Callable
@@ -32,6 +42,9 @@ from generation.task.v1 import task_pb2 as pb
 from generation.task.v1 import task_pb2_grpc
 from google.protobuf import duration_pb2
 
+from . import retry
+from .limits import MAX_ERROR_CHARS, MessageLimits, stored_bytes
+
 log = logging.getLogger("taskworker.reports")
 
 if TYPE_CHECKING:
@@ -39,14 +52,6 @@ if TYPE_CHECKING:
 
 # Statuses with which the data plane says "this lease is not yours any more".
 LEASE_LOST = (grpc.StatusCode.FAILED_PRECONDITION, grpc.StatusCode.NOT_FOUND)
-# Worth another try: the data plane or its database is briefly unreachable.
-TRANSIENT = (
-    grpc.StatusCode.UNAVAILABLE,
-    grpc.StatusCode.DEADLINE_EXCEEDED,
-    grpc.StatusCode.ABORTED,
-    grpc.StatusCode.RESOURCE_EXHAUSTED,
-    grpc.StatusCode.CANCELLED,
-)
 
 Kind = Literal["complete", "fail"]
 
@@ -69,6 +74,36 @@ class Outcome:
     # It had landed, by an attempt whose answer was lost: GetTask found the row took it.
     landed_unseen: bool = False
     attempts: int = 0
+    # kind fail: failed for good (FailTask increment_retry false), not re-queued: an output
+    # that could never be stored and read back (MessageLimits).
+    permanent: bool = False
+    # A completion turned into that failure (refuse): if the row is found too large to be read
+    # back, it is the completion that landed (the claim's answer fitted without the output).
+    refused_completion: bool = False
+
+    def __post_init__(self) -> None:
+        if len(self.error) > MAX_ERROR_CHARS:
+            self.error = self.error[: MAX_ERROR_CHARS - 20] + f"... ({len(self.error)} chars)"
+
+    @functools.cached_property
+    def request_bytes(self) -> int:
+        """This entry's share of a CompleteTasks / FailTasks request."""
+        return 96 + len(self.output.encode()) + len(self.reported_usage.encode()) + len(self.error.encode())
+
+    @functools.cached_property
+    def answer_bytes(self) -> int:
+        """This entry's share of the answer: the whole row as it will be (the claimed row, now
+        with the output and usage, or the error and its history entry)."""
+        extra = stored_bytes(self.output) + stored_bytes(self.reported_usage) + 2 * len(self.error.encode())
+        return 256 + self.task.ByteSize() + extra
+
+    def refuse(self, why: str) -> None:
+        """Turn a completion that can never land into the task's failure for good."""
+        log.error("task %s: %s", self.task.id, why)
+        self.kind, self.error, self.permanent, self.refused_completion = "fail", why, True, True
+        self.output = self.reported_usage = ""
+        for size in ("request_bytes", "answer_bytes"):  # measured again, without the output
+            self.__dict__.pop(size, None)
 
     def settle(self, landed: bool) -> None:
         if not self.landed.done():
@@ -83,6 +118,8 @@ class ReportStats:
     lease_lost: int = 0
     split_batches: int = 0  # refused as a whole, resent one by one
     landed_unseen: int = 0  # of `reported`, those that landed by an attempt whose answer was lost
+    refused_too_large: int = 0  # completions that could never fit: failed for good instead
+    byte_bounded: int = 0  # batches closed by the byte limits before `max_batch`
 
 
 class ReportBatcher:
@@ -95,6 +132,7 @@ class ReportBatcher:
         max_in_flight: int = 4,
         rpc_timeout: float = 10.0,
         max_backoff: float = 1.0,
+        limits: MessageLimits | None = None,
         on_batch: Callable[[Kind, int], None] | None = None,
     ) -> None:
         if max_batch < 1 or max_in_flight < 1 or window < 0:
@@ -104,6 +142,7 @@ class ReportBatcher:
         self.max_batch = max_batch
         self.rpc_timeout = rpc_timeout
         self.max_backoff = max_backoff
+        self.limits = limits or MessageLimits()
         #: Told each batch's kind and size as it is sent (FleetObserver.batch).
         self.on_batch = on_batch
         self.stats = ReportStats()
@@ -115,7 +154,10 @@ class ReportBatcher:
 
     # -- the fleet's side --------------------------------------------------------------------
     async def report(self, outcome: Outcome) -> bool:
-        """Queue `outcome`; True once its row took it, False when its lease is certainly lost."""
+        """Queue `outcome`; True once its row took it, False when its lease is certainly lost.
+        A completion that could never fit is turned into the task's failure (`outcome.kind`
+        says which landed)."""
+        self._check_size(outcome)
         self._put(outcome)
         return await outcome.landed
 
@@ -128,6 +170,33 @@ class ReportBatcher:
         self._ready.set()
         if len(queue) >= self.max_batch:
             self._full.set()
+
+    def _check_size(self, outcome: Outcome) -> None:
+        if outcome.kind != "complete":
+            return
+        request, answer = outcome.request_bytes, outcome.answer_bytes
+        if request > self.limits.request_budget:
+            what = f"the request would be {request} bytes, over the server's receive limit ({self.limits.receive})"
+        elif answer > self.limits.answer_budget:
+            what = f"the completed task would be {answer} bytes, over the server's send limit ({self.limits.send})"
+        else:
+            return
+        self.stats.refused_too_large += 1
+        outcome.refuse(f"output refused: {len(outcome.output.encode())} bytes of output is too large: {what}")
+
+    def _take(self, queue: deque[Outcome]) -> list[Outcome]:
+        """The next batch: at most `max_batch`, and within both byte budgets (at least one)."""
+        batch: list[Outcome] = []
+        request = answer = 0
+        while queue and len(batch) < self.max_batch:
+            nxt = queue[0]
+            request += nxt.request_bytes
+            answer += nxt.answer_bytes
+            if batch and (request > self.limits.request_budget or answer > self.limits.answer_budget):
+                self.stats.byte_bounded += 1
+                break
+            batch.append(queue.popleft())
+        return batch
 
     @property
     def pending(self) -> int:
@@ -145,8 +214,7 @@ class ReportBatcher:
                             await self._full.wait()
                 for kind, queue in self._waiting.items():
                     while queue:
-                        batch = [queue.popleft() for _ in range(min(len(queue), self.max_batch))]
-                        batch = [o for o in batch if not self._abandoned(o)]
+                        batch = [o for o in self._take(queue) if not self._abandoned(o)]
                         if batch:
                             await self._slots.acquire()
                             send = asyncio.create_task(self._send(kind, batch), name=f"report {kind} x{len(batch)}")
@@ -179,14 +247,23 @@ class ReportBatcher:
                 self.on_batch(kind, len(batch))
             for outcome in batch:
                 outcome.attempts += 1
+            alone = [o for o in batch if o.permanent]
+            if alone:  # failed for good: FailTask(increment_retry=false), one by one
+                await asyncio.gather(*(self._send_one(o) for o in alone))
+                batch = [o for o in batch if not o.permanent]
+                if not batch:
+                    return
             try:
                 tasks = await self._call(kind, batch)
             except grpc.aio.AioRpcError as err:
-                if err.code() in TRANSIENT:
+                if retry.record(f"report {kind}", err) == "transient":
                     await self._retry_later(kind, batch, err)
                 else:
                     log.warning("%s batch of %d refused (%s): sending one by one", kind, len(batch), err.code().name)
                     self.stats.split_batches += 1
+                    if retry.too_large(err):  # an answer over the limit follows a commit
+                        for outcome in batch:
+                            outcome.uncertain = True
                     await asyncio.gather(*(self._send_one(o) for o in batch))
                 return
             landed = {t.id for t in tasks}
@@ -234,7 +311,7 @@ class ReportBatcher:
         self.stats.retried_batches += 1
         attempts = max(o.attempts for o in batch)
         log.warning("%s batch of %d failed (%s), kept for retry #%d", kind, len(batch), err.code().name, attempts)
-        await asyncio.sleep(min(0.05 * 2 ** min(attempts, 10), self.max_backoff))
+        await asyncio.sleep(retry.delay(attempts, 0.05, self.max_backoff))
         for outcome in reversed(batch):
             outcome.uncertain = True
             if not self._abandoned(outcome):
@@ -255,16 +332,25 @@ class ReportBatcher:
                         task_id=task.id,
                         lease_token=task.lease_token,
                         error=outcome.error,
-                        increment_retry=True,
+                        increment_retry=not outcome.permanent,
                         retry_after=None if outcome.retry_after is None else _duration(outcome.retry_after),
                     ),
                     timeout=self.rpc_timeout,
                     wait_for_ready=True,
                 )
         except grpc.aio.AioRpcError as err:
-            if err.code() in TRANSIENT:
+            verdict = retry.record(f"report {outcome.kind}", err)
+            if verdict == "transient":
                 outcome.uncertain = True
+                await asyncio.sleep(retry.delay(outcome.attempts, 0.05, self.max_backoff))
+                outcome.attempts += 1
                 self._put(outcome, front=True)
+            elif retry.too_large(err) and outcome.kind == "complete":
+                # Over a limit this worker was not told of: fail the task, once, with a short error.
+                self.stats.refused_too_large += 1
+                outcome.uncertain = True  # an answer over the send limit follows a commit
+                outcome.refuse(f"output refused: {len(outcome.output.encode())} bytes of output: {err.details()}")
+                await self._send_one(outcome)
             elif err.code() in LEASE_LOST and outcome.uncertain:
                 await self._settle_uncertain(outcome)
             elif err.code() in LEASE_LOST:
@@ -281,10 +367,21 @@ class ReportBatcher:
         try:
             row = (await self.stub.GetTask(pb.GetTaskRequest(task_id=outcome.task.id), timeout=self.rpc_timeout)).task
         except grpc.aio.AioRpcError as err:
-            if err.code() in TRANSIENT:  # cannot tell yet: ask again with the next batch
+            if retry.record("report confirm", err) == "transient":  # cannot tell yet: ask again later
+                await asyncio.sleep(retry.delay(outcome.attempts, 0.05, self.max_backoff))
                 self._put(outcome, front=True)
                 return
-            self._lost(outcome)
+            if retry.too_large(err) and (outcome.kind == "complete" or outcome.refused_completion):
+                # Only the completion's output makes the row too large to send: it landed (a
+                # send limit lower than this worker was told), though no one can read it back.
+                log.error("task %s: completed, but its row is over the server's send limit", outcome.task.id)
+                outcome.kind, outcome.permanent = "complete", False
+                self.stats.reported += 1
+                self.stats.landed_unseen += 1
+                outcome.landed_unseen = True
+                outcome.settle(True)
+                return
+            self._lost(outcome)  # the row cannot be read back: settled once, as lost
             return
         if landed_earlier(outcome, row):
             self.stats.reported += 1
@@ -306,6 +403,10 @@ def landed_earlier(outcome: Outcome, row: pb.Task) -> bool:
     task = outcome.task
     if outcome.kind == "complete":
         return row.status == pb.TASK_STATUS_COMPLETED and row.lease_token == task.lease_token
+    if outcome.permanent:
+        return (
+            row.status == pb.TASK_STATUS_FAILED and row.retry_count == task.retry_count and row.error == outcome.error
+        )
     return (
         row.status in (pb.TASK_STATUS_QUEUED, pb.TASK_STATUS_FAILED)
         and row.retry_count == task.retry_count + 1

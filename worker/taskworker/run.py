@@ -12,7 +12,10 @@ EVENTS_RETENTION_SECONDS (kept after a task's terminal event; default 3600),
 CANCEL_GRACE_SECONDS (a cancelled task's coroutine is cancelled this long after it was told; 5),
 RECONCILE_TICK_SECONDS (promotion of due tasks, run-time limits, periodic slots; default 1) and
 PERIODIC_MAX_CATCH_UP (missed periodic slots enqueued after downtime, per schedule; default 1).
-With WAKE=listen the worker also follows WatchTaskCancels (a running task cancelled stops at once).
+With WAKE=listen the worker also follows WatchTaskCancels (a running task cancelled stops at once),
+with WAKE=redis the Redis cancel channel (cancels.py). MAX_SEND_MESSAGE_BYTES and
+MAX_RECEIVE_MESSAGE_BYTES: the server's message limits (default 4194304, gRPC's), which report
+batches stay under (limits.py).
 METRICS_ADDR (host:port of the fleet's, or the reconciler's, Prometheus /metrics; unset: none; the
 reconciler's has the queue gauges, refreshed every QUEUE_GAUGES_INTERVAL_SECONDS, default 15) and
 TRACING (true: a span per task, continuing its enqueue's trace; metrics.py, docs/operations.md).
@@ -31,7 +34,7 @@ import grpc
 from generation.task.v1 import task_pb2 as pb
 from generation.task.v1 import task_pb2_grpc
 
-from .cancels import CancelWatcher
+from .cancels import CancelWatcher, RedisCancelSubscriber
 from .connect import ChannelSettings, ConnectionSetupError, open_channel, wait_for_server
 from .events import (
     DEFAULT_RETENTION,
@@ -42,6 +45,7 @@ from .events import (
     RedisEventTransport,
 )
 from .fleet import Process, WorkerFleet
+from .limits import DEFAULT_MESSAGE_BYTES
 from .metrics import FleetObserver, QueueGauges, new_registry, serve_metrics, serve_registry
 from .reconciler import Reconciler
 from .wake import ListenWakeSubscriber, RedisWakeSubscriber
@@ -85,6 +89,10 @@ async def run_worker(
         "report_window": _env_float("REPORT_WINDOW_SECONDS", 0.002),
         "report_batch": int(_env_float("REPORT_BATCH_SIZE", 500)),
         "cancel_grace": _env_float("CANCEL_GRACE_SECONDS", 5.0),
+        # The server's message limits (its MAX_SEND_MESSAGE_BYTES; gRPC's 4 MiB receive limit):
+        # report batches stay under them, and a result that can never fit fails its task.
+        "server_send_bytes": int(_env_float("MAX_SEND_MESSAGE_BYTES", DEFAULT_MESSAGE_BYTES)),
+        "server_receive_bytes": int(_env_float("MAX_RECEIVE_MESSAGE_BYTES", DEFAULT_MESSAGE_BYTES)),
         **fleet_options,
     }
     settings = ChannelSettings.from_env() if channel_settings is None else channel_settings
@@ -109,6 +117,7 @@ async def run_worker(
             log.info("hosting tool %s (%s) with %d lane(s)", name, tool.id, lanes)
         if wake == "redis":
             fleet.add_background(RedisWakeSubscriber(fleet.wake).run())
+            fleet.add_background(RedisCancelSubscriber(fleet.request_cancel).run())
         elif wake == "listen":
             fleet.add_background(ListenWakeSubscriber(stub, fleet.wake, list(fleet.lanes)).run())
             fleet.add_background(CancelWatcher(stub, fleet.request_cancel).run())

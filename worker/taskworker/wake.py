@@ -9,24 +9,23 @@ interval, never a task.
 - `RedisWakeSubscriber`: the consumer. One connection per fleet; each message is handed to
   the fleet, which wakes only the tool lanes it hosts. It reconnects after Redis restarts and,
   on every (re)subscribe, wakes all lanes once, since wakes sent while it was away are lost.
+- `WakePublisher.publish_cancel` / cancels.py's `cancel_task`: a cancelled task's id on
+  `{env}:common:task:cancel`, for fleets that wake by Redis (RedisCancelSubscriber).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import random
 from collections.abc import Callable
-from typing import Any
 
-import grpc
-import redis.asyncio as aioredis
 from generation.task.v1 import task_pb2 as pb
 from generation.task.v1 import task_pb2_grpc
 from redis.exceptions import RedisError
 
 from . import config
-from .redisconn import LazyRedis, close_quietly
+from .listeners import GrpcStreamListener, RedisChannelListener
+from .redisconn import LazyRedis
 
 log = logging.getLogger("taskworker.wake")
 
@@ -40,16 +39,24 @@ class WakePublisher:
     def __init__(self, url: str | None = None, *, environment: str | None = None, timeout: float = 0.5) -> None:
         self.url = url or config.redis_url()
         self.channel = config.wake_channel(environment)
+        self.cancel_channel = config.cancel_channel(environment)
         self.timeout = timeout
         self._redis = LazyRedis(self.url, timeout)
 
     async def publish(self, tool_id: str) -> bool:
+        return await self._publish(self.channel, tool_id, "wake", "polling will pick it up")
+
+    async def publish_cancel(self, task_id: str) -> bool:
+        """A cancelled task's id on the cancel channel (after CancelTask committed)."""
+        return await self._publish(self.cancel_channel, task_id, "cancel", "its next heartbeat tells its worker")
+
+    async def _publish(self, channel: str, payload: str, what: str, fallback: str) -> bool:
         try:
             async with asyncio.timeout(self.timeout * 2):
-                await self._redis.get().publish(self.channel, tool_id)
+                await self._redis.get().publish(channel, payload)
             return True
         except (RedisError, OSError, TimeoutError) as err:
-            log.warning("wake for tool %s not published (polling will pick it up): %s", tool_id, err)
+            log.warning("%s for %s not published (%s): %s", what, payload, fallback, err)
             await self._redis.drop()
             return False
 
@@ -71,8 +78,9 @@ async def enqueue(
     return task
 
 
-class RedisWakeSubscriber:
-    """Listens on the wake channel and hands each payload to `on_wake`; reconnects forever."""
+class RedisWakeSubscriber(RedisChannelListener):
+    """Listens on the wake channel and hands each payload (a tool id) to `on_wake`; reconnects
+    forever (listeners.py); every (re)subscribe wakes all lanes once (`on_wake(None)`)."""
 
     def __init__(
         self,
@@ -84,64 +92,24 @@ class RedisWakeSubscriber:
         reconnect_max: float = 2.0,
     ) -> None:
         self.on_wake = on_wake
-        self.url = url or config.redis_url()
-        self.channel = config.wake_channel(environment)
-        self.reconnect_min = reconnect_min
-        self.reconnect_max = reconnect_max
-        self.subscribed = asyncio.Event()  # set while subscribed
-        self.subscriptions = 0  # how many times it (re)subscribed
-        self.received = 0  # wakes for a hosted tool
-        self.ignored = 0  # wakes for tools this fleet does not host
-
-    async def run(self) -> None:
-        delay = self.reconnect_min
-        while True:
-            client = aioredis.Redis.from_url(self.url, socket_connect_timeout=1.0, health_check_interval=5)
-            pubsub = client.pubsub()
-            try:
-                await pubsub.subscribe(self.channel)
-                while True:
-                    message = await pubsub.get_message(timeout=1.0)
-                    if message is None:
-                        continue
-                    self._handle(message)
-                    delay = self.reconnect_min
-            except asyncio.CancelledError:
-                raise
-            except (RedisError, OSError) as err:
-                if self.subscribed.is_set():
-                    log.warning("wake subscriber lost Redis (%s); polling carries on, reconnecting", err)
-                self.subscribed.clear()
-            finally:
-                self.subscribed.clear()
-                await close_quietly(pubsub, client)
-            await asyncio.sleep(delay * random.uniform(0.5, 1.0))
-            delay = min(delay * 2, self.reconnect_max)
-
-    def _handle(self, message: dict[str, Any]) -> None:
-        kind = message.get("type")
-        if kind == "subscribe":
-            self.subscriptions += 1
-            self.subscribed.set()
-            log.info("wake subscriber listening on %s", self.channel)
-            # Wakes published while we were not subscribed are lost: sweep every lane once.
-            self.on_wake(None)
-        elif kind == "message":
-            data = message.get("data")
-            tool_id = data.decode("utf-8", "replace") if isinstance(data, bytes) else str(data)
-            if self.on_wake(tool_id.strip()):
-                self.received += 1
-            else:
-                self.ignored += 1
+        super().__init__(
+            "wake subscriber",
+            url or config.redis_url(),
+            config.wake_channel(environment),
+            on_wake,
+            on_connect=lambda: on_wake(None),  # wakes sent while away are lost: sweep every lane
+            reconnect_min=reconnect_min,
+            reconnect_max=reconnect_max,
+        )
 
 
-class ListenWakeSubscriber:
+class ListenWakeSubscriber(GrpcStreamListener):
     """The wake signal without Redis: the data plane's WatchTaskWakes stream.
 
     PostgreSQL NOTIFYs `task_wake` from a trigger inside the enqueue's own transaction (so only
     committed enqueues wake anyone) and the generated server relays it over a server-streaming
-    RPC; workers hold no database credentials. Reconnects forever; every (re)connect wakes all
-    lanes once, since wakes sent while the stream was down are lost.
+    RPC; workers hold no database credentials. Reconnects forever (listeners.py); every
+    (re)connect wakes all lanes once, since wakes sent while the stream was down are lost.
     """
 
     def __init__(
@@ -156,36 +124,11 @@ class ListenWakeSubscriber:
         self.stub = stub
         self.on_wake = on_wake
         self.tool_ids = list(tool_ids or [])
-        self.reconnect_min = reconnect_min
-        self.reconnect_max = reconnect_max
-        self.subscribed = asyncio.Event()
-        self.subscriptions = 0
-        self.received = 0
-        self.ignored = 0
-
-    async def run(self) -> None:
-        delay = self.reconnect_min
-        while True:
-            call = self.stub.WatchTaskWakes(pb.WatchTaskWakesRequest(tool_ids=self.tool_ids), wait_for_ready=True)
-            try:
-                await call.initial_metadata()  # sent once the server LISTENs
-                self.subscriptions += 1
-                self.subscribed.set()
-                delay = self.reconnect_min
-                self.on_wake(None)
-                async for wake in call:
-                    if self.on_wake(wake.tool_id):
-                        self.received += 1
-                    else:
-                        self.ignored += 1
-                log.warning("wake stream ended; reconnecting")
-            except asyncio.CancelledError:
-                call.cancel()
-                raise
-            except grpc.aio.AioRpcError as err:
-                if self.subscribed.is_set():
-                    log.warning("wake stream lost (%s); polling carries on, reconnecting", err.code().name)
-            finally:
-                self.subscribed.clear()
-            await asyncio.sleep(delay * random.uniform(0.5, 1.0))
-            delay = min(delay * 2, self.reconnect_max)
+        super().__init__(
+            "wake stream",
+            lambda: stub.WatchTaskWakes(pb.WatchTaskWakesRequest(tool_ids=self.tool_ids), wait_for_ready=True),
+            lambda wake: on_wake(wake.tool_id),
+            on_connect=lambda: on_wake(None),
+            reconnect_min=reconnect_min,
+            reconnect_max=reconnect_max,
+        )

@@ -183,7 +183,8 @@ CREATE TABLE generation.task_events (
     seq bigint NOT NULL,
     kind text NOT NULL,
     data jsonb NOT NULL,
-    emitted_at timestamptz NOT NULL,
+    -- Finite: an event at +infinity would never be older than a purge cutoff (kept forever).
+    emitted_at timestamptz NOT NULL CHECK (isfinite(emitted_at)),
     PRIMARY KEY (task_id, seq)
 );
 

@@ -1256,21 +1256,27 @@ class ListTaskEventsRequest(_message.Message):
     TASK_ID_FIELD_NUMBER: _builtins.int
     AFTER_SEQ_FIELD_NUMBER: _builtins.int
     LIMIT_FIELD_NUMBER: _builtins.int
+    MAX_BYTES_FIELD_NUMBER: _builtins.int
     task_id: _builtins.str
     after_seq: _builtins.int
     """Only events with seq > after_seq."""
     limit: _builtins.int
     """At most this many (0 lists none)."""
+    max_bytes: _builtins.int
+    """... and at most about this many bytes of them (0: 4,000,000; capped at the server's send
+    limit), counting each event's kind and data text plus 64; the first event is always listed.
+    """
     def __init__(
         self,
         *,
         task_id: _builtins.str = ...,
         after_seq: _builtins.int = ...,
         limit: _builtins.int = ...,
+        max_bytes: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["after_seq", b"after_seq", "limit", b"limit", "task_id", b"task_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["after_seq", b"after_seq", "limit", b"limit", "max_bytes", b"max_bytes", "task_id", b"task_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -506,7 +506,9 @@ class GenerationDataServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def ListTaskEvents(self, request, context):
-        """A task's events after after_seq, in seq order.
+        """A task's events after after_seq, in seq order: at most `limit` of them, and only as many as
+        fit `max_bytes` (a running sum in seq order), so that a page of large events still reaches
+        the reader (the first is listed whatever its size: the writer bounds each event).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

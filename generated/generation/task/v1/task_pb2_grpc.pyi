@@ -172,7 +172,10 @@ class GenerationDataServiceStub:
     already inserted (invisible to it), quadratic in the batch size (49 ms -> 8 ms for 500).
     """
     ListTaskEvents: _grpc.UnaryUnaryMultiCallable[_task_pb2.ListTaskEventsRequest, _task_pb2.ListTaskEventsResponse]
-    """A task's events after after_seq, in seq order."""
+    """A task's events after after_seq, in seq order: at most `limit` of them, and only as many as
+    fit `max_bytes` (a running sum in seq order), so that a page of large events still reaches
+    the reader (the first is listed whatever its size: the writer bounds each event).
+    """
     PurgeTaskEvents: _grpc.UnaryUnaryMultiCallable[_task_pb2.PurgeTaskEventsRequest, _task_pb2.PurgeTaskEventsResponse]
     """Deletes the events of finished tasks past retention, and of abandoned ones past idle.
     Costs the tasks it deletes, not the table: the candidates are the terminal events older
@@ -347,7 +350,10 @@ class GenerationDataServiceAsyncStub(GenerationDataServiceStub):
     already inserted (invisible to it), quadratic in the batch size (49 ms -> 8 ms for 500).
     """
     ListTaskEvents: _aio.UnaryUnaryMultiCallable[_task_pb2.ListTaskEventsRequest, _task_pb2.ListTaskEventsResponse]  # type: ignore[assignment]
-    """A task's events after after_seq, in seq order."""
+    """A task's events after after_seq, in seq order: at most `limit` of them, and only as many as
+    fit `max_bytes` (a running sum in seq order), so that a page of large events still reaches
+    the reader (the first is listed whatever its size: the writer bounds each event).
+    """
     PurgeTaskEvents: _aio.UnaryUnaryMultiCallable[_task_pb2.PurgeTaskEventsRequest, _task_pb2.PurgeTaskEventsResponse]  # type: ignore[assignment]
     """Deletes the events of finished tasks past retention, and of abandoned ones past idle.
     Costs the tasks it deletes, not the table: the candidates are the terminal events older
@@ -717,7 +723,10 @@ class GenerationDataServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _task_pb2.ListTaskEventsRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_task_pb2.ListTaskEventsResponse, _abc.Awaitable[_task_pb2.ListTaskEventsResponse]]:
-        """A task's events after after_seq, in seq order."""
+        """A task's events after after_seq, in seq order: at most `limit` of them, and only as many as
+        fit `max_bytes` (a running sum in seq order), so that a page of large events still reaches
+        the reader (the first is listed whatever its size: the writer bounds each event).
+        """
 
     @_abc_1.abstractmethod
     def PurgeTaskEvents(

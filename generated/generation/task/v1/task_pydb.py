@@ -1511,11 +1511,17 @@ async def append_task_events(
 
 
 LIST_TASK_EVENTS_SQL = """\
-SELECT task_events.task_id, task_events.seq, task_events.kind, task_events.data,
-  task_events.emitted_at FROM generation.task_events
-WHERE task_id = %(task_id)s AND seq > %(after_seq)s
-ORDER BY seq
-LIMIT %(limit)s
+SELECT page.task_id, page.seq, page.kind, page.data, page.emitted_at
+FROM (SELECT e.task_id, e.seq, e.kind, e.data, e.emitted_at,
+             row_number() OVER w AS rank,
+             sum(64 + octet_length(e.kind) + octet_length(e.data::text)) OVER w AS running_bytes
+      FROM (SELECT * FROM generation.task_events
+            WHERE task_id = %(task_id)s AND seq > %(after_seq)s
+            ORDER BY seq
+            LIMIT %(limit)s) AS e
+      WINDOW w AS (ORDER BY e.seq)) AS page
+WHERE page.rank = 1 OR page.running_bytes <= COALESCE(NULLIF(%(max_bytes)s, 0), 4000000)
+ORDER BY page.seq
 """
 LIST_TASK_EVENTS_LOADERS = rt.loaders(text=("jsonb", "uuid"), timestamps=("timestamptz",))
 
@@ -1523,7 +1529,9 @@ LIST_TASK_EVENTS_LOADERS = rt.loaders(text=("jsonb", "uuid"), timestamps=("times
 async def list_task_events(
     conn: AsyncConnection[Any], request: task_pb2.ListTaskEventsRequest
 ) -> task_pb2.ListTaskEventsResponse:
-    """ListTaskEvents: A task's events after after_seq, in seq order.
+    """ListTaskEvents: A task's events after after_seq, in seq order: at most `limit` of them, and
+    only as many as fit `max_bytes` (a running sum in seq order), so that a page of large events
+    still reaches the reader (the first is listed whatever its size: the writer bounds each event).
 
     Any number of rows, into `events`.
     """
@@ -1531,6 +1539,7 @@ async def list_task_events(
         "task_id": rt.parse_uuid(request.task_id, "task_id"),
         "after_seq": request.after_seq,
         "limit": request.limit,
+        "max_bytes": request.max_bytes,
     }
     async with rt.cursor(conn, LIST_TASK_EVENTS_LOADERS) as cur:
         await cur.execute(LIST_TASK_EVENTS_SQL, params, prepare=True)
