@@ -272,7 +272,8 @@ def _rpc(m: _Module, rpc: ir.Rpc) -> model.Rpc:
         can_fail = any(c.field.repeated for c in columns)
     if rpc.cardinality is ir.Cardinality.EXEC_ROWS:
         assert rpc.result_field is not None
-        response = f"{response_type}({argument(rpc.result_field, 'cur.rowcount')})"
+        written = "written" if rpc.shape is ir.Shape.COPY else "cur.rowcount"
+        response = f"{response_type}({argument(rpc.result_field, written)})"
     traceparent = None
     if rpc.traceparent is not None:
         name = rpc.traceparent.name
@@ -281,7 +282,8 @@ def _rpc(m: _Module, rpc: ir.Rpc) -> model.Rpc:
         name=rpc.name,
         function=function,
         sql_const=function.upper() + "_SQL",
-        sql=psycopg_sql(rpc.statement),
+        # A COPY takes no parameters: psycopg sends its text as written (`%` not doubled).
+        sql="".join(map(str, rpc.statement.pieces)) if rpc.shape is ir.Shape.COPY else psycopg_sql(rpc.statement),
         request_type=m.type(rpc.request),
         response_type=response_type,
         cardinality=rpc.cardinality,
@@ -301,7 +303,15 @@ def _rpc(m: _Module, rpc: ir.Rpc) -> model.Rpc:
         traceparent_unset=traceparent,
         on_replica=not rpc.writes and not rpc.primary,
         reads_only=not rpc.writes,
+        copy_values=_copy_values(m, rpc),
     )
+
+
+def _copy_values(m: _Module, rpc: ir.Rpc) -> tuple[tuple[str, str], ...]:
+    """A COPY's row: per column (each a parameter of the request field of its name) its value."""
+    if rpc.shape is not ir.Shape.COPY:
+        return ()
+    return tuple((m.param(p).expr, f"{p.name} {p.pg_type}") for p in rpc.params)
 
 
 def _listen(m: _Module, listen: ir.Listen) -> model.Listen:
@@ -328,9 +338,11 @@ def lower(file: ir.File) -> model.File:
             s.name,
             s.full_name,
             f"{s.name}Handlers",
-            tuple(_rpc(m, r) for r in s.rpcs),
+            tuple(_rpc(m, r) for r in s.rpcs if r.shape is ir.Shape.UNARY),
             s.unannotated,
             tuple(_listen(m, lst) for lst in s.listens),
+            streams=tuple(_rpc(m, r) for r in s.rpcs if r.shape is ir.Shape.SERVER_STREAM),
+            copies=tuple(_rpc(m, r) for r in s.rpcs if r.shape is ir.Shape.COPY),
         )
         for s in file.services
     )
@@ -351,4 +363,5 @@ def lower(file: ir.File) -> model.File:
         services=services,
         version=__version__,
         uses_tuple_row=any(r.loaders_const is None for s in services for r in s.rpcs),
+        streams=any(s.streams or s.copies for s in services),
     )

@@ -92,6 +92,8 @@ class Rpc:
     on_replica: bool = False
     #: The statement only reads (on the primary nonetheless when `(pydb.v1.sql).primary` is set).
     reads_only: bool = False
+    #: A COPY's row, written per request: (Python expression, comment) per column, in order.
+    copy_values: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -119,6 +121,9 @@ class Service:
     rpcs: tuple[Rpc, ...]
     unannotated: tuple[str, ...]
     listens: tuple[Listen, ...] = ()
+    #: Server-streaming RPCs (rows from a server-side cursor) and client-streaming ones (COPY).
+    streams: tuple[Rpc, ...] = ()
+    copies: tuple[Rpc, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -138,3 +143,5 @@ class File:
     version: str
     #: Some RPC reads with psycopg's plain tuple_row (no loaders of its own): import it.
     uses_tuple_row: bool
+    #: Some RPC streams rows out or in (the handlers take or give an AsyncIterator).
+    streams: bool = False
