@@ -26,7 +26,7 @@ from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__
 from pydb.v1 import options_pb2 as pydb_dot_v1_dot_options__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x16shapes/v1/shapes.proto\x12\tshapes.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x15pydb/v1/options.proto\"\xa0\x01\n\x04Item\x12\n\n\x02id\x18\x01 \x01(\x03\x12\x0b\n\x03sku\x18\x02 \x01(\t\x12!\n\x04kind\x18\x03 \x01(\x0e\x32\x13.shapes.v1.ItemKind\x12\x10\n\x08quantity\x18\x04 \x01(\x05\x12\x11\n\x04note\x18\x05 \x01(\tH\x00\x88\x01\x01\x12.\n\ncreated_at\x18\x06 \x01(\x0b\x32\x1a.google.protobuf.TimestampB\x07\n\x05_note\"*\n\x12\x45xportItemsRequest\x12\x14\n\x0cmin_quantity\x18\x01 \x01(\x05\"+\n\tItemBatch\x12\x1e\n\x05items\x18\x01 \x03(\x0b\x32\x0f.shapes.v1.Item\"g\n\x07NewItem\x12\x0b\n\x03sku\x18\x01 \x01(\t\x12!\n\x04kind\x18\x02 \x01(\x0e\x32\x13.shapes.v1.ItemKind\x12\x10\n\x08quantity\x18\x03 \x01(\x05\x12\x11\n\x04note\x18\x04 \x01(\tH\x00\x88\x01\x01\x42\x07\n\x05_note\")\n\x11LoadItemsResponse\x12\x14\n\x0crows_written\x18\x01 \x01(\x03\"Z\n\x12InsertItemsRequest\x12\x0c\n\x04skus\x18\x01 \x03(\t\x12\"\n\x05kinds\x18\x02 \x03(\x0e\x32\x13.shapes.v1.ItemKind\x12\x12\n\nquantities\x18\x03 \x03(\x05*M\n\x08ItemKind\x12\x19\n\x15ITEM_KIND_UNSPECIFIED\x10\x00\x12\x12\n\x0eITEM_KIND_TOOL\x10\x01\x12\x12\n\x0eITEM_KIND_PART\x10\x02\x32\xd2\x04\n\rShapesService\x12\xc3\x01\n\x0b\x45xportItems\x12\x1d.shapes.v1.ExportItemsRequest\x1a\x14.shapes.v1.ItemBatch\"}\xb2\xc6\x1cy\nnSELECT id, sku, kind, quantity, note, created_at FROM shapes.items\nWHERE quantity >= @min_quantity ORDER BY id\x10\x03\x1a\x05items0\x01\x12\x8f\x01\n\tLoadItems\x12\x12.shapes.v1.NewItem\x1a\x1c.shapes.v1.LoadItemsResponse\"N\xb2\xc6\x1cJ\n8COPY shapes.items (sku, kind, quantity, note) FROM STDIN\x10\x05\x1a\x0crows_written(\x01\x12\xe8\x01\n\x0bInsertItems\x12\x1d.shapes.v1.InsertItemsRequest\x1a\x1c.shapes.v1.LoadItemsResponse\"\x9b\x01\xb2\xc6\x1c\x96\x01\n\x83\x01INSERT INTO shapes.items (sku, kind, quantity)\nSELECT * FROM unnest(@skus::text[], @kinds::shapes.item_kind[], @quantities::int4[])\x10\x05\x1a\x0crows_writtenb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x16shapes/v1/shapes.proto\x12\tshapes.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x15pydb/v1/options.proto\"\xa0\x01\n\x04Item\x12\n\n\x02id\x18\x01 \x01(\x03\x12\x0b\n\x03sku\x18\x02 \x01(\t\x12!\n\x04kind\x18\x03 \x01(\x0e\x32\x13.shapes.v1.ItemKind\x12\x10\n\x08quantity\x18\x04 \x01(\x05\x12\x11\n\x04note\x18\x05 \x01(\tH\x00\x88\x01\x01\x12.\n\ncreated_at\x18\x06 \x01(\x0b\x32\x1a.google.protobuf.TimestampB\x07\n\x05_note\"*\n\x12\x45xportItemsRequest\x12\x14\n\x0cmin_quantity\x18\x01 \x01(\x05\"+\n\tItemBatch\x12\x1e\n\x05items\x18\x01 \x03(\x0b\x32\x0f.shapes.v1.Item\"g\n\x07NewItem\x12\x0b\n\x03sku\x18\x01 \x01(\t\x12!\n\x04kind\x18\x02 \x01(\x0e\x32\x13.shapes.v1.ItemKind\x12\x10\n\x08quantity\x18\x03 \x01(\x05\x12\x11\n\x04note\x18\x04 \x01(\tH\x00\x88\x01\x01\x42\x07\n\x05_note\"1\n\x0cNewItemBatch\x12!\n\x05items\x18\x01 \x03(\x0b\x32\x12.shapes.v1.NewItem\")\n\x11LoadItemsResponse\x12\x14\n\x0crows_written\x18\x01 \x01(\x03\"Z\n\x12InsertItemsRequest\x12\x0c\n\x04skus\x18\x01 \x03(\t\x12\"\n\x05kinds\x18\x02 \x03(\x0e\x32\x13.shapes.v1.ItemKind\x12\x12\n\nquantities\x18\x03 \x03(\x05*M\n\x08ItemKind\x12\x19\n\x15ITEM_KIND_UNSPECIFIED\x10\x00\x12\x12\n\x0eITEM_KIND_TOOL\x10\x01\x12\x12\n\x0eITEM_KIND_PART\x10\x02\x32\xef\x05\n\rShapesService\x12\xc3\x01\n\x0b\x45xportItems\x12\x1d.shapes.v1.ExportItemsRequest\x1a\x14.shapes.v1.ItemBatch\"}\xb2\xc6\x1cy\nnSELECT id, sku, kind, quantity, note, created_at FROM shapes.items\nWHERE quantity >= @min_quantity ORDER BY id\x10\x03\x1a\x05items0\x01\x12\x8f\x01\n\tLoadItems\x12\x12.shapes.v1.NewItem\x1a\x1c.shapes.v1.LoadItemsResponse\"N\xb2\xc6\x1cJ\n8COPY shapes.items (sku, kind, quantity, note) FROM STDIN\x10\x05\x1a\x0crows_written(\x01\x12\x9a\x01\n\x0fLoadItemBatches\x12\x17.shapes.v1.NewItemBatch\x1a\x1c.shapes.v1.LoadItemsResponse\"N\xb2\xc6\x1cJ\n8COPY shapes.items (sku, kind, quantity, note) FROM STDIN\x10\x05\x1a\x0crows_written(\x01\x12\xe8\x01\n\x0bInsertItems\x12\x1d.shapes.v1.InsertItemsRequest\x1a\x1c.shapes.v1.LoadItemsResponse\"\x9b\x01\xb2\xc6\x1c\x96\x01\n\x83\x01INSERT INTO shapes.items (sku, kind, quantity)\nSELECT * FROM unnest(@skus::text[], @kinds::shapes.item_kind[], @quantities::int4[])\x10\x05\x1a\x0crows_writtenb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -37,10 +37,12 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_SHAPESSERVICE'].methods_by_name['ExportItems']._serialized_options = b'\262\306\034y\nnSELECT id, sku, kind, quantity, note, created_at FROM shapes.items\nWHERE quantity >= @min_quantity ORDER BY id\020\003\032\005items'
   _globals['_SHAPESSERVICE'].methods_by_name['LoadItems']._loaded_options = None
   _globals['_SHAPESSERVICE'].methods_by_name['LoadItems']._serialized_options = b'\262\306\034J\n8COPY shapes.items (sku, kind, quantity, note) FROM STDIN\020\005\032\014rows_written'
+  _globals['_SHAPESSERVICE'].methods_by_name['LoadItemBatches']._loaded_options = None
+  _globals['_SHAPESSERVICE'].methods_by_name['LoadItemBatches']._serialized_options = b'\262\306\034J\n8COPY shapes.items (sku, kind, quantity, note) FROM STDIN\020\005\032\014rows_written'
   _globals['_SHAPESSERVICE'].methods_by_name['InsertItems']._loaded_options = None
   _globals['_SHAPESSERVICE'].methods_by_name['InsertItems']._serialized_options = b'\262\306\034\226\001\n\203\001INSERT INTO shapes.items (sku, kind, quantity)\nSELECT * FROM unnest(@skus::text[], @kinds::shapes.item_kind[], @quantities::int4[])\020\005\032\014rows_written'
-  _globals['_ITEMKIND']._serialized_start=585
-  _globals['_ITEMKIND']._serialized_end=662
+  _globals['_ITEMKIND']._serialized_start=636
+  _globals['_ITEMKIND']._serialized_end=713
   _globals['_ITEM']._serialized_start=94
   _globals['_ITEM']._serialized_end=254
   _globals['_EXPORTITEMSREQUEST']._serialized_start=256
@@ -49,10 +51,12 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_ITEMBATCH']._serialized_end=343
   _globals['_NEWITEM']._serialized_start=345
   _globals['_NEWITEM']._serialized_end=448
-  _globals['_LOADITEMSRESPONSE']._serialized_start=450
-  _globals['_LOADITEMSRESPONSE']._serialized_end=491
-  _globals['_INSERTITEMSREQUEST']._serialized_start=493
-  _globals['_INSERTITEMSREQUEST']._serialized_end=583
-  _globals['_SHAPESSERVICE']._serialized_start=665
-  _globals['_SHAPESSERVICE']._serialized_end=1259
+  _globals['_NEWITEMBATCH']._serialized_start=450
+  _globals['_NEWITEMBATCH']._serialized_end=499
+  _globals['_LOADITEMSRESPONSE']._serialized_start=501
+  _globals['_LOADITEMSRESPONSE']._serialized_end=542
+  _globals['_INSERTITEMSREQUEST']._serialized_start=544
+  _globals['_INSERTITEMSREQUEST']._serialized_end=634
+  _globals['_SHAPESSERVICE']._serialized_start=716
+  _globals['_SHAPESSERVICE']._serialized_end=1467
 # @@protoc_insertion_point(module_scope)

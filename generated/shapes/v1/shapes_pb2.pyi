@@ -153,6 +153,28 @@ class NewItem(_message.Message):
 Global___NewItem: _TypeAlias = NewItem  # noqa: Y015
 
 @_typing.final
+class NewItemBatch(_message.Message):
+    """Many rows of a LoadItemBatches stream: a request whose only field is a repeated message."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ITEMS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def items(self) -> _containers.RepeatedCompositeFieldContainer[Global___NewItem]: ...
+    def __init__(
+        self,
+        *,
+        items: _abc.Iterable[Global___NewItem] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["items", b"items"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___NewItemBatch: _TypeAlias = NewItemBatch  # noqa: Y015
+
+@_typing.final
 class LoadItemsResponse(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 

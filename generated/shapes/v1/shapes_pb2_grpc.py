@@ -44,6 +44,11 @@ class ShapesServiceStub:
                 request_serializer=shapes_dot_v1_dot_shapes__pb2.NewItem.SerializeToString,
                 response_deserializer=shapes_dot_v1_dot_shapes__pb2.LoadItemsResponse.FromString,
                 _registered_method=True)
+        self.LoadItemBatches = channel.stream_unary(
+                '/shapes.v1.ShapesService/LoadItemBatches',
+                request_serializer=shapes_dot_v1_dot_shapes__pb2.NewItemBatch.SerializeToString,
+                response_deserializer=shapes_dot_v1_dot_shapes__pb2.LoadItemsResponse.FromString,
+                _registered_method=True)
         self.InsertItems = channel.unary_unary(
                 '/shapes.v1.ShapesService/InsertItems',
                 request_serializer=shapes_dot_v1_dot_shapes__pb2.InsertItemsRequest.SerializeToString,
@@ -70,6 +75,13 @@ class ShapesServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def LoadItemBatches(self, request_iterator, context):
+        """LoadItems with a batch of rows per request: far fewer messages for the same rows.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def InsertItems(self, request, context):
         """The unary bulk insert LoadItems is measured against (benchmarks/bench_shapes.py).
         """
@@ -88,6 +100,11 @@ def add_ShapesServiceServicer_to_server(servicer, server):
             'LoadItems': grpc.stream_unary_rpc_method_handler(
                     servicer.LoadItems,
                     request_deserializer=shapes_dot_v1_dot_shapes__pb2.NewItem.FromString,
+                    response_serializer=shapes_dot_v1_dot_shapes__pb2.LoadItemsResponse.SerializeToString,
+            ),
+            'LoadItemBatches': grpc.stream_unary_rpc_method_handler(
+                    servicer.LoadItemBatches,
+                    request_deserializer=shapes_dot_v1_dot_shapes__pb2.NewItemBatch.FromString,
                     response_serializer=shapes_dot_v1_dot_shapes__pb2.LoadItemsResponse.SerializeToString,
             ),
             'InsertItems': grpc.unary_unary_rpc_method_handler(
@@ -149,6 +166,33 @@ class ShapesService:
             target,
             '/shapes.v1.ShapesService/LoadItems',
             shapes_dot_v1_dot_shapes__pb2.NewItem.SerializeToString,
+            shapes_dot_v1_dot_shapes__pb2.LoadItemsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def LoadItemBatches(request_iterator,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.stream_unary(
+            request_iterator,
+            target,
+            '/shapes.v1.ShapesService/LoadItemBatches',
+            shapes_dot_v1_dot_shapes__pb2.NewItemBatch.SerializeToString,
             shapes_dot_v1_dot_shapes__pb2.LoadItemsResponse.FromString,
             options,
             channel_credentials,

@@ -33,18 +33,6 @@ _ITEM_KIND_TO_PG: dict[shapes_pb2.ItemKind.ValueType, str] = {
 }
 
 
-def _item_from_row(row: tuple[Any, ...]) -> shapes_pb2.Item:
-    """A result row as a shapes.v1.Item."""
-    return shapes_pb2.Item(
-        id=row[0],  # id int8
-        sku=row[1],  # sku text
-        kind=_ITEM_KIND_FROM_PG.get(row[2], shapes_pb2.ITEM_KIND_UNSPECIFIED),  # kind shapes.item_kind
-        quantity=row[3],  # quantity int4
-        note=row[4],  # note text (nullable)
-        created_at=rt.timestamp_value(row[5]),  # created_at timestamptz
-    )
-
-
 INSERT_ITEMS_SQL = """\
 INSERT INTO shapes.items (sku, kind, quantity)
 SELECT * FROM unnest(%(skus)s::text[], %(kinds)s::shapes.item_kind[], %(quantities)s::int4[])
@@ -92,7 +80,18 @@ async def export_items(
     async with conn.transaction(), rt.server_cursor(conn, "export_items", EXPORT_ITEMS_LOADERS) as cur:
         await cur.execute(EXPORT_ITEMS_SQL, params)
         while rows := await cur.fetchmany(rt.STREAM_BATCH_ROWS):
-            yield shapes_pb2.ItemBatch(items=[_item_from_row(row) for row in rows])
+            batch = shapes_pb2.ItemBatch()
+            add = batch.items.add
+            for row in rows:
+                add(
+                    id=row[0],  # id int8
+                    sku=row[1],  # sku text
+                    kind=_ITEM_KIND_FROM_PG.get(row[2], shapes_pb2.ITEM_KIND_UNSPECIFIED),  # kind shapes.item_kind
+                    quantity=row[3],  # quantity int4
+                    note=row[4],  # note text (nullable)
+                    created_at=rt.timestamp_value(row[5]),  # created_at timestamptz
+                )
+            yield batch
 
 
 LOAD_ITEMS_SQL = """\
@@ -106,8 +105,8 @@ async def load_items(
     """LoadItems: Bulk load: each request of the stream is one row, written with COPY in one
     transaction (all or nothing); answers the number of rows written.
 
-    Each request is one row of the COPY, all in one transaction: a row PostgreSQL refuses
-    rolls back every row. The number of rows written, into `rows_written`.
+    Each request is one row of the COPY, all in one transaction:
+    a row PostgreSQL refuses rolls back every row. The number of rows written, into `rows_written`.
     """
     written = 0
     async with conn.transaction(), conn.cursor() as cur, cur.copy(LOAD_ITEMS_SQL) as copy:
@@ -121,6 +120,36 @@ async def load_items(
                 )
             )
             written += 1
+    return shapes_pb2.LoadItemsResponse(rows_written=written)
+
+
+LOAD_ITEM_BATCHES_SQL = """\
+COPY shapes.items (sku, kind, quantity, note) FROM STDIN
+"""
+
+
+async def load_item_batches(
+    conn: AsyncConnection[Any], requests: AsyncIterator[shapes_pb2.NewItemBatch]
+) -> shapes_pb2.LoadItemsResponse:
+    """LoadItemBatches: LoadItems with a batch of rows per request: far fewer messages for the same
+    rows.
+
+    Each request is a batch of rows of the COPY (`request.items`), all in one transaction:
+    a row PostgreSQL refuses rolls back every row. The number of rows written, into `rows_written`.
+    """
+    written = 0
+    async with conn.transaction(), conn.cursor() as cur, cur.copy(LOAD_ITEM_BATCHES_SQL) as copy:
+        async for request in requests:
+            for row in request.items:
+                await copy.write_row(
+                    (
+                        row.sku,  # sku text
+                        rt.enum_label(_ITEM_KIND_TO_PG, row.kind, "kind"),  # kind shapes.item_kind
+                        row.quantity,  # quantity int4
+                        row.note if row.HasField("note") else None,  # note text
+                    )
+                )
+            written += len(request.items)
     return shapes_pb2.LoadItemsResponse(rows_written=written)
 
 
@@ -157,3 +186,12 @@ class ShapesServiceHandlers(shapes_pb2_grpc.ShapesServiceServicer):
         # Writes: on the primary.
         requests = rt.requests(request_iterator)
         return await self.db.run(context, "LoadItems", load_items, requests, replica=False)
+
+    async def LoadItemBatches(
+        self,
+        request_iterator: Iterator[shapes_pb2.NewItemBatch] | AsyncIterator[shapes_pb2.NewItemBatch],
+        context: grpc.aio.ServicerContext[Any, Any],
+    ) -> shapes_pb2.LoadItemsResponse:
+        # Writes: on the primary.
+        requests = rt.requests(request_iterator)
+        return await self.db.run(context, "LoadItemBatches", load_item_batches, requests, replica=False)

@@ -209,7 +209,7 @@ class FileCompiler:
         response = self.index.messages.get(method.output_type.lstrip("."))
         assert request is not None and response is not None  # protoc resolved them
         if method.client_streaming:
-            return compile_copy(self.report, self.cache, si, mi, method, catalog, request, response)
+            return compile_copy(self.report, self.index, self.cache, si, mi, method, catalog, request, response)
         if method.server_streaming and opt.cardinality != options_pb2.CARDINALITY_MANY:
             self.at_method(
                 si,

@@ -19,7 +19,7 @@ from pglast import ast
 from pydb.v1 import options_pb2
 
 from ..diagnostics import Severity, SqlSpan
-from ..protos import Message, leading_comment
+from ..protos import Field, Message, ProtoIndex, leading_comment
 from ..sql import Catalog, PgSyntaxError, analyze, parse, scan
 from . import ir
 from .cache import CompileCache
@@ -166,6 +166,7 @@ def _stand_in(sql: str, node: ast.CopyStmt) -> _Stand | str:
 
 def compile_copy(
     rep: Reporter,
+    index: ProtoIndex,
     cache: CompileCache | None,
     si: int,
     mi: int,
@@ -174,7 +175,8 @@ def compile_copy(
     request: Message,
     response: Message,
 ) -> ir.Rpc | None:
-    """A client-streaming RPC: its annotation must be a COPY ... FROM STDIN of the request's fields."""
+    """A client-streaming RPC: its annotation must be a COPY ... FROM STDIN of the request's fields
+    (or of the fields of the message of its one repeated field: a batch of rows per request)."""
     opt = method.options.Extensions[options_pb2.sql]
     sql, name = opt.query, method.name
     errors_before = rep.error_count()
@@ -205,7 +207,9 @@ def compile_copy(
         )
         return None
     report = _AtCopy(rep, stand)
-    nullable = frozenset(f.name for f in request.fields if f.has_presence)
+    batch = batch_field(request, index)
+    rows = index.messages[batch.type_name] if batch is not None else request
+    nullable = frozenset(f.name for f in rows.fields if f.has_presence)
     analysis, problems = (
         cache.analyze(stand.insert_sql, catalog, nullable) if cache else analyze(stand.insert_sql, catalog, nullable)
     )
@@ -213,7 +217,7 @@ def compile_copy(
         report.at_method(si, mi, f"{name}: {p.message}", stand.insert_sql, p.span, p.severity)
     if analysis is None:
         return None
-    params = bind_params(report, si, mi, name, stand.insert_sql, analysis, request)
+    params = bind_params(report, si, mi, name, stand.insert_sql, analysis, rows)
     if any(p.severity == "error" for p in problems):
         return None
     row_target(report, si, mi, name, analysis, response, ir.Cardinality.EXEC_ROWS, opt.result_field)
@@ -234,4 +238,14 @@ def compile_copy(
         writes=True,
         primary=True,
         shape=ir.Shape.COPY,
+        copy_batch=batch.name if batch is not None else None,
     )
+
+
+def batch_field(request: Message, index: ProtoIndex) -> Field | None:
+    """A request whose only field is a repeated message carries a batch of rows: that field (its
+    message's fields are the COPY's columns); None when the request is one row itself."""
+    if len(request.fields) != 1:
+        return None
+    f = request.fields[0]
+    return f if f.repeated and f.type_name in index.messages else None

@@ -226,6 +226,8 @@ class Rpc:
     #: Unary, a streamed read, or a COPY fed by a client stream (whose `params` are the COPY's
     #: columns in order, each bound to the request field of its name).
     shape: Shape = Shape.UNARY
+    #: A COPY whose requests each carry a batch of rows: the request's repeated message field.
+    copy_batch: str | None = None
 
 
 class ListenFilter(enum.Enum):

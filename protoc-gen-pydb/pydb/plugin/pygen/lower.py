@@ -76,9 +76,10 @@ class _Module:
         return em
 
     # -- parameters ------------------------------------------------------------------------
-    def param(self, p: ir.Param) -> model.ParamBinding:
+    def param(self, p: ir.Param, message: str = "request") -> model.ParamBinding:
+        """The value bound for `p`, read from the field of `message` (a variable's name)."""
         f = p.field
-        access = attribute("request", f.name)
+        access = attribute(message, f.name)
         if f.wrapper is not None:
             access += ".value"
         quoted = py_str(f.name)
@@ -101,7 +102,7 @@ class _Module:
         else:
             expr = one.format(access)
         if f.presence:
-            expr = f"{expr} if request.HasField({quoted}) else None"
+            expr = f"{expr} if {message}.HasField({quoted}) else None"
         return model.ParamBinding(p.name, expr)
 
     # -- results ---------------------------------------------------------------------------
@@ -138,6 +139,21 @@ class _Module:
 
     def converter(self, row: ir.Row) -> str:
         """The name of the function turning a row into `row.message` (one per distinct body)."""
+        values = self.row_values(row)
+        key = (row.message.full_name, tuple(v.argument for v in values))
+        if key not in self.converters:
+            base = f"_{snake_case(row.message.local_name.replace('.', ''))}_from_row"
+            taken = {c.function for c in self.converters.values()}
+            name, n = base, 2
+            while name in taken:
+                name, n = f"{base}_{n}", n + 1
+            self.converters[key] = model.RowConverter(
+                name, self.type(row.message), f"A result row as a {row.message.full_name}.", tuple(values)
+            )
+        return self.converters[key].function
+
+    def row_values(self, row: ir.Row) -> list[model.FieldValue]:
+        """A row as the keyword arguments of `row.message`'s constructor."""
         values = []
         for c in row.columns:
             if isinstance(c, ir.Embedded):
@@ -152,17 +168,7 @@ class _Module:
             else:
                 comment = f"{c.name} {c.pg_type}" + (" (nullable)" if c.nullable else "")
                 values.append(model.FieldValue(argument(c.field.name, self.value(c)), comment))
-        key = (row.message.full_name, tuple(v.argument for v in values))
-        if key not in self.converters:
-            base = f"_{snake_case(row.message.local_name.replace('.', ''))}_from_row"
-            taken = {c.function for c in self.converters.values()}
-            name, n = base, 2
-            while name in taken:
-                name, n = f"{base}_{n}", n + 1
-            self.converters[key] = model.RowConverter(
-                name, self.type(row.message), f"A result row as a {row.message.full_name}.", tuple(values)
-            )
-        return self.converters[key].function
+        return values
 
 
 #: Generated SQL lines are kept to this width where a column list is what makes them long.
@@ -257,7 +263,8 @@ def _rpc(m: _Module, rpc: ir.Rpc) -> model.Rpc:
     timestamp_types: tuple[str, ...] = ()
     can_fail = False
     if rpc.row is not None:
-        converter = m.converter(rpc.row)
+        # A streamed read fills each batch in place (stream_values): no converter of its own.
+        converter = m.converter(rpc.row) if rpc.shape is not ir.Shape.SERVER_STREAM else ""
         if rpc.cardinality is ir.Cardinality.MANY:
             assert rpc.result_field is not None
             response = f"{response_type}({argument(rpc.result_field, f'[{converter}(row) for row in rows]')})"
@@ -304,14 +311,25 @@ def _rpc(m: _Module, rpc: ir.Rpc) -> model.Rpc:
         on_replica=not rpc.writes and not rpc.primary,
         reads_only=not rpc.writes,
         copy_values=_copy_values(m, rpc),
+        stream_values=_stream_values(m, rpc),
+        stream_add=attribute("batch", rpc.result_field) + ".add" if rpc.shape is ir.Shape.SERVER_STREAM else "",
+        copy_batch=attribute("request", rpc.copy_batch) if rpc.copy_batch else None,
     )
+
+
+def _stream_values(m: _Module, rpc: ir.Rpc) -> tuple[model.FieldValue, ...]:
+    """A streamed read's row as the arguments of the message it fills (its converter's)."""
+    if rpc.shape is not ir.Shape.SERVER_STREAM or rpc.row is None:
+        return ()
+    return tuple(m.row_values(rpc.row))
 
 
 def _copy_values(m: _Module, rpc: ir.Rpc) -> tuple[tuple[str, str], ...]:
     """A COPY's row: per column (each a parameter of the request field of its name) its value."""
     if rpc.shape is not ir.Shape.COPY:
         return ()
-    return tuple((m.param(p).expr, f"{p.name} {p.pg_type}") for p in rpc.params)
+    row = "row" if rpc.copy_batch else "request"
+    return tuple((m.param(p, row).expr, f"{p.name} {p.pg_type}") for p in rpc.params)
 
 
 def _listen(m: _Module, listen: ir.Listen) -> model.Listen:

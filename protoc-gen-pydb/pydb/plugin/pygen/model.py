@@ -93,7 +93,14 @@ class Rpc:
     #: The statement only reads (on the primary nonetheless when `(pydb.v1.sql).primary` is set).
     reads_only: bool = False
     #: A COPY's row, written per request: (Python expression, comment) per column, in order.
+    #: A streamed read's row as the keyword arguments of `add` on the batch's repeated field (in
+    #: place: building each message and then copying it into the batch costs three times as much).
+    stream_values: tuple[FieldValue, ...] = ()
+    stream_add: str = ""
     copy_values: tuple[tuple[str, str], ...] = ()
+    #: How a COPY reads the batch of rows each request carries (`request.items`); None when
+    #: each request is one row.
+    copy_batch: str | None = None
 
 
 @dataclass(frozen=True)
