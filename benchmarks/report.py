@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 import bench_schedule
+import bench_shapes
 import report_deploy
 from common import Json, spread
 
@@ -104,6 +105,8 @@ def headline(r: Json) -> list[tuple[str, str, str, str]]:
                          f"{after:.2f} ms = {ratio:.2f}x of {int(first):,}", "≤ 1.5x", _met(ratio <= TARGETS["backlog_ratio"])))  # fmt: skip
     if r.get("schedule") and not r.get("quick"):
         rows += bench_schedule.headline(r["schedule"])
+    if r.get("shapes") and not r.get("quick"):
+        rows += bench_shapes.headline(r["shapes"])
     return rows
 
 
@@ -557,6 +560,7 @@ def markdown(r: Json) -> str:
         ("longtx", report_deploy.longtx),
         ("schedule", bench_schedule.section),
         ("observe", _observe),
+        ("shapes", bench_shapes.section),
     ):
         if name in r:
             out += section(r)

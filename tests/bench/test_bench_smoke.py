@@ -151,3 +151,13 @@ def test_observe(pg_server: tuple[str, Cluster | None], tmp_path: Path) -> None:
     assert result["overhead"]["tasks_per_s_off"] > 0 and result["overhead"]["tasks_per_s_on"] > 0
     assert set(result["dashboard"]["pages"]) >= {"queues", "tasks", "tasks_page_21", "task_detail"}
     assert "## 12. Observability" in render({"observe": result}, tmp_path)
+
+
+def test_shapes(pg_server: tuple[str, Cluster | None], tmp_path: Path) -> None:
+    result = bench("bench_shapes").run(pg_server[0], quick=True)
+    stream, copy = result["stream"], result["copy"]
+    assert stream["grpc_rows_per_s"]["n"] == 1 and stream["psycopg_rows_per_s"]["median"] > 0
+    assert stream["rss_growth_mb"]["n"] == 1
+    assert copy["copy_rows_per_s"]["median"] > 0 and copy["unnest_rows_per_s"]["median"] > 0
+    text = render({"shapes": result}, tmp_path)
+    assert "## 14. Streamed reads and COPY writes" in text

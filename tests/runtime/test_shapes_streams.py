@@ -228,3 +228,24 @@ async def test_the_copy_deadline_rolls_back(shapes_url: str) -> None:
         assert await skus(shapes_url, "late-%") == ["late-ok"]
     finally:
         await stop(server, channel, s)
+
+
+async def batches(*groups: list[shapes_pb2.NewItem]) -> AsyncIterator[shapes_pb2.NewItemBatch]:
+    for group in groups:
+        yield shapes_pb2.NewItemBatch(items=group)
+
+
+async def test_copy_takes_a_batch_of_rows_per_request(shapes_url: str) -> None:
+    server, channel, s = await serve(shapes_url)
+    try:
+        first, second = [new(f"b-{i}", i) for i in range(3)], [new("b-3", note="x")]
+        written = await s.stub.LoadItemBatches(batches(first, [], second))
+        assert written.rows_written == 4
+        assert await skus(shapes_url, "b-%") == ["b-0", "b-1", "b-2", "b-3"]
+        # A bad row in the second batch rolls back the first batch too.
+        with pytest.raises(grpc.aio.AioRpcError) as raised:
+            await s.stub.LoadItemBatches(batches([new("c-1"), new("c-2")], [new("c-3", -5)]))
+        assert raised.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert await skus(shapes_url, "c-%") == []
+    finally:
+        await stop(server, channel, s)

@@ -84,6 +84,8 @@ _REWORDED = (
         r"column \1 is filled from a field \1 of \2, which has none",
     ),
     (re.compile(r"did you mean @(\w+)\?"), r"did you mean \1?"),
+    # A COPY has no expression to give an unset field's column a value.
+    (re.compile(r", or give the column a value when it is unset \(COALESCE\(@\w+, \.\.\.\)\)"), ""),
     (re.compile(r"\bparameter @(\w+)"), r"column \1 (field \1)"),
     (re.compile(r"is not used by the statement"), "is not one of the COPY's columns"),
     (re.compile(r"\bthe INSERT\b"), "the COPY"),
