@@ -10,7 +10,8 @@ process) on a scratch database:
 - COPY write: LoadItemBatches writes 100,000 new rows from a client stream, COPY_BATCH rows per
   request, against InsertItems writing the same rows in one unary call (INSERT ... SELECT FROM
   unnest of three arrays), interleaved, and LoadItems (one request per row) for comparison;
-  each round's rows are new skus.
+  each round's rows are new skus. The same comparison into shapes.readings, an append-only
+  table without key or index (LoadReadings vs InsertReadings), the usual target of a bulk load.
 """
 
 from __future__ import annotations
@@ -73,18 +74,18 @@ def _psycopg_stream(url: str) -> tuple[int, float]:
     return n, time.perf_counter() - started
 
 
-def _grpc_stream(stub: Any, pid: int) -> tuple[int, float, float]:
+def _grpc_stream(stub: Any, pid: int, min_quantity: int = 0) -> tuple[int, float, float, float]:
+    """Rows streamed, seconds, the server's RSS before (MB) and its peak RSS during (MB)."""
     from shapes.v1 import shapes_pb2
 
     before = _proc_kb(pid, "VmRSS")
     _reset_peak(pid)
     started = time.perf_counter()
     n = 0
-    for batch in stub.ExportItems(shapes_pb2.ExportItemsRequest(min_quantity=0), timeout=600):
+    for batch in stub.ExportItems(shapes_pb2.ExportItemsRequest(min_quantity=min_quantity), timeout=600):
         n += len(batch.items)
     seconds = time.perf_counter() - started
-    growth_mb = (_proc_kb(pid, "VmHWM") - before) / 1024
-    return n, seconds, growth_mb
+    return n, seconds, before / 1024, _proc_kb(pid, "VmHWM") / 1024
 
 
 def _new_items(prefix: str, rows: int) -> list[Any]:
@@ -121,6 +122,36 @@ def _unnest(stub: Any, items: list[Any]) -> float:
     return time.perf_counter() - started
 
 
+def _readings(rows: int) -> list[Any]:
+    from shapes.v1 import shapes_pb2
+
+    return [shapes_pb2.Reading(sensor=f"sensor-{i % 100}", seq=i, value=i * 0.5) for i in range(rows)]
+
+
+def _readings_copy(stub: Any, rows: int) -> float:
+    from shapes.v1 import shapes_pb2
+
+    readings = _readings(rows)
+    batches = [
+        shapes_pb2.ReadingBatch(readings=readings[i : i + COPY_BATCH]) for i in range(0, len(readings), COPY_BATCH)
+    ]
+    started = time.perf_counter()
+    assert stub.LoadReadings(iter(batches), timeout=600).rows_written == rows
+    return time.perf_counter() - started
+
+
+def _readings_unnest(stub: Any, rows: int) -> float:
+    from shapes.v1 import shapes_pb2
+
+    readings = _readings(rows)
+    request = shapes_pb2.InsertReadingsRequest(
+        sensors=[r.sensor for r in readings], seqs=[r.seq for r in readings], values=[r.value for r in readings]
+    )
+    started = time.perf_counter()
+    assert stub.InsertReadings(request, timeout=600).rows_written == rows
+    return time.perf_counter() - started
+
+
 def _rounds(n: int) -> Iterator[int]:
     return iter(range(n))
 
@@ -139,16 +170,25 @@ def run(server: str, quick: bool = False) -> Json:
         try:
             with grpc.insecure_channel(address, options=[("grpc.max_receive_message_length", 64 << 20)]) as ch:
                 stub = shapes_pb2_grpc.ShapesServiceStub(ch)
-                _grpc_stream(stub, proc.pid)  # warm: imports, the pool, prepared state
-                psy, grpc_s, growth = [], [], []
+                # Warm with a short stream (imports, the pool): the first full stream then
+                # starts from the RSS of a server that has streamed only 5,000 rows.
+                _grpc_stream(stub, proc.pid, stream_rows - 5_000)
+                psy, grpc_s, growth, rss = [], [], [], []
                 for _ in _rounds(rounds):
                     n, seconds = _psycopg_stream(url)
                     assert n == stream_rows, n
                     psy.append(stream_rows / seconds)
-                    n, seconds, mb = _grpc_stream(stub, proc.pid)
+                    n, seconds, before_mb, peak_mb = _grpc_stream(stub, proc.pid)
                     assert n == stream_rows, n
                     grpc_s.append(stream_rows / seconds)
-                    growth.append(mb)
+                    growth.append(peak_mb - before_mb)
+                    rss.append((before_mb, peak_mb))
+                readings_copy, readings_unnest = [], []
+                _readings_copy(stub, 100)
+                _readings_unnest(stub, 100)
+                for _ in _rounds(rounds):
+                    readings_copy.append(copy_rows / _readings_copy(stub, copy_rows))
+                    readings_unnest.append(copy_rows / _readings_unnest(stub, copy_rows))
                 copy_s, per_row_s, unnest_s = [], [], []
                 _copy(stub, _new_items("warm-copy", 100), COPY_BATCH)
                 _copy(stub, _new_items("warm-row", 100))
@@ -163,6 +203,7 @@ def run(server: str, quick: bool = False) -> Json:
         "psycopg_rows_per_s": common.summary(psy),
         "grpc_rows_per_s": common.summary(grpc_s),
         "rss_growth_mb": common.summary(growth),
+        "rss_before_peak_mb": rss,
     }
     stream["ratio"] = stream["grpc_rows_per_s"]["median"] / stream["psycopg_rows_per_s"]["median"]
     stream["target_ratio"], stream["target_rss_mb"] = STREAM_TARGET_RATIO, RSS_TARGET_MB
@@ -174,6 +215,9 @@ def run(server: str, quick: bool = False) -> Json:
     }
     copy["ratio"] = copy["copy_rows_per_s"]["median"] / copy["unnest_rows_per_s"]["median"]
     copy["target_ratio"] = COPY_TARGET_RATIO
+    copy["readings_copy_rows_per_s"] = common.summary(readings_copy)
+    copy["readings_unnest_rows_per_s"] = common.summary(readings_unnest)
+    copy["readings_ratio"] = copy["readings_copy_rows_per_s"]["median"] / copy["readings_unnest_rows_per_s"]["median"]
     result["stream"], result["copy"] = stream, copy
     return result
 
@@ -207,7 +251,10 @@ def headline(r: Json) -> list[tuple[str, str, str, str]]:
          f"≥ {s['target_ratio']}x", _met(s["ratio"] >= s["target_ratio"])),
         (f"Server RSS growth streaming {r['stream_rows']:,} rows", f"{rss:.1f} MB (max of {r['rounds']})",
          f"≤ {s['target_rss_mb']:.0f} MB", _met(rss <= s["target_rss_mb"])),
-        (f"COPY from a client stream ({c['batch']:,} rows a request) vs unnest bulk insert, {r['copy_rows']:,} rows",
+        (f"COPY from a client stream ({c['batch']:,} rows a request) vs unnest bulk insert, {r['copy_rows']:,} rows, append-only table",
+         f"{c['readings_copy_rows_per_s']['median']:,.0f} vs {c['readings_unnest_rows_per_s']['median']:,.0f} rows/s = {c['readings_ratio']:.2f}x",
+         f"≥ {c['target_ratio']}x", _met(c["readings_ratio"] >= c["target_ratio"])),
+        ("The same into shapes.items (identity key, unique sku, CHECK, default now())",
          f"{c['copy_rows_per_s']['median']:,.0f} vs {c['unnest_rows_per_s']['median']:,.0f} rows/s = {c['ratio']:.2f}x",
          f"≥ {c['target_ratio']}x", _met(c["ratio"] >= c["target_ratio"])),
     ]  # fmt: skip
@@ -232,13 +279,23 @@ def section(r: Json) -> list[str]:
         "|---|---|---|---|",
         row(f"psycopg, server-side cursor in-process ({sh['stream_rows']:,} rows)", s["psycopg_rows_per_s"]),
         row("ExportItems, gRPC server stream", s["grpc_rows_per_s"]),
+        row(
+            f"LoadReadings, COPY from a client stream, {c['batch']:,} rows a request ({sh['copy_rows']:,} rows)",
+            c["readings_copy_rows_per_s"],
+        ),
+        row("InsertReadings, INSERT ... SELECT FROM unnest", c["readings_unnest_rows_per_s"]),
         row(f"InsertItems, INSERT ... SELECT FROM unnest ({sh['copy_rows']:,} rows)", c["unnest_rows_per_s"]),
         row(f"LoadItemBatches, COPY from a client stream, {c['batch']:,} rows a request", c["copy_rows_per_s"]),
         row("LoadItems, COPY from a client stream, a request per row", c["copy_per_row_rows_per_s"]),
         "",
         f"Stream / psycopg: **{s['ratio']:.2f}x** (target ≥ {s['target_ratio']}x); server RSS growth during a stream: "
         f"**{s['rss_growth_mb']['median']:.1f} MB** median, {s['rss_growth_mb']['max']:.1f} MB max "
-        f"(target ≤ {s['target_rss_mb']:.0f} MB). COPY / unnest: **{c['ratio']:.2f}x** (target ≥ {c['target_ratio']}x).",
+        f"(target ≤ {s['target_rss_mb']:.0f} MB; RSS before / peak per round: "
+        + ", ".join(f"{b:.0f} / {p:.0f} MB" for b, p in s["rss_before_peak_mb"])
+        + f"). COPY / unnest: **{c['readings_ratio']:.2f}x** into shapes.readings (append-only), "
+        f"**{c['ratio']:.2f}x** into shapes.items (target ≥ {c['target_ratio']}x). Into shapes.items PostgreSQL's "
+        "own work per row (the identity's nextval, the unique index on sku, the CHECK, now()) is most of "
+        "the cost of both paths, so COPY's saving (no executor, no array parsing) is a smaller share of it.",
         "",
     ]
 

@@ -1,5 +1,5 @@
 -- The schema of the query-shapes example (shapes.proto): an inventory of items, for the
--- streamed read (ExportItems) and the COPY write (LoadItems) shapes.
+-- streamed read (ExportItems) and the COPY write (LoadItems) shapes; readings for bulk loads.
 CREATE SCHEMA shapes;
 
 CREATE TYPE shapes.item_kind AS ENUM ('tool', 'part');
@@ -11,4 +11,11 @@ CREATE TABLE shapes.items (
   quantity integer NOT NULL CHECK (quantity >= 0),
   note text,
   created_at timestamptz NOT NULL DEFAULT now()
+);
+
+-- Append-only measurements, the usual target of a bulk load: no key, no secondary index.
+CREATE TABLE shapes.readings (
+  sensor text NOT NULL,
+  seq bigint NOT NULL,
+  value double precision NOT NULL
 );

@@ -222,3 +222,76 @@ class InsertItemsRequest(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___InsertItemsRequest: _TypeAlias = InsertItemsRequest  # noqa: Y015
+
+@_typing.final
+class Reading(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SENSOR_FIELD_NUMBER: _builtins.int
+    SEQ_FIELD_NUMBER: _builtins.int
+    VALUE_FIELD_NUMBER: _builtins.int
+    sensor: _builtins.str
+    seq: _builtins.int
+    value: _builtins.float
+    def __init__(
+        self,
+        *,
+        sensor: _builtins.str = ...,
+        seq: _builtins.int = ...,
+        value: _builtins.float = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["sensor", b"sensor", "seq", b"seq", "value", b"value"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___Reading: _TypeAlias = Reading  # noqa: Y015
+
+@_typing.final
+class ReadingBatch(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    READINGS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def readings(self) -> _containers.RepeatedCompositeFieldContainer[Global___Reading]: ...
+    def __init__(
+        self,
+        *,
+        readings: _abc.Iterable[Global___Reading] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["readings", b"readings"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ReadingBatch: _TypeAlias = ReadingBatch  # noqa: Y015
+
+@_typing.final
+class InsertReadingsRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SENSORS_FIELD_NUMBER: _builtins.int
+    SEQS_FIELD_NUMBER: _builtins.int
+    VALUES_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def sensors(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    @_builtins.property
+    def seqs(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]: ...
+    @_builtins.property
+    def values(self) -> _containers.RepeatedScalarFieldContainer[_builtins.float]: ...
+    def __init__(
+        self,
+        *,
+        sensors: _abc.Iterable[_builtins.str] | None = ...,
+        seqs: _abc.Iterable[_builtins.int] | None = ...,
+        values: _abc.Iterable[_builtins.float] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["sensors", b"sensors", "seqs", b"seqs", "values", b"values"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___InsertReadingsRequest: _TypeAlias = InsertReadingsRequest  # noqa: Y015

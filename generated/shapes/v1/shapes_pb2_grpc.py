@@ -54,6 +54,16 @@ class ShapesServiceStub:
                 request_serializer=shapes_dot_v1_dot_shapes__pb2.InsertItemsRequest.SerializeToString,
                 response_deserializer=shapes_dot_v1_dot_shapes__pb2.LoadItemsResponse.FromString,
                 _registered_method=True)
+        self.LoadReadings = channel.stream_unary(
+                '/shapes.v1.ShapesService/LoadReadings',
+                request_serializer=shapes_dot_v1_dot_shapes__pb2.ReadingBatch.SerializeToString,
+                response_deserializer=shapes_dot_v1_dot_shapes__pb2.LoadItemsResponse.FromString,
+                _registered_method=True)
+        self.InsertReadings = channel.unary_unary(
+                '/shapes.v1.ShapesService/InsertReadings',
+                request_serializer=shapes_dot_v1_dot_shapes__pb2.InsertReadingsRequest.SerializeToString,
+                response_deserializer=shapes_dot_v1_dot_shapes__pb2.LoadItemsResponse.FromString,
+                _registered_method=True)
 
 
 class ShapesServiceServicer:
@@ -89,6 +99,20 @@ class ShapesServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def LoadReadings(self, request_iterator, context):
+        """Bulk ingest of measurements, a batch of rows per request, into an append-only table.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def InsertReadings(self, request, context):
+        """The unary bulk insert LoadReadings is measured against.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ShapesServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -110,6 +134,16 @@ def add_ShapesServiceServicer_to_server(servicer, server):
             'InsertItems': grpc.unary_unary_rpc_method_handler(
                     servicer.InsertItems,
                     request_deserializer=shapes_dot_v1_dot_shapes__pb2.InsertItemsRequest.FromString,
+                    response_serializer=shapes_dot_v1_dot_shapes__pb2.LoadItemsResponse.SerializeToString,
+            ),
+            'LoadReadings': grpc.stream_unary_rpc_method_handler(
+                    servicer.LoadReadings,
+                    request_deserializer=shapes_dot_v1_dot_shapes__pb2.ReadingBatch.FromString,
+                    response_serializer=shapes_dot_v1_dot_shapes__pb2.LoadItemsResponse.SerializeToString,
+            ),
+            'InsertReadings': grpc.unary_unary_rpc_method_handler(
+                    servicer.InsertReadings,
+                    request_deserializer=shapes_dot_v1_dot_shapes__pb2.InsertReadingsRequest.FromString,
                     response_serializer=shapes_dot_v1_dot_shapes__pb2.LoadItemsResponse.SerializeToString,
             ),
     }
@@ -220,6 +254,60 @@ class ShapesService:
             target,
             '/shapes.v1.ShapesService/InsertItems',
             shapes_dot_v1_dot_shapes__pb2.InsertItemsRequest.SerializeToString,
+            shapes_dot_v1_dot_shapes__pb2.LoadItemsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def LoadReadings(request_iterator,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.stream_unary(
+            request_iterator,
+            target,
+            '/shapes.v1.ShapesService/LoadReadings',
+            shapes_dot_v1_dot_shapes__pb2.ReadingBatch.SerializeToString,
+            shapes_dot_v1_dot_shapes__pb2.LoadItemsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def InsertReadings(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/shapes.v1.ShapesService/InsertReadings',
+            shapes_dot_v1_dot_shapes__pb2.InsertReadingsRequest.SerializeToString,
             shapes_dot_v1_dot_shapes__pb2.LoadItemsResponse.FromString,
             options,
             channel_credentials,

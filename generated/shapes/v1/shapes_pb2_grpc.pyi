@@ -46,6 +46,10 @@ class ShapesServiceStub:
     """LoadItems with a batch of rows per request: far fewer messages for the same rows."""
     InsertItems: _grpc.UnaryUnaryMultiCallable[_shapes_pb2.InsertItemsRequest, _shapes_pb2.LoadItemsResponse]
     """The unary bulk insert LoadItems is measured against (benchmarks/bench_shapes.py)."""
+    LoadReadings: _grpc.StreamUnaryMultiCallable[_shapes_pb2.ReadingBatch, _shapes_pb2.LoadItemsResponse]
+    """Bulk ingest of measurements, a batch of rows per request, into an append-only table."""
+    InsertReadings: _grpc.UnaryUnaryMultiCallable[_shapes_pb2.InsertReadingsRequest, _shapes_pb2.LoadItemsResponse]
+    """The unary bulk insert LoadReadings is measured against."""
 
 @_typing.type_check_only
 class ShapesServiceAsyncStub(ShapesServiceStub):
@@ -62,6 +66,10 @@ class ShapesServiceAsyncStub(ShapesServiceStub):
     """LoadItems with a batch of rows per request: far fewer messages for the same rows."""
     InsertItems: _aio.UnaryUnaryMultiCallable[_shapes_pb2.InsertItemsRequest, _shapes_pb2.LoadItemsResponse]  # type: ignore[assignment]
     """The unary bulk insert LoadItems is measured against (benchmarks/bench_shapes.py)."""
+    LoadReadings: _aio.StreamUnaryMultiCallable[_shapes_pb2.ReadingBatch, _shapes_pb2.LoadItemsResponse]  # type: ignore[assignment]
+    """Bulk ingest of measurements, a batch of rows per request, into an append-only table."""
+    InsertReadings: _aio.UnaryUnaryMultiCallable[_shapes_pb2.InsertReadingsRequest, _shapes_pb2.LoadItemsResponse]  # type: ignore[assignment]
+    """The unary bulk insert LoadReadings is measured against."""
 
 class ShapesServiceServicer(metaclass=_abc_1.ABCMeta):
     @_abc_1.abstractmethod
@@ -99,5 +107,21 @@ class ShapesServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_shapes_pb2.LoadItemsResponse, _abc.Awaitable[_shapes_pb2.LoadItemsResponse]]:
         """The unary bulk insert LoadItems is measured against (benchmarks/bench_shapes.py)."""
+
+    @_abc_1.abstractmethod
+    def LoadReadings(
+        self,
+        request_iterator: _MaybeAsyncIterator[_shapes_pb2.ReadingBatch],
+        context: _ServicerContext,
+    ) -> _typing.Union[_shapes_pb2.LoadItemsResponse, _abc.Awaitable[_shapes_pb2.LoadItemsResponse]]:
+        """Bulk ingest of measurements, a batch of rows per request, into an append-only table."""
+
+    @_abc_1.abstractmethod
+    def InsertReadings(
+        self,
+        request: _shapes_pb2.InsertReadingsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_shapes_pb2.LoadItemsResponse, _abc.Awaitable[_shapes_pb2.LoadItemsResponse]]:
+        """The unary bulk insert LoadReadings is measured against."""
 
 def add_ShapesServiceServicer_to_server(servicer: ShapesServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

@@ -57,6 +57,29 @@ async def insert_items(
         return shapes_pb2.LoadItemsResponse(rows_written=cur.rowcount)
 
 
+INSERT_READINGS_SQL = """\
+INSERT INTO shapes.readings (sensor, seq, value)
+SELECT * FROM unnest(%(sensors)s::text[], %(seqs)s::int8[], %(values)s::float8[])
+"""
+
+
+async def insert_readings(
+    conn: AsyncConnection[Any], request: shapes_pb2.InsertReadingsRequest
+) -> shapes_pb2.LoadItemsResponse:
+    """InsertReadings: The unary bulk insert LoadReadings is measured against.
+
+    The number of rows it writes, into `rows_written`.
+    """
+    params = {
+        "sensors": list(request.sensors),
+        "seqs": list(request.seqs),
+        "values": list(request.values),
+    }
+    async with conn.cursor(row_factory=tuple_row) as cur:
+        await cur.execute(INSERT_READINGS_SQL, params, prepare=True)
+        return shapes_pb2.LoadItemsResponse(rows_written=cur.rowcount)
+
+
 EXPORT_ITEMS_SQL = """\
 SELECT id, sku, kind, quantity, note, created_at FROM shapes.items
 WHERE quantity >= %(min_quantity)s ORDER BY id
@@ -153,6 +176,35 @@ async def load_item_batches(
     return shapes_pb2.LoadItemsResponse(rows_written=written)
 
 
+LOAD_READINGS_SQL = """\
+COPY shapes.readings (sensor, seq, value) FROM STDIN
+"""
+
+
+async def load_readings(
+    conn: AsyncConnection[Any], requests: AsyncIterator[shapes_pb2.ReadingBatch]
+) -> shapes_pb2.LoadItemsResponse:
+    """LoadReadings: Bulk ingest of measurements, a batch of rows per request, into an append-only
+    table.
+
+    Each request is a batch of rows of the COPY (`request.readings`), all in one transaction:
+    a row PostgreSQL refuses rolls back every row. The number of rows written, into `rows_written`.
+    """
+    written = 0
+    async with conn.transaction(), conn.cursor() as cur, cur.copy(LOAD_READINGS_SQL) as copy:
+        async for request in requests:
+            for row in request.readings:
+                await copy.write_row(
+                    (
+                        row.sensor,  # sensor text
+                        row.seq,  # seq int8
+                        row.value,  # value float8
+                    )
+                )
+            written += len(request.readings)
+    return shapes_pb2.LoadItemsResponse(rows_written=written)
+
+
 class ShapesServiceHandlers(shapes_pb2_grpc.ShapesServiceServicer):
     """shapes.v1.ShapesService on a psycopg connection pool.
 
@@ -169,6 +221,12 @@ class ShapesServiceHandlers(shapes_pb2_grpc.ShapesServiceServicer):
     ) -> shapes_pb2.LoadItemsResponse:
         # May write: on the primary.
         return await self.db.run(context, "InsertItems", insert_items, request, replica=False)
+
+    async def InsertReadings(
+        self, request: shapes_pb2.InsertReadingsRequest, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> shapes_pb2.LoadItemsResponse:
+        # May write: on the primary.
+        return await self.db.run(context, "InsertReadings", insert_readings, request, replica=False)
 
     async def ExportItems(
         self, request: shapes_pb2.ExportItemsRequest, context: grpc.aio.ServicerContext[Any, Any]
@@ -195,3 +253,12 @@ class ShapesServiceHandlers(shapes_pb2_grpc.ShapesServiceServicer):
         # Writes: on the primary.
         requests = rt.requests(request_iterator)
         return await self.db.run(context, "LoadItemBatches", load_item_batches, requests, replica=False)
+
+    async def LoadReadings(
+        self,
+        request_iterator: Iterator[shapes_pb2.ReadingBatch] | AsyncIterator[shapes_pb2.ReadingBatch],
+        context: grpc.aio.ServicerContext[Any, Any],
+    ) -> shapes_pb2.LoadItemsResponse:
+        # Writes: on the primary.
+        requests = rt.requests(request_iterator)
+        return await self.db.run(context, "LoadReadings", load_readings, requests, replica=False)
