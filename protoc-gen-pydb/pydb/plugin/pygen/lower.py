@@ -312,7 +312,9 @@ def _rpc(m: _Module, rpc: ir.Rpc) -> model.Rpc:
         reads_only=not rpc.writes,
         copy_values=_copy_values(m, rpc),
         stream_values=_stream_values(m, rpc),
-        stream_add=attribute("batch", rpc.result_field) + ".add" if rpc.shape is ir.Shape.SERVER_STREAM else "",
+        stream_add=attribute("batch", rpc.result_field) + ".add"
+        if rpc.shape is ir.Shape.SERVER_STREAM and rpc.result_field
+        else "",
         copy_batch=attribute("request", rpc.copy_batch) if rpc.copy_batch else None,
     )
 
