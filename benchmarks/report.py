@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 import bench_schedule
+import bench_shapes
 import report_deploy
 import report_peers
 from common import Json, spread
@@ -107,6 +108,8 @@ def headline(r: Json) -> list[tuple[str, str, str, str]]:
         rows += bench_schedule.headline(r["schedule"])
     if r.get("peers") and not r.get("quick"):
         rows += report_peers.headline(r["peers"])
+    if r.get("shapes") and not r.get("quick"):
+        rows += bench_shapes.headline(r["shapes"])
     return rows
 
 
@@ -561,6 +564,7 @@ def markdown(r: Json) -> str:
         ("schedule", bench_schedule.section),
         ("observe", _observe),
         ("peers", report_peers.section),
+        ("shapes", bench_shapes.section),
     ):
         if name in r:
             out += section(r)

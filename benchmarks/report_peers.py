@@ -51,7 +51,7 @@ def section(r: Json) -> list[str]:
     order = sorted(systems, key=lambda n: -systems[n]["drain_jobs_per_s"])
     versions = ", ".join(f"{k} {v}" for k, v in sorted(pe["versions"].items()))
     out = [
-        "## 14. The fleet beside the other Python queues",
+        "## 15. The fleet beside the other Python queues",
         "",
         f"{pe['jobs']:,} no-op jobs per system and round, {pe['rounds']} interleaved rounds (every system once per "
         "round, so all see the same load), each in a fresh database on the same PostgreSQL: enqueued through the "

@@ -2,7 +2,7 @@
 
     python benchmarks/run.py                 # everything (about 10 minutes)
     python benchmarks/run.py --only codegen  # one or more of: codegen overhead throughput backlog partition events fleet replication
-                                             #   autofailover longtx devloop schedule observe peers
+                                             #   autofailover longtx devloop schedule observe peers shapes
     python benchmarks/run.py --quick         # tiny sizes, a smoke run (numbers mean nothing)
     python benchmarks/run.py --render-only   # re-write RESULTS.md and plots from results.json
 
@@ -27,7 +27,7 @@ from common import Json
 
 NAMES = (
     "codegen", "overhead", "throughput", "backlog", "partition", "events", "fleet", "replication",
-    "autofailover", "longtx", "devloop", "schedule", "observe", "peers",
+    "autofailover", "longtx", "devloop", "schedule", "observe", "peers", "shapes",
 )  # fmt: skip
 
 
@@ -45,6 +45,7 @@ def run_all(names: list[str], quick: bool) -> Json:
     import bench_peers
     import bench_replication
     import bench_schedule
+    import bench_shapes
     import bench_throughput
 
     results: Json = {"quick": quick, "timings_s": {}}
@@ -86,6 +87,8 @@ def run_all(names: list[str], quick: bool) -> Json:
                     results[name] = bench_observe.run(server, quick=quick)
                 elif name == "peers":
                     results[name] = bench_peers.run(server, quick=quick)
+                elif name == "shapes":
+                    results[name] = bench_shapes.run(server, quick=quick)
             except Exception:  # one broken benchmark must not lose the others' results
                 traceback.print_exc()
                 results.setdefault("failed", {})[name] = traceback.format_exc(limit=3)

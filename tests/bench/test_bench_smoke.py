@@ -165,4 +165,14 @@ def test_peers_our_side(pg_server: tuple[str, Cluster | None], tmp_path: Path) -
     result = {"jobs": 1000, "rounds": 1, "versions": {}, "unavailable": {"oban-py": "not installed here"}}
     result["systems"] = {peers.OURS: peers.best([run])}
     text = render({"peers": result}, tmp_path)
-    assert "## 14. The fleet beside the other Python queues" in text and "Not measured: oban-py" in text
+    assert "## 15. The fleet beside the other Python queues" in text and "Not measured: oban-py" in text
+
+
+def test_shapes(pg_server: tuple[str, Cluster | None], tmp_path: Path) -> None:
+    result = bench("bench_shapes").run(pg_server[0], quick=True)
+    stream, copy = result["stream"], result["copy"]
+    assert stream["grpc_rows_per_s"]["n"] == 1 and stream["psycopg_rows_per_s"]["median"] > 0
+    assert stream["rss_growth_mb"]["n"] == 1
+    assert copy["copy_rows_per_s"]["median"] > 0 and copy["unnest_rows_per_s"]["median"] > 0
+    text = render({"shapes": result}, tmp_path)
+    assert "## 14. Streamed reads and COPY writes" in text

@@ -35,6 +35,7 @@ REPO = ROOT.parent
 if str(ROOT) not in sys.path:  # run as a script: tests/ holds the support package
     sys.path.insert(0, str(ROOT))
 
+from pydb.plugin.bind.copyfrom import insert_for  # noqa: E402
 from pydb.plugin.protos import ProtoIndex  # noqa: E402
 from pydb.plugin.sql.analyzer.analyzer import analyze  # noqa: E402
 from pydb.plugin.sql.analyzer.result import Analysis, ResultColumn  # noqa: E402
@@ -74,6 +75,12 @@ class Rpc:
     query: str
     #: Request fields that can be NULL (proto3 optional, wrappers): the analyzer's nullable params.
     nullable_params: frozenset[str]
+    #: The annotation as written, where it is not `query` (a COPY, checked as an INSERT).
+    written: str = ""
+
+    @property
+    def annotation(self) -> str:
+        return self.written or self.query
 
 
 class Corpus:
@@ -101,7 +108,10 @@ class Corpus:
                     continue
                 request = self.index.messages.get(method.input_type.lstrip("."))
                 nullable = frozenset(f.name for f in request.fields if f.has_presence) if request else frozenset()
-                out.append(Rpc(method.name, method.options.Extensions[options_pb2.sql].query, nullable))
+                written = method.options.Extensions[options_pb2.sql].query
+                # A COPY is checked (and prepared by the oracle) as the INSERT it stands for.
+                query = (insert_for(written) if method.client_streaming else None) or written
+                out.append(Rpc(method.name, query, nullable, written if query != written else ""))
         return out
 
     def schema_path(self, case: str) -> Path:

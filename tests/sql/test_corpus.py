@@ -116,7 +116,7 @@ def test_every_diagnostic_names_a_real_location(corpus: Corpus, case: str) -> No
             assert at.startswith("option (pydb.v1.sql)") or at_field or at_sql, head.group(0)
         elif head["path"].endswith(".sql"):
             assert at.strip(), f"{head.group(0)} points at nothing"
-    queries = {rpc.name: rpc.query for rpc in corpus.rpcs(case)}
+    queries = {rpc.name: rpc.annotation for rpc in corpus.rpcs(case)}
     rows = text.split("\n")
     source = ""  # the SQL the current diagnostic is about: a statement or the schema file
     here = ""  # the text of the file at the current diagnostic's line:col
@@ -212,6 +212,7 @@ FRONT_END_STRICTER = {
     "result_untyped_null": "an untyped NULL column (PostgreSQL makes it text)",
     # Valid SQL that no RPC can be: pydb runs SELECT, INSERT, UPDATE and DELETE.
     "unsupported_statement": "TRUNCATE",
+    "copy_wrong_statement": "COPY TO STDOUT and COPY with options (a client stream takes COPY FROM STDIN)",
     # The catalog does not run procedural code: it warns at the DO block, and errs where a statement
     # uses what the block created.
     "issue11_do_block_ddl": "a table created inside a DO block",

@@ -19,6 +19,7 @@ ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 PLUGIN = BIN / "protoc-gen-pydb"
 TASK = "generation/task/v1/task.proto"
+SHAPES = "shapes/v1/shapes.proto"  # the streaming query shapes' example (docs/adding-an-rpc.md)
 
 NOTES_SCHEMA = """\
 CREATE SCHEMA notes;
@@ -109,7 +110,7 @@ def full_generation(proto_root: str, out: str, include: str) -> list[str]:
 def test_grpc_tools_protoc_reproduces_generated(tmp_path: Path) -> None:
     out = tmp_path / "out"
     out.mkdir()
-    done = grpc_tools([*full_generation("example_protos", str(out), "protoc-gen-pydb"), TASK], cwd=ROOT)
+    done = grpc_tools([*full_generation("example_protos", str(out), "protoc-gen-pydb"), TASK, SHAPES], cwd=ROOT)
     assert done.returncode == 0, done.stderr
     assert tree(out) == tree(ROOT / "generated")
 

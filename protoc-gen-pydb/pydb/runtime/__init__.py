@@ -33,9 +33,11 @@ from .errors import (
     status_for_db_error,
 )
 from .listen import listen
+from .streaming import STREAM_BATCH_ROWS, requests, server_cursor, stream
 from .trace import traceparent
 
 __all__ = [
+    "STREAM_BATCH_ROWS",
     "AlreadyExists",
     "Database",
     "FailedPrecondition",
@@ -54,7 +56,10 @@ __all__ = [
     "parse_ints",
     "parse_uuid",
     "parse_uuids",
+    "requests",
+    "server_cursor",
     "status_for_db_error",
+    "stream",
     "text_array",
     "timestamp_param",
     "timestamp_value",

@@ -122,33 +122,34 @@ class Database:
         try:
             response = await self._bounded(pool, handler, request, context.time_remaining())
             return response
-        except RpcError as err:
-            code, message = err.code, err.message
-        except PoolTimeout as err:  # no pooled connection within --pool-timeout: busy, or unreachable
-            code, message = grpc.StatusCode.UNAVAILABLE, pool_timeout_message(pool)
-            cause = f"error={_quote(str(err))}"
-        except psycopg.Error as err:
-            code, message = status_for_db_error(err)
-            cause, sqlstate = describe_for_log(err), err.sqlstate or ""
-            if isinstance(err, psycopg.OperationalError):
-                recheck_idle(pool)
-        except TimeoutError:  # from _bounded only: psycopg raises its own errors
-            code, message = grpc.StatusCode.DEADLINE_EXCEEDED, "deadline exceeded"
         except asyncio.CancelledError:
             code = grpc.StatusCode.CANCELLED
             raise
         except Exception as err:
-            code, message = grpc.StatusCode.INTERNAL, "internal error"
-            cause, unexpected = f"error={_quote(repr(err))}", err
+            code, message, cause, sqlstate, unexpected = outcome(err, pool)
         finally:
-            elapsed = (time.perf_counter() - started) * 1000
-            if self.observer is not None:
-                self.observer.observe(rpc, handler.__name__, code, elapsed / 1000, response, sqlstate)
-            level = logging.ERROR if code in SERVER_FAULTS else logging.DEBUG
-            if log.isEnabledFor(level):
-                line = f"rpc={rpc} code={code.name} ms={elapsed:.1f}"
-                log.log(level, f"{line} {cause}" if cause else line, exc_info=unexpected)
+            self.finished(rpc, handler.__name__, started, code, response, sqlstate, cause, unexpected)
         await context.abort(code, message)
+
+    def finished(
+        self,
+        rpc: str,
+        statement: str,
+        started: float,
+        code: grpc.StatusCode,
+        response: object,
+        sqlstate: str | None,
+        cause: str,
+        unexpected: Exception | None,
+    ) -> None:
+        """A call's end: its metrics and span attributes, and its log line."""
+        elapsed = (time.perf_counter() - started) * 1000
+        if self.observer is not None:
+            self.observer.observe(rpc, statement, code, elapsed / 1000, response, sqlstate)
+        level = logging.ERROR if code in SERVER_FAULTS else logging.DEBUG
+        if log.isEnabledFor(level):
+            line = f"rpc={rpc} code={code.name} ms={elapsed:.1f}"
+            log.log(level, f"{line} {cause}" if cause else line, exc_info=unexpected)
 
     async def _bounded(
         self,
@@ -169,6 +170,26 @@ class Database:
             _cancel_in_background(task)
             raise TimeoutError
         return task.result()
+
+
+def outcome(
+    err: Exception, pool: AsyncConnectionPool[Any]
+) -> tuple[grpc.StatusCode, str, str, str | None, Exception | None]:
+    """What a call that raised `err` answers: (status, client-safe message, the log line's cause,
+    the SQLSTATE of a database error, the exception to log with its traceback when unexpected).
+    `TimeoutError` is the caller's deadline (psycopg raises errors of its own)."""
+    if isinstance(err, RpcError):
+        return err.code, err.message, "", None, None
+    if isinstance(err, PoolTimeout):  # no pooled connection within --pool-timeout: busy, or unreachable
+        return grpc.StatusCode.UNAVAILABLE, pool_timeout_message(pool), f"error={_quote(str(err))}", None, None
+    if isinstance(err, psycopg.Error):
+        if isinstance(err, psycopg.OperationalError):
+            recheck_idle(pool)
+        code, message = status_for_db_error(err)
+        return code, message, describe_for_log(err), err.sqlstate or "", None
+    if isinstance(err, TimeoutError):
+        return grpc.StatusCode.DEADLINE_EXCEEDED, "deadline exceeded", "", None, None
+    return grpc.StatusCode.INTERNAL, "internal error", f"error={_quote(repr(err))}", None, err
 
 
 async def _on_connection(

@@ -21,6 +21,7 @@ from ..protos import Message, ProtoIndex, leading_comment, location
 from ..sql import Analysis, Catalog, QualifiedName, SchemaRoots, analyze, load_catalog, read_files, schema_path
 from . import ir, syntax
 from .cache import CompileCache
+from .copyfrom import compile_copy
 from .params import bind_params, field_ref
 from .positions import SourceMap
 from .report import Reporter, method_path
@@ -207,8 +208,15 @@ class FileCompiler:
         request = self.index.messages.get(method.input_type.lstrip("."))
         response = self.index.messages.get(method.output_type.lstrip("."))
         assert request is not None and response is not None  # protoc resolved them
-        if method.client_streaming or method.server_streaming:
-            self.at_method(si, mi, f"{method.name}: streaming RPCs cannot carry (pydb.v1.sql); use a unary RPC")
+        if method.client_streaming:
+            return compile_copy(self.report, self.index, self.cache, si, mi, method, catalog, request, response)
+        if method.server_streaming and opt.cardinality != options_pb2.CARDINALITY_MANY:
+            self.at_method(
+                si,
+                mi,
+                f"{method.name}: a server-streaming RPC streams rows: set cardinality: CARDINALITY_MANY and result_field "
+                "to the repeated field each response carries a batch of rows in",
+            )
             return None
         if not sql.strip():
             self.at_method(si, mi, f"{method.name}: (pydb.v1.sql).query is empty")
@@ -228,6 +236,14 @@ class FileCompiler:
         for p in problems:
             self.at_method(si, mi, f"{method.name}: {p.message}", sql, p.span, p.severity)
         if analysis is None or cardinality is None:
+            return None
+        if method.server_streaming and not _streamable(analysis):
+            self.at_method(
+                si,
+                mi,
+                f"{method.name}: a server-streaming RPC reads with a server-side cursor, which takes a read-only "
+                f"SELECT or VALUES, not this {analysis.kind.upper()}; use a unary RPC",
+            )
             return None
         params = bind_params(self.report, si, mi, method.name, sql, analysis, request)
         if any(p.severity == "error" for p in problems):
@@ -262,6 +278,7 @@ class FileCompiler:
             writes=not analysis.read_only,
             primary=opt.primary,
             traceparent=_traceparent(request, params, self.index),
+            shape=ir.Shape.SERVER_STREAM if method.server_streaming else ir.Shape.UNARY,
         )
 
     def compile_method_guarded(
@@ -328,6 +345,11 @@ def column_list(text: str) -> tuple[str, ...]:
     if quote or depth or "" in items:
         raise ValueError(f"not a column list: {text!r}")
     return tuple(items)
+
+
+def _streamable(analysis: Analysis) -> bool:
+    """Whether DECLARE CURSOR takes the statement: a SELECT without data-modifying CTEs."""
+    return analysis.kind == "select" and analysis.read_only
 
 
 def _probe(analysis: Analysis, cardinality: ir.Cardinality) -> ir.Probe | None:

@@ -20,6 +20,18 @@ class Cardinality(enum.Enum):
     EXEC_ROWS = "exec_rows"  # no rows; the number of rows written, into an integer field
 
 
+class Shape(enum.Enum):
+    """How requests and responses flow: one each, rows streamed out, or rows streamed in."""
+
+    UNARY = "unary"
+    #: `returns (stream Response)` with CARDINALITY_MANY: rows from a server-side cursor, a batch
+    #: of them per response (into the repeated result_field), each write awaited.
+    SERVER_STREAM = "server_stream"
+    #: `rpc Load(stream Row)` with `COPY table (cols) FROM STDIN`: each request is one row, fed to
+    #: COPY in one transaction; the response says how many rows were written.
+    COPY = "copy"
+
+
 class Conversion(enum.Enum):
     """How one value crosses: a PostgreSQL value becomes the proto value (a result column) and a
     proto value becomes the PostgreSQL value (a parameter). Each has one runtime implementation
@@ -211,6 +223,11 @@ class Rpc:
     #: When the request has a string `w3c_traceparent` field the statement binds: the field
     #: (the server fills it from the call's `traceparent` metadata when the caller left it unset).
     traceparent: FieldRef | None = None
+    #: Unary, a streamed read, or a COPY fed by a client stream (whose `params` are the COPY's
+    #: columns in order, each bound to the request field of its name).
+    shape: Shape = Shape.UNARY
+    #: A COPY whose requests each carry a batch of rows: the request's repeated message field.
+    copy_batch: str | None = None
 
 
 class ListenFilter(enum.Enum):

@@ -76,9 +76,10 @@ class _Module:
         return em
 
     # -- parameters ------------------------------------------------------------------------
-    def param(self, p: ir.Param) -> model.ParamBinding:
+    def param(self, p: ir.Param, message: str = "request") -> model.ParamBinding:
+        """The value bound for `p`, read from the field of `message` (a variable's name)."""
         f = p.field
-        access = attribute("request", f.name)
+        access = attribute(message, f.name)
         if f.wrapper is not None:
             access += ".value"
         quoted = py_str(f.name)
@@ -101,7 +102,7 @@ class _Module:
         else:
             expr = one.format(access)
         if f.presence:
-            expr = f"{expr} if request.HasField({quoted}) else None"
+            expr = f"{expr} if {message}.HasField({quoted}) else None"
         return model.ParamBinding(p.name, expr)
 
     # -- results ---------------------------------------------------------------------------
@@ -138,6 +139,21 @@ class _Module:
 
     def converter(self, row: ir.Row) -> str:
         """The name of the function turning a row into `row.message` (one per distinct body)."""
+        values = self.row_values(row)
+        key = (row.message.full_name, tuple(v.argument for v in values))
+        if key not in self.converters:
+            base = f"_{snake_case(row.message.local_name.replace('.', ''))}_from_row"
+            taken = {c.function for c in self.converters.values()}
+            name, n = base, 2
+            while name in taken:
+                name, n = f"{base}_{n}", n + 1
+            self.converters[key] = model.RowConverter(
+                name, self.type(row.message), f"A result row as a {row.message.full_name}.", tuple(values)
+            )
+        return self.converters[key].function
+
+    def row_values(self, row: ir.Row) -> list[model.FieldValue]:
+        """A row as the keyword arguments of `row.message`'s constructor."""
         values = []
         for c in row.columns:
             if isinstance(c, ir.Embedded):
@@ -152,17 +168,7 @@ class _Module:
             else:
                 comment = f"{c.name} {c.pg_type}" + (" (nullable)" if c.nullable else "")
                 values.append(model.FieldValue(argument(c.field.name, self.value(c)), comment))
-        key = (row.message.full_name, tuple(v.argument for v in values))
-        if key not in self.converters:
-            base = f"_{snake_case(row.message.local_name.replace('.', ''))}_from_row"
-            taken = {c.function for c in self.converters.values()}
-            name, n = base, 2
-            while name in taken:
-                name, n = f"{base}_{n}", n + 1
-            self.converters[key] = model.RowConverter(
-                name, self.type(row.message), f"A result row as a {row.message.full_name}.", tuple(values)
-            )
-        return self.converters[key].function
+        return values
 
 
 #: Generated SQL lines are kept to this width where a column list is what makes them long.
@@ -257,7 +263,8 @@ def _rpc(m: _Module, rpc: ir.Rpc) -> model.Rpc:
     timestamp_types: tuple[str, ...] = ()
     can_fail = False
     if rpc.row is not None:
-        converter = m.converter(rpc.row)
+        # A streamed read fills each batch in place (stream_values): no converter of its own.
+        converter = m.converter(rpc.row) if rpc.shape is not ir.Shape.SERVER_STREAM else ""
         if rpc.cardinality is ir.Cardinality.MANY:
             assert rpc.result_field is not None
             response = f"{response_type}({argument(rpc.result_field, f'[{converter}(row) for row in rows]')})"
@@ -272,7 +279,8 @@ def _rpc(m: _Module, rpc: ir.Rpc) -> model.Rpc:
         can_fail = any(c.field.repeated for c in columns)
     if rpc.cardinality is ir.Cardinality.EXEC_ROWS:
         assert rpc.result_field is not None
-        response = f"{response_type}({argument(rpc.result_field, 'cur.rowcount')})"
+        written = "written" if rpc.shape is ir.Shape.COPY else "cur.rowcount"
+        response = f"{response_type}({argument(rpc.result_field, written)})"
     traceparent = None
     if rpc.traceparent is not None:
         name = rpc.traceparent.name
@@ -281,7 +289,8 @@ def _rpc(m: _Module, rpc: ir.Rpc) -> model.Rpc:
         name=rpc.name,
         function=function,
         sql_const=function.upper() + "_SQL",
-        sql=psycopg_sql(rpc.statement),
+        # A COPY takes no parameters: psycopg sends its text as written (`%` not doubled).
+        sql="".join(map(str, rpc.statement.pieces)) if rpc.shape is ir.Shape.COPY else psycopg_sql(rpc.statement),
         request_type=m.type(rpc.request),
         response_type=response_type,
         cardinality=rpc.cardinality,
@@ -301,7 +310,28 @@ def _rpc(m: _Module, rpc: ir.Rpc) -> model.Rpc:
         traceparent_unset=traceparent,
         on_replica=not rpc.writes and not rpc.primary,
         reads_only=not rpc.writes,
+        copy_values=_copy_values(m, rpc),
+        stream_values=_stream_values(m, rpc),
+        stream_add=attribute("batch", rpc.result_field) + ".add"
+        if rpc.shape is ir.Shape.SERVER_STREAM and rpc.result_field
+        else "",
+        copy_batch=attribute("request", rpc.copy_batch) if rpc.copy_batch else None,
     )
+
+
+def _stream_values(m: _Module, rpc: ir.Rpc) -> tuple[model.FieldValue, ...]:
+    """A streamed read's row as the arguments of the message it fills (its converter's)."""
+    if rpc.shape is not ir.Shape.SERVER_STREAM or rpc.row is None:
+        return ()
+    return tuple(m.row_values(rpc.row))
+
+
+def _copy_values(m: _Module, rpc: ir.Rpc) -> tuple[tuple[str, str], ...]:
+    """A COPY's row: per column (each a parameter of the request field of its name) its value."""
+    if rpc.shape is not ir.Shape.COPY:
+        return ()
+    row = "row" if rpc.copy_batch else "request"
+    return tuple((m.param(p, row).expr, f"{p.name} {p.pg_type}") for p in rpc.params)
 
 
 def _listen(m: _Module, listen: ir.Listen) -> model.Listen:
@@ -328,9 +358,11 @@ def lower(file: ir.File) -> model.File:
             s.name,
             s.full_name,
             f"{s.name}Handlers",
-            tuple(_rpc(m, r) for r in s.rpcs),
+            tuple(_rpc(m, r) for r in s.rpcs if r.shape is ir.Shape.UNARY),
             s.unannotated,
             tuple(_listen(m, lst) for lst in s.listens),
+            streams=tuple(_rpc(m, r) for r in s.rpcs if r.shape is ir.Shape.SERVER_STREAM),
+            copies=tuple(_rpc(m, r) for r in s.rpcs if r.shape is ir.Shape.COPY),
         )
         for s in file.services
     )
@@ -351,4 +383,5 @@ def lower(file: ir.File) -> model.File:
         services=services,
         version=__version__,
         uses_tuple_row=any(r.loaders_const is None for s in services for r in s.rpcs),
+        streams=any(s.streams or s.copies for s in services),
     )

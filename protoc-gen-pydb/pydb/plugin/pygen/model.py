@@ -92,6 +92,15 @@ class Rpc:
     on_replica: bool = False
     #: The statement only reads (on the primary nonetheless when `(pydb.v1.sql).primary` is set).
     reads_only: bool = False
+    #: A COPY's row, written per request: (Python expression, comment) per column, in order.
+    #: A streamed read's row as the keyword arguments of `add` on the batch's repeated field (in
+    #: place: building each message and then copying it into the batch costs three times as much).
+    stream_values: tuple[FieldValue, ...] = ()
+    stream_add: str = ""
+    copy_values: tuple[tuple[str, str], ...] = ()
+    #: How a COPY reads the batch of rows each request carries (`request.items`); None when
+    #: each request is one row.
+    copy_batch: str | None = None
 
 
 @dataclass(frozen=True)
@@ -119,6 +128,9 @@ class Service:
     rpcs: tuple[Rpc, ...]
     unannotated: tuple[str, ...]
     listens: tuple[Listen, ...] = ()
+    #: Server-streaming RPCs (rows from a server-side cursor) and client-streaming ones (COPY).
+    streams: tuple[Rpc, ...] = ()
+    copies: tuple[Rpc, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -138,3 +150,5 @@ class File:
     version: str
     #: Some RPC reads with psycopg's plain tuple_row (no loaders of its own): import it.
     uses_tuple_row: bool
+    #: Some RPC streams rows out or in (the handlers take or give an AsyncIterator).
+    streams: bool = False

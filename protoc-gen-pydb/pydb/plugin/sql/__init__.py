@@ -21,12 +21,14 @@ from .catalog.model import Catalog
 from .catalog.types import NULL, PgType
 from .frontend import load_catalog
 from .schema.source import SchemaRoots, read_files, schema_path
+from .syntax.pgparse import PgSyntaxError, parse, scan
 
 __all__ = [
     "NULL",
     "Analysis",
     "Catalog",
     "Expansion",
+    "PgSyntaxError",
     "PgType",
     "QualifiedName",
     "ResultColumn",
@@ -36,7 +38,9 @@ __all__ = [
     "did_you_mean",
     "load_builtins",
     "load_catalog",
+    "parse",
     "quote_ident",
     "read_files",
+    "scan",
     "schema_path",
 ]

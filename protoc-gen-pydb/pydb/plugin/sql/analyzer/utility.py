@@ -99,7 +99,8 @@ class _Utility:
             )
         elif isinstance(node, ast.CopyStmt):
             self.error(
-                "unsupported statement COPY: an RPC carries no COPY data; use psycopg's cursor.copy() in code of your own",
+                "COPY ... FROM STDIN takes its rows from a client stream: rpc Load(stream Row) returns (Summary) "
+                "with COPY table (columns) FROM STDIN; a unary RPC carries no COPY data",
                 self.verb_span(),
             )
         elif isinstance(node, (ast.ExecuteStmt, ast.FetchStmt)):

@@ -1,0 +1,21 @@
+-- The schema of the query-shapes example (shapes.proto): an inventory of items, for the
+-- streamed read (ExportItems) and the COPY write (LoadItems) shapes; readings for bulk loads.
+CREATE SCHEMA shapes;
+
+CREATE TYPE shapes.item_kind AS ENUM ('tool', 'part');
+
+CREATE TABLE shapes.items (
+  id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+  sku text NOT NULL UNIQUE,
+  kind shapes.item_kind NOT NULL,
+  quantity integer NOT NULL CHECK (quantity >= 0),
+  note text,
+  created_at timestamptz NOT NULL DEFAULT now()
+);
+
+-- Append-only measurements, the usual target of a bulk load: no key, no secondary index.
+CREATE TABLE shapes.readings (
+  sensor text NOT NULL,
+  seq bigint NOT NULL,
+  value double precision NOT NULL
+);
