@@ -24,7 +24,7 @@ from psycopg.conninfo import conninfo_to_dict
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from . import auth, metrics, trace
-from .database import DEFAULT_MAX_ANSWER_BYTES, configure_max_answer, drain
+from .database import DEFAULT_MAX_ANSWER_BYTES, configure_max_answer, configure_row_wait, drain
 from .decoding import DecodeGuard
 from .descriptors import public_pool
 from .errors import set_log_detail
@@ -427,6 +427,7 @@ async def serve(
     stop_metrics = observe(cfg, pools)
     configure_streams(pool, cfg.max_listen_streams, cfg.database_listen_url)
     configure_max_answer(pool, cfg.max_send_message_bytes)
+    configure_row_wait(pool, cfg.lock_timeout)
     set_log_detail(cfg.log_database_detail)
     await pool.open(wait=False)
     if replica is not None:

@@ -303,7 +303,11 @@ class GenerationDataServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def CompleteTasks(self, request, context):
-        """Completes many tasks in one statement; entries whose lease was lost are skipped.
+        """Completes many tasks in one statement; entries whose lease was lost are skipped, and so are
+        entries whose row another transaction holds (SKIP LOCKED: the batch never waits on one hot
+        row). The answer lists the tasks completed; an entry missing from it was not applied: retry
+        it (a lost lease is then FAILED_PRECONDITION from CompleteTask, a task already completed
+        under that lease is seen by GetTask).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -321,7 +325,8 @@ class GenerationDataServiceServicer:
     def FailTasks(self, request, context):
         """FailTask(increment_retry=true) for many leased tasks in one statement: each is re-queued
         (after its retry_after_seconds, else the tool's backoff) while retries remain, else failed.
-        Entries whose lease was lost are skipped.
+        Entries whose lease was lost are skipped, and so are entries whose row another transaction
+        holds (SKIP LOCKED, as CompleteTasks): an entry missing from the answer was not applied.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
