@@ -296,7 +296,9 @@ class GenerationDataServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def CompleteTask(self, request, context):
-        """Marks a task held under lease_token completed.
+        """Marks a task held under lease_token completed. Safe to retry: a task already completed under
+        this lease_token (the first call committed but its answer was lost) is answered as stored,
+        unchanged (the first output stays); under any other lease, FAILED_PRECONDITION.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -305,9 +307,9 @@ class GenerationDataServiceServicer:
     def CompleteTasks(self, request, context):
         """Completes many tasks in one statement; entries whose lease was lost are skipped, and so are
         entries whose row another transaction holds (SKIP LOCKED: the batch never waits on one hot
-        row). The answer lists the tasks completed; an entry missing from it was not applied: retry
-        it (a lost lease is then FAILED_PRECONDITION from CompleteTask, a task already completed
-        under that lease is seen by GetTask).
+        row). The answer lists the tasks completed, those already completed under the entry's lease
+        too (a retried batch: answered as stored, unchanged); an entry missing from it was not
+        applied (its lease is lost, or its row was busy: retry it).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

@@ -71,13 +71,16 @@ class GenerationDataServiceStub:
     (runtime_exceeded: the lease is not renewed).
     """
     CompleteTask: _grpc.UnaryUnaryMultiCallable[_task_pb2.CompleteTaskRequest, _task_pb2.CompleteTaskResponse]
-    """Marks a task held under lease_token completed."""
+    """Marks a task held under lease_token completed. Safe to retry: a task already completed under
+    this lease_token (the first call committed but its answer was lost) is answered as stored,
+    unchanged (the first output stays); under any other lease, FAILED_PRECONDITION.
+    """
     CompleteTasks: _grpc.UnaryUnaryMultiCallable[_task_pb2.CompleteTasksRequest, _task_pb2.CompleteTasksResponse]
     """Completes many tasks in one statement; entries whose lease was lost are skipped, and so are
     entries whose row another transaction holds (SKIP LOCKED: the batch never waits on one hot
-    row). The answer lists the tasks completed; an entry missing from it was not applied: retry
-    it (a lost lease is then FAILED_PRECONDITION from CompleteTask, a task already completed
-    under that lease is seen by GetTask).
+    row). The answer lists the tasks completed, those already completed under the entry's lease
+    too (a retried batch: answered as stored, unchanged); an entry missing from it was not
+    applied (its lease is lost, or its row was busy: retry it).
     """
     FailTask: _grpc.UnaryUnaryMultiCallable[_task_pb2.FailTaskRequest, _task_pb2.FailTaskResponse]
     """Fails a task. With increment_retry it is re-queued while retries remain, claimable after
@@ -252,13 +255,16 @@ class GenerationDataServiceAsyncStub(GenerationDataServiceStub):
     (runtime_exceeded: the lease is not renewed).
     """
     CompleteTask: _aio.UnaryUnaryMultiCallable[_task_pb2.CompleteTaskRequest, _task_pb2.CompleteTaskResponse]  # type: ignore[assignment]
-    """Marks a task held under lease_token completed."""
+    """Marks a task held under lease_token completed. Safe to retry: a task already completed under
+    this lease_token (the first call committed but its answer was lost) is answered as stored,
+    unchanged (the first output stays); under any other lease, FAILED_PRECONDITION.
+    """
     CompleteTasks: _aio.UnaryUnaryMultiCallable[_task_pb2.CompleteTasksRequest, _task_pb2.CompleteTasksResponse]  # type: ignore[assignment]
     """Completes many tasks in one statement; entries whose lease was lost are skipped, and so are
     entries whose row another transaction holds (SKIP LOCKED: the batch never waits on one hot
-    row). The answer lists the tasks completed; an entry missing from it was not applied: retry
-    it (a lost lease is then FAILED_PRECONDITION from CompleteTask, a task already completed
-    under that lease is seen by GetTask).
+    row). The answer lists the tasks completed, those already completed under the entry's lease
+    too (a retried batch: answered as stored, unchanged); an entry missing from it was not
+    applied (its lease is lost, or its row was busy: retry it).
     """
     FailTask: _aio.UnaryUnaryMultiCallable[_task_pb2.FailTaskRequest, _task_pb2.FailTaskResponse]  # type: ignore[assignment]
     """Fails a task. With increment_retry it is re-queued while retries remain, claimable after
@@ -478,7 +484,10 @@ class GenerationDataServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _task_pb2.CompleteTaskRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_task_pb2.CompleteTaskResponse, _abc.Awaitable[_task_pb2.CompleteTaskResponse]]:
-        """Marks a task held under lease_token completed."""
+        """Marks a task held under lease_token completed. Safe to retry: a task already completed under
+        this lease_token (the first call committed but its answer was lost) is answered as stored,
+        unchanged (the first output stays); under any other lease, FAILED_PRECONDITION.
+        """
 
     @_abc_1.abstractmethod
     def CompleteTasks(
@@ -488,9 +497,9 @@ class GenerationDataServiceServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_task_pb2.CompleteTasksResponse, _abc.Awaitable[_task_pb2.CompleteTasksResponse]]:
         """Completes many tasks in one statement; entries whose lease was lost are skipped, and so are
         entries whose row another transaction holds (SKIP LOCKED: the batch never waits on one hot
-        row). The answer lists the tasks completed; an entry missing from it was not applied: retry
-        it (a lost lease is then FAILED_PRECONDITION from CompleteTask, a task already completed
-        under that lease is seen by GetTask).
+        row). The answer lists the tasks completed, those already completed under the entry's lease
+        too (a retried batch: answered as stored, unchanged); an entry missing from it was not
+        applied (its lease is lost, or its row was busy: retry it).
         """
 
     @_abc_1.abstractmethod
