@@ -432,9 +432,7 @@ async def serve(
     await pool.open(wait=False)
     if replica is not None:
         await replica.open(wait=False)
-    grpc_server = grpc.aio.server(
-        interceptors=interceptors, options=[("grpc.max_send_message_length", cfg.max_send_message_bytes)]
-    )
+    grpc_server = grpc.aio.server(interceptors=interceptors, options=grpc_options(cfg))
     register(grpc_server, pool, replica)
     health_servicer = HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, grpc_server)
@@ -490,6 +488,18 @@ async def serve(
             # kill the process halfway through its graceful shutdown.
             for sig in handled:
                 loop.remove_signal_handler(sig)
+
+
+def grpc_options(cfg: Config) -> list[tuple[str, int]]:
+    """gRPC's own limits (docs/server.md, "Limits"): the largest answer sent; how much of a
+    request body the transport reads ahead of the handler (a refused call's body is never
+    received whole: auth.py answers before reading it), with no bandwidth probing growing that
+    window; the streams one connection may have open."""
+    return [
+        ("grpc.max_send_message_length", cfg.max_send_message_bytes),
+        ("grpc.http2.lookahead_bytes", 64 * 1024),
+        ("grpc.http2.bdp_probe", 0),
+    ]
 
 
 def observe(cfg: Config, pools: Sequence[AsyncConnectionPool[Any]]) -> Callable[[], None]:
