@@ -93,8 +93,11 @@ async def test_a_deadline_passing_after_the_statement_commits_nothing(
         # The retry the caller makes: every task once.
         again = await stub.QueueTasks(batch(tool.id, keys), timeout=30)
         assert len({t.id for t in again.tasks}) == 200 and await stored(url, keys) == 200
-    line = next(r.getMessage() for r in caplog.records if "rpc=QueueTasks code=DEADLINE_EXCEEDED" in r.getMessage())
-    assert "committed=false" in line, line
+    # Logged with its real outcome: cut off (by its deadline, which gRPC enforces by cancelling
+    # the handler), nothing committed.
+    lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("rpc=QueueTasks code=")]
+    assert any(("code=DEADLINE_EXCEEDED" in line or "code=CANCELLED" in line) and "committed=false" in line
+               for line in lines), lines  # fmt: skip
 
 
 async def test_an_answer_too_large_to_send_commits_nothing(

@@ -6,6 +6,8 @@ must pass before its transaction commits. docs/server.md, "Limits"; docs/securit
   row lock in PostgreSQL. However many callers hammer one row, it holds at most one pooled
   connection; the others wait without one, at most the lock wait (`--lock-timeout`), then are
   answered ABORTED `row busy`. Calls on other rows find the pool as free as ever.
+- **Answers not yet read** (`AnswerBudget`): the bytes of answers waiting for slow callers are
+  capped, in all and per connection; past the cap a call is answered UNAVAILABLE before COMMIT.
 - **Before COMMIT** (`check_commit`): the answer must be one the server can send
   (RESOURCE_EXHAUSTED otherwise) and the caller's deadline must not have passed
   (DEADLINE_EXCEEDED otherwise); either way the transaction is rolled back, so a call refused
@@ -21,7 +23,7 @@ from dataclasses import dataclass, field
 
 from google.protobuf.message import Message
 
-from .errors import Aborted, ResourceExhausted
+from .errors import Aborted, ResourceExhausted, Unavailable
 
 ROW_BUSY_IN_PROCESS = "row busy (another call on this row is in progress), retry"
 
@@ -83,11 +85,53 @@ class DeadlinePassed(TimeoutError):
     """The caller's deadline passed before COMMIT: the transaction is rolled back."""
 
 
-def check_commit(response: object, limit: int, deadline: float | None) -> None:
-    """Raise (so the transaction rolls back) unless `response` can be sent and `deadline`
-    (the event loop's clock) has not passed."""
+def check_commit(response: object, limit: int, deadline: float | None) -> Exception | None:
+    """What to raise (so the transaction rolls back) unless `response` can be sent and
+    `deadline` (the event loop's clock) has not passed."""
     refused = answer_too_large(response, limit)
     if refused is not None:
-        raise refused
+        return refused
     if deadline is not None and asyncio.get_running_loop().time() >= deadline:
-        raise DeadlinePassed
+        return DeadlinePassed()
+    return None
+
+
+def answer_size(response: object) -> int:
+    return response.ByteSize() if isinstance(response, Message) else 0
+
+
+ANSWERS_BACKED_UP = "server busy: too many answers are waiting for their callers to read them, retry"
+
+
+class AnswerBudget:
+    """Bytes of answers handed to gRPC and not yet delivered (a caller that does not read keeps
+    its answer in the server's memory until its connection goes: keepalive), at most `total` in
+    all and `per_connection` per caller connection. An answer past either is refused
+    UNAVAILABLE before COMMIT (so it changed nothing), a retry later is fine."""
+
+    def __init__(self, total: int, per_connection: int) -> None:
+        self.total, self.per_connection = total, per_connection
+        self.pending = 0
+        self._by_peer: dict[str, int] = {}
+
+    def admit(self, peer: str) -> None:
+        """Refuse a call at once, before it runs, while the budget (or its connection's) is spent."""
+        if self.pending >= self.total or self._by_peer.get(peer, 0) >= self.per_connection:
+            raise Unavailable(ANSWERS_BACKED_UP)
+
+    def reserve(self, peer: str, size: int) -> Unavailable | None:
+        """Take `size` bytes for an answer to `peer`, or say why not (to raise)."""
+        held = self._by_peer.get(peer, 0)
+        if self.pending + size > self.total or held + size > self.per_connection:
+            return Unavailable(ANSWERS_BACKED_UP)
+        self.pending += size
+        self._by_peer[peer] = held + size
+        return None
+
+    def release(self, peer: str, size: int) -> None:
+        self.pending -= size
+        left = self._by_peer.get(peer, 0) - size
+        if left > 0:
+            self._by_peer[peer] = left
+        else:
+            self._by_peer.pop(peer, None)

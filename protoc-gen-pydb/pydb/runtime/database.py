@@ -15,7 +15,7 @@ from google.protobuf.message import Message
 from psycopg import AsyncConnection
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
-from .admission import RowGate, answer_too_large, check_commit
+from .admission import AnswerBudget, RowGate, answer_size, answer_too_large, check_commit
 from .errors import RpcError, describe_for_log, status_for_db_error
 from .metrics import observer_for
 
@@ -49,6 +49,11 @@ _max_answer_bytes: dict[int, int] = {}
 _row_wait: dict[int, float | None] = {}
 #: Per pool: the calls queued on one row (admission.RowGate).
 _row_gates: dict[int, RowGate] = {}
+#: Per pool: the bytes of answers not yet delivered (admission.AnswerBudget); none: no cap.
+_answer_budgets: dict[int, AnswerBudget] = {}
+#: The defaults of --max-unsent-answer-bytes and --max-unsent-answer-bytes-per-connection.
+DEFAULT_UNSENT_ANSWER_BYTES = 64 * 1024 * 1024
+DEFAULT_UNSENT_ANSWER_BYTES_PER_CONNECTION = 16 * 1024 * 1024
 _INTEGER_TYPES = frozenset(
     {
         FieldDescriptor.CPPTYPE_INT32,
@@ -67,6 +72,11 @@ def configure_max_answer(pool: AsyncConnectionPool[Any], max_bytes: int) -> None
 def configure_row_wait(pool: AsyncConnectionPool[Any], seconds: float) -> None:
     """How long a call on `pool` waits for its turn on a row (the lock wait, --lock-timeout; 0: no limit)."""
     _row_wait[id(pool)] = seconds if seconds > 0 else None
+
+
+def configure_answer_budget(pool: AsyncConnectionPool[Any], total: int, per_connection: int) -> None:
+    """Cap the bytes of answers handed to gRPC and not yet delivered, in all and per connection."""
+    _answer_budgets[id(pool)] = AnswerBudget(total, per_connection)
 
 
 def row_gate(pool: AsyncConnectionPool[Any]) -> RowGate:
@@ -151,6 +161,8 @@ class Database:
             deadline=None if timeout is None else asyncio.get_running_loop().time() + timeout,
             row=None if row is None else (row[0], getattr(request, row[1], None)),
             row_wait=self.row_wait,
+            budget=_answer_budgets.get(id(self.pool)),
+            peer=_peer(context),
         )
         try:
             response = await self._bounded(call, timeout)
@@ -169,7 +181,12 @@ class Database:
             code, message = grpc.StatusCode.DEADLINE_EXCEEDED, "deadline exceeded"
             cause = _commit_outcome(call)
         except asyncio.CancelledError:
-            code, cause = grpc.StatusCode.CANCELLED, _commit_outcome(call)
+            # gRPC cancels the handler when the deadline passes (by its clock, a little ahead of
+            # time_remaining's), as when the caller leaves.
+            remaining = context.time_remaining()
+            late = remaining is not None and remaining <= _DEADLINE_SLACK
+            code = grpc.StatusCode.DEADLINE_EXCEEDED if late else grpc.StatusCode.CANCELLED
+            cause = _commit_outcome(call)
             raise
         except Exception as err:
             code, message = grpc.StatusCode.INTERNAL, "internal error"
@@ -181,8 +198,9 @@ class Database:
             if code == grpc.StatusCode.OK:
                 # Logged once the answer has left (or not): a caller that leaves mid-send, or
                 # whose deadline passes then, is logged CANCELLED / DEADLINE_EXCEEDED (committed).
-                _log_when_sent(context, rpc, started, call.committed)
+                _log_when_sent(context, rpc, started, call)
             else:
+                call.release()
                 _log_call(rpc, code, elapsed, cause, unexpected)
         await context.abort(code, message)
 
@@ -216,8 +234,20 @@ def _log_call(rpc: str, code: grpc.StatusCode, elapsed: float, cause: str, unexp
         log.log(level, f"{line} {cause}" if cause else line, exc_info=unexpected)
 
 
-def _log_when_sent(context: grpc.aio.ServicerContext[Any, Any], rpc: str, started: float, committed: bool) -> None:
+def _peer(context: grpc.aio.ServicerContext[Any, Any]) -> str:
+    try:
+        return str(context.peer())
+    except (AttributeError, NotImplementedError, RuntimeError):
+        return ""
+
+
+def _log_when_sent(
+    context: grpc.aio.ServicerContext[Any, Any], rpc: str, started: float, call: _Call[Any, Any]
+) -> None:
+    committed = call.committed
+
     def sent(done: grpc.aio.ServicerContext[Any, Any]) -> None:
+        call.release()
         elapsed = (time.perf_counter() - started) * 1000
         outcome = done.code() if done.code() is not None else grpc.StatusCode.OK
         if done.cancelled() and outcome == grpc.StatusCode.OK:
@@ -230,6 +260,7 @@ def _log_when_sent(context: grpc.aio.ServicerContext[Any, Any], rpc: str, starte
     try:
         context.add_done_callback(cast(Any, sent))
     except (AttributeError, NotImplementedError, RuntimeError):  # a context of another kind (tests)
+        call.release()
         _log_call(rpc, grpc.StatusCode.OK, (time.perf_counter() - started) * 1000, "", None)
 
 
@@ -248,14 +279,21 @@ class _Call(Generic[Req, Resp]):
         deadline: float | None,
         row: tuple[str, object] | None,
         row_wait: float | None,
+        budget: AnswerBudget | None = None,
+        peer: str = "",
     ) -> None:
         self.pool, self.handler, self.request = pool, handler, request
         self.writes, self.max_answer, self.deadline = writes, max_answer, deadline
         self.row, self.row_wait = row, row_wait
+        self.budget, self.peer = budget, peer
+        #: Bytes of the answer reserved in `budget` (released once it is delivered, or not).
+        self.reserved = 0
         #: COMMIT has been sent (the outcome of a call cut off after this is the transaction's).
         self.committed = False
 
     async def run(self) -> Resp:
+        if self.budget is not None:
+            self.budget.admit(self.peer)
         if self.row is None:
             return await self._on_connection()
         async with row_gate(self.pool).hold(self.row, self.row_wait):
@@ -268,18 +306,42 @@ class _Call(Generic[Req, Resp]):
             try:
                 if not self.writes:
                     response = await self.handler(conn, self.request)
-                    refused = answer_too_large(response, self.max_answer)
+                    refused = answer_too_large(response, self.max_answer) or self._reserve(response)
                     if refused is not None:
+                        # Not referenced by the exception's traceback: a big answer refused is
+                        # freed now, not when the garbage collector next finds the cycle.
+                        del response
                         raise refused
                     return response
                 async with conn.transaction():
                     response = await self.handler(conn, self.request)
-                    check_commit(response, self.max_answer, self.deadline)
+                    refused = check_commit(response, self.max_answer, self.deadline) or self._reserve(response)
+                    if refused is not None:
+                        del response  # as above
+                        raise refused  # and the transaction rolls back
                     self.committed = True  # leaving this block sends COMMIT
                 return response
             finally:
                 _holding[key] -= 1
 
+    def _reserve(self, response: object) -> Exception | None:
+        if self.budget is not None:
+            size = answer_size(response)
+            refused = self.budget.reserve(self.peer, size)
+            if refused is not None:
+                return refused
+            self.reserved = size
+        return None
+
+    def release(self) -> None:
+        """The answer is delivered, or will never be: its bytes leave the budget (once)."""
+        if self.budget is not None and self.reserved:
+            self.budget.release(self.peer, self.reserved)
+            self.reserved = 0
+
+
+#: A handler cancelled this close to its deadline was cancelled by it (logged DEADLINE_EXCEEDED).
+_DEADLINE_SLACK = 0.1
 
 SERVER_BUSY = "server busy: every database connection is in use, retry"
 DATABASE_UNAVAILABLE = "database unavailable"
