@@ -1,8 +1,8 @@
 """A refused call has changed nothing (issue 27, row 3): a call that may write commits only if its
 answer can be sent and the caller's deadline has not passed. Inside the documented window (COMMIT
 sent, answer not yet delivered) every mutating RPC of the queue is safe to retry: idempotency
-keys (QueueTasks), fencing by lease token (CompleteTask answers the stored task; FailTask is
-FAILED_PRECONDITION, never applied twice). docs/errors.md, "Retrying"."""
+keys (QueueTasks), fencing by lease token (CompleteTask and FailTask: FAILED_PRECONDITION,
+never applied twice, GetTask tells the outcome). docs/errors.md, "Retrying"."""
 
 from __future__ import annotations
 
@@ -132,9 +132,9 @@ async def test_an_answer_too_large_to_send_commits_nothing(
 
 async def test_every_settling_rpc_is_safe_to_retry_after_a_lost_answer(pg_server: tuple[str, Cluster | None]) -> None:
     """The window: COMMIT sent, the answer lost. A retry of the same call is safe and tells what
-    happened: CompleteTask / CompleteTasks answer the task as stored (the first output stays);
-    FailTask is FAILED_PRECONDITION and the task is failed once; QueueTasks with keys yields
-    the same tasks."""
+    happened: CompleteTask is FAILED_PRECONDITION and GetTask shows it completed under the
+    caller's lease (the first output stays), a CompleteTasks batch leaves the entry out; FailTask
+    is FAILED_PRECONDITION and the task is failed once; QueueTasks with keys yields the same tasks."""
     async with (
         private_service(pg_server[0]) as (_, server),
         grpc.aio.insecure_channel(server.address) as ch,
@@ -147,20 +147,22 @@ async def test_every_settling_rpc_is_safe_to_retry_after_a_lost_answer(pg_server
         held = list((await stub.ClaimTasks(pb.ClaimTasksRequest(tool_id=tool.id, limit=3))).tasks)
         one, two, three = held
 
-        done = (
-            await stub.CompleteTask(pb.CompleteTaskRequest(task_id=one.id, lease_token=one.lease_token, output="1"))
-        ).task
-        retried = (
+        complete = pb.CompleteTaskRequest(task_id=one.id, lease_token=one.lease_token, output="1")
+        done = (await stub.CompleteTask(complete)).task
+        # The retry is fenced (never applied twice) and GetTask tells the first one landed.
+        with pytest.raises(grpc.aio.AioRpcError) as err:
             await stub.CompleteTask(pb.CompleteTaskRequest(task_id=one.id, lease_token=one.lease_token, output="2"))
-        ).task
-        assert retried == done and retried.output == "1"
+        assert err.value.code() == Code.FAILED_PRECONDITION
+        seen = (await stub.GetTask(pb.GetTaskRequest(task_id=one.id))).task
+        assert seen == done and seen.output == "1" and seen.lease_token == one.lease_token
 
         request = pb.CompleteTasksRequest(
             task_ids=[two.id], lease_tokens=[two.lease_token], outputs=['"a"'], reported_usages=[""]
         )
         landed = (await stub.CompleteTasks(request)).tasks
         again = (await stub.CompleteTasks(request)).tasks
-        assert [t.id for t in landed] == [t.id for t in again] == [two.id] and again[0] == landed[0]
+        assert [t.id for t in landed] == [two.id] and list(again) == []
+        assert (await stub.GetTask(pb.GetTaskRequest(task_id=two.id))).task == landed[0]
 
         fail = pb.FailTaskRequest(task_id=three.id, lease_token=three.lease_token, error="boom", increment_retry=True)
         failed = (await stub.FailTask(fail)).task

@@ -296,9 +296,9 @@ class GenerationDataServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def CompleteTask(self, request, context):
-        """Marks a task held under lease_token completed. Safe to retry: a task already completed under
-        this lease_token (the first call committed but its answer was lost) is answered as stored,
-        unchanged (the first output stays); under any other lease, FAILED_PRECONDITION.
+        """Marks a task held under lease_token completed. Fenced: once completed (or reclaimed), any
+        further call is FAILED_PRECONDITION; a retry whose first call committed but lost its answer
+        learns it from GetTask (completed, with the caller's lease_token).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -307,9 +307,8 @@ class GenerationDataServiceServicer:
     def CompleteTasks(self, request, context):
         """Completes many tasks in one statement; entries whose lease was lost are skipped, and so are
         entries whose row another transaction holds (SKIP LOCKED: the batch never waits on one hot
-        row). The answer lists the tasks completed, those already completed under the entry's lease
-        too (a retried batch: answered as stored, unchanged); an entry missing from it was not
-        applied (its lease is lost, or its row was busy: retry it).
+        row). The answer lists the tasks completed; an entry missing from it was not applied by this
+        call (its lease is lost, it was completed already, or its row was busy: GetTask tells).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

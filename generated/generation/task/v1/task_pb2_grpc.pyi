@@ -71,16 +71,15 @@ class GenerationDataServiceStub:
     (runtime_exceeded: the lease is not renewed).
     """
     CompleteTask: _grpc.UnaryUnaryMultiCallable[_task_pb2.CompleteTaskRequest, _task_pb2.CompleteTaskResponse]
-    """Marks a task held under lease_token completed. Safe to retry: a task already completed under
-    this lease_token (the first call committed but its answer was lost) is answered as stored,
-    unchanged (the first output stays); under any other lease, FAILED_PRECONDITION.
+    """Marks a task held under lease_token completed. Fenced: once completed (or reclaimed), any
+    further call is FAILED_PRECONDITION; a retry whose first call committed but lost its answer
+    learns it from GetTask (completed, with the caller's lease_token).
     """
     CompleteTasks: _grpc.UnaryUnaryMultiCallable[_task_pb2.CompleteTasksRequest, _task_pb2.CompleteTasksResponse]
     """Completes many tasks in one statement; entries whose lease was lost are skipped, and so are
     entries whose row another transaction holds (SKIP LOCKED: the batch never waits on one hot
-    row). The answer lists the tasks completed, those already completed under the entry's lease
-    too (a retried batch: answered as stored, unchanged); an entry missing from it was not
-    applied (its lease is lost, or its row was busy: retry it).
+    row). The answer lists the tasks completed; an entry missing from it was not applied by this
+    call (its lease is lost, it was completed already, or its row was busy: GetTask tells).
     """
     FailTask: _grpc.UnaryUnaryMultiCallable[_task_pb2.FailTaskRequest, _task_pb2.FailTaskResponse]
     """Fails a task. With increment_retry it is re-queued while retries remain, claimable after
@@ -255,16 +254,15 @@ class GenerationDataServiceAsyncStub(GenerationDataServiceStub):
     (runtime_exceeded: the lease is not renewed).
     """
     CompleteTask: _aio.UnaryUnaryMultiCallable[_task_pb2.CompleteTaskRequest, _task_pb2.CompleteTaskResponse]  # type: ignore[assignment]
-    """Marks a task held under lease_token completed. Safe to retry: a task already completed under
-    this lease_token (the first call committed but its answer was lost) is answered as stored,
-    unchanged (the first output stays); under any other lease, FAILED_PRECONDITION.
+    """Marks a task held under lease_token completed. Fenced: once completed (or reclaimed), any
+    further call is FAILED_PRECONDITION; a retry whose first call committed but lost its answer
+    learns it from GetTask (completed, with the caller's lease_token).
     """
     CompleteTasks: _aio.UnaryUnaryMultiCallable[_task_pb2.CompleteTasksRequest, _task_pb2.CompleteTasksResponse]  # type: ignore[assignment]
     """Completes many tasks in one statement; entries whose lease was lost are skipped, and so are
     entries whose row another transaction holds (SKIP LOCKED: the batch never waits on one hot
-    row). The answer lists the tasks completed, those already completed under the entry's lease
-    too (a retried batch: answered as stored, unchanged); an entry missing from it was not
-    applied (its lease is lost, or its row was busy: retry it).
+    row). The answer lists the tasks completed; an entry missing from it was not applied by this
+    call (its lease is lost, it was completed already, or its row was busy: GetTask tells).
     """
     FailTask: _aio.UnaryUnaryMultiCallable[_task_pb2.FailTaskRequest, _task_pb2.FailTaskResponse]  # type: ignore[assignment]
     """Fails a task. With increment_retry it is re-queued while retries remain, claimable after
@@ -484,9 +482,9 @@ class GenerationDataServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _task_pb2.CompleteTaskRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_task_pb2.CompleteTaskResponse, _abc.Awaitable[_task_pb2.CompleteTaskResponse]]:
-        """Marks a task held under lease_token completed. Safe to retry: a task already completed under
-        this lease_token (the first call committed but its answer was lost) is answered as stored,
-        unchanged (the first output stays); under any other lease, FAILED_PRECONDITION.
+        """Marks a task held under lease_token completed. Fenced: once completed (or reclaimed), any
+        further call is FAILED_PRECONDITION; a retry whose first call committed but lost its answer
+        learns it from GetTask (completed, with the caller's lease_token).
         """
 
     @_abc_1.abstractmethod
@@ -497,9 +495,8 @@ class GenerationDataServiceServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_task_pb2.CompleteTasksResponse, _abc.Awaitable[_task_pb2.CompleteTasksResponse]]:
         """Completes many tasks in one statement; entries whose lease was lost are skipped, and so are
         entries whose row another transaction holds (SKIP LOCKED: the batch never waits on one hot
-        row). The answer lists the tasks completed, those already completed under the entry's lease
-        too (a retried batch: answered as stored, unchanged); an entry missing from it was not
-        applied (its lease is lost, or its row was busy: retry it).
+        row). The answer lists the tasks completed; an entry missing from it was not applied by this
+        call (its lease is lost, it was completed already, or its row was busy: GetTask tells).
         """
 
     @_abc_1.abstractmethod

@@ -570,11 +570,11 @@ async def heartbeat_task(
 COMPLETE_TASK_SQL = """\
 UPDATE generation.tasks
 SET status = 'completed',
-    output = CASE WHEN status = 'processing' THEN %(output)s::jsonb ELSE output END,
-    reported_usage = CASE WHEN status = 'processing' THEN %(reported_usage)s::jsonb ELSE reported_usage END,
-    completed_at = CASE WHEN status = 'processing' THEN now() ELSE completed_at END,
+    output = %(output)s::jsonb,
+    reported_usage = %(reported_usage)s::jsonb,
+    completed_at = now(),
     claim_expires_at = NULL
-WHERE id = %(task_id)s AND lease_token = %(lease_token)s AND status IN ('processing', 'completed')
+WHERE id = %(task_id)s AND lease_token = %(lease_token)s AND status = 'processing'
 RETURNING tasks.id, tasks.tool_id, tasks.status, tasks.priority, tasks.retry_count,
   tasks.max_retries, tasks.input, tasks.output, tasks.error, tasks.reported_usage,
   tasks.reserved_token_amount, tasks.billing_idempotency_key, tasks.w3c_traceparent,
@@ -589,9 +589,9 @@ COMPLETE_TASK_LOADERS = rt.loaders(text=("jsonb", "uuid"), timestamps=("timestam
 async def complete_task(
     conn: AsyncConnection[Any], request: task_pb2.CompleteTaskRequest
 ) -> task_pb2.CompleteTaskResponse:
-    """CompleteTask: Marks a task held under lease_token completed. Safe to retry: a task already
-    completed under this lease_token (the first call committed but its answer was lost) is answered
-    as stored, unchanged (the first output stays); under any other lease, FAILED_PRECONDITION.
+    """CompleteTask: Marks a task held under lease_token completed. Fenced: once completed (or
+    reclaimed), any further call is FAILED_PRECONDITION; a retry whose first call committed but lost
+    its answer learns it from GetTask (completed, with the caller's lease_token).
 
     Exactly one row, into `task`. No row: NOT_FOUND when the generation.tasks row does not exist, else FAILED_PRECONDITION.
     """
@@ -621,20 +621,18 @@ WITH done AS MATERIALIZED (
     AS d (id, lease_token, output, reported_usage)
 ), free AS MATERIALIZED (
   SELECT l.id FROM generation.tasks AS l
-  WHERE l.id IN (SELECT id FROM done) AND l.status IN ('processing', 'completed')
+  WHERE l.id IN (SELECT id FROM done) AND l.status = 'processing'
   ORDER BY l.id
   FOR UPDATE SKIP LOCKED
 )
 UPDATE generation.tasks AS t
 SET status = 'completed',
-    output = CASE WHEN t.status = 'processing' THEN NULLIF(done.output, '')::jsonb ELSE t.output END,
-    reported_usage = CASE WHEN t.status = 'processing' THEN NULLIF(done.reported_usage, '')::jsonb
-                          ELSE t.reported_usage END,
-    completed_at = CASE WHEN t.status = 'processing' THEN now() ELSE t.completed_at END,
+    output = NULLIF(done.output, '')::jsonb,
+    reported_usage = NULLIF(done.reported_usage, '')::jsonb,
+    completed_at = now(),
     claim_expires_at = NULL
 FROM done, free
-WHERE t.id = done.id AND t.id = free.id AND t.lease_token = done.lease_token
-  AND t.status IN ('processing', 'completed')
+WHERE t.id = done.id AND t.id = free.id AND t.lease_token = done.lease_token AND t.status = 'processing'
 RETURNING t.id, t.tool_id, t.status, t.priority, t.retry_count, t.max_retries, t.input, t.output,
   t.error, t.reported_usage, t.reserved_token_amount, t.billing_idempotency_key, t.w3c_traceparent,
   t.lease_token, t.claim_expires_at, t.created_at, t.started_at, t.completed_at, t.lease_seconds,
@@ -648,9 +646,9 @@ async def complete_tasks(
 ) -> task_pb2.CompleteTasksResponse:
     """CompleteTasks: Completes many tasks in one statement; entries whose lease was lost are
     skipped, and so are entries whose row another transaction holds (SKIP LOCKED: the batch never
-    waits on one hot row). The answer lists the tasks completed, those already completed under the
-    entry's lease too (a retried batch: answered as stored, unchanged); an entry missing from it was
-    not applied (its lease is lost, or its row was busy: retry it).
+    waits on one hot row). The answer lists the tasks completed; an entry missing from it was not
+    applied by this call (its lease is lost, it was completed already, or its row was busy: GetTask
+    tells).
 
     Any number of rows, into `tasks`.
     """
