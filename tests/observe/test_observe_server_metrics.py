@@ -82,19 +82,21 @@ async def test_pool_in_use_and_waiting(
     """Calls blocked on a row lock hold both pooled connections (--pool-max 2); a third waits."""
     url = private[0]
     tool = await new_tool(stub, "metrics")
-    await enqueue(stub, tool.id)
-    task = await claim_one(stub, tool.id)
+    # Three rows: calls on one row take turns in the server (admission.RowGate), off the pool.
+    tasks = []
+    for _ in range(3):
+        await enqueue(stub, tool.id)
+        tasks.append(await claim_one(stub, tool.id))
     idle = await scrape(METRICS_PORT)
     assert value(idle, "pydb_pool_connections_in_use", pool="pydb") == 0
     assert value(idle, "pydb_pool_connections_max", pool="pydb") == 2
     async with await psycopg.AsyncConnection.connect(url) as locker:
-        await locker.execute("SELECT 1 FROM generation.tasks WHERE id = %s FOR UPDATE", (task.id,))
-        request = pb.HeartbeatTaskRequest(task_id=task.id, lease_token=task.lease_token)
+        await locker.execute("SELECT 1 FROM generation.tasks WHERE id = ANY(%s) FOR UPDATE", ([t.id for t in tasks],))
 
-        async def beat() -> pb.HeartbeatTaskResponse:
-            return await stub.HeartbeatTask(request)
+        async def beat(task: pb.Task) -> pb.HeartbeatTaskResponse:
+            return await stub.HeartbeatTask(pb.HeartbeatTaskRequest(task_id=task.id, lease_token=task.lease_token))
 
-        beats = [asyncio.create_task(beat()) for _ in range(3)]
+        beats = [asyncio.create_task(beat(t)) for t in tasks]
 
         async def busy() -> bool:
             now = await scrape(METRICS_PORT)

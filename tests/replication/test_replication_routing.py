@@ -79,7 +79,10 @@ CREATE TABLE notes (id bigint PRIMARY KEY, body text NOT NULL);
 
 def routes(handlers_source: str) -> dict[str, bool]:
     """RPC name -> whether its servicer method asks for the replica, read off the generated code."""
-    calls = re.findall(r'self\.db\.run\(context, "(\w+)", \w+, request, replica=(True|False)\)', handlers_source)
+    # A call on one row by its key names the row too (`row=row`: its turn on the row, admission.py).
+    calls = re.findall(
+        r'self\.db\.run\(context, "(\w+)", \w+, request, replica=(True|False)(?:, row=row)?\)', handlers_source
+    )
     return {name: on == "True" for name, on in calls}
 
 

@@ -317,6 +317,36 @@ async def test_mtls_client_names_narrow_the_ca(database_url: str, pki: Pki) -> N
         await running.close()
 
 
+async def test_a_refused_certificate_cannot_tell_real_methods_from_unknown_ones(database_url: str, pki: Pki) -> None:
+    """Under --tls-client-names, a certificate of the right CA with a refused name gets the same
+    status for a real method and a made-up one (before: UNAUTHENTICATED vs UNIMPLEMENTED); an
+    accepted certificate still learns that a method does not exist."""
+    cfg = server_config(
+        database_url,
+        tls_cert=str(pki.server_cert),
+        tls_key=str(pki.server_key),
+        tls_client_ca=str(pki.ca),
+        tls_client_names="worker",
+    )
+    running = await start_server(cfg)
+    real, unknown = (
+        "/generation.task.v1.GenerationDataService/GetTask",
+        "/generation.task.v1.GenerationDataService/Nope",
+    )
+    try:
+        other = grpc.ssl_channel_credentials(pki.read(pki.ca), pki.read(pki.stranger_key), pki.read(pki.stranger_cert))
+        async with grpc.aio.secure_channel(running.address, other) as ch:
+            answers = [await refused(ch.unary_unary(method, None, None)(b"", timeout=10)) for method in (real, unknown)]
+            assert {(a.code(), a.details()) for a in answers} == {
+                (Code.UNAUTHENTICATED, "client certificate not accepted by this server")
+            }
+        good = grpc.ssl_channel_credentials(pki.read(pki.ca), pki.read(pki.client_key), pki.read(pki.client_cert))
+        async with grpc.aio.secure_channel(running.address, good) as ch:
+            assert (await refused(ch.unary_unary(unknown, None, None)(b"", timeout=10))).code() == Code.UNIMPLEMENTED
+    finally:
+        await running.close()
+
+
 # -- the worker SDK --------------------------------------------------------------------------
 
 

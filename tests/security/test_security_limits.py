@@ -19,6 +19,7 @@ from conftest import RunningServer, private_service
 from generation.task.v1 import task_pb2 as pb
 from generation.task.v1 import task_pb2_grpc
 from pydb.runtime import errors
+from pydb.runtime.admission import ROW_BUSY_IN_PROCESS
 from pydb.runtime.database import SERVER_BUSY
 from support.pg import Cluster
 
@@ -156,7 +157,9 @@ async def test_a_locked_row_gives_connections_back_and_answers_row_busy(pg_serve
         for outcome in outcomes:
             assert isinstance(outcome, grpc.aio.AioRpcError), outcome
             assert outcome.code() == Code.ABORTED
-            assert outcome.details() == errors.ROW_BUSY
+            # One waits on the lock in PostgreSQL; the others wait their turn on the row in the
+            # server, holding no connection (admission.RowGate).
+            assert outcome.details() in (errors.ROW_BUSY, ROW_BUSY_IN_PROCESS), outcome.details()
         assert elapsed < 15, elapsed  # bounded by the lock timeout, not by the 30 s lock
         assert await scalar(watch, WAITING) == 0, "no statement is left waiting on the lock"
         assert holder.info.transaction_status == psycopg.pq.TransactionStatus.INTRANS  # still held throughout
@@ -174,10 +177,16 @@ async def test_a_full_pool_says_server_busy_not_database_unavailable(pg_server: 
         grpc.aio.insecure_channel(server.address) as ch,
     ):
         stub = task_pb2_grpc.GenerationDataServiceStub(ch)
-        locked = await claimed_task(stub, "busy-tool")
-        await holder.execute("SELECT 1 FROM generation.tasks WHERE id = %s FOR UPDATE", (locked.id,))
-        request = pb.HeartbeatTaskRequest(task_id=locked.id, lease_token=locked.lease_token)
-        beats = [asyncio.ensure_future(stub.HeartbeatTask(request, timeout=30)) for _ in range(2)]
+        # Two rows: calls on one row take turns in the server, so two rows to hold both connections.
+        held = [await claimed_task(stub, f"busy-tool-{i}") for i in range(2)]
+        locked = held[0]
+        await holder.execute("SELECT 1 FROM generation.tasks WHERE id = ANY(%s) FOR UPDATE", ([t.id for t in held],))
+        beats = [
+            asyncio.ensure_future(
+                stub.HeartbeatTask(pb.HeartbeatTaskRequest(task_id=t.id, lease_token=t.lease_token), timeout=30)
+            )
+            for t in held
+        ]
         try:
 
             async def pool_held() -> bool:
@@ -190,7 +199,7 @@ async def test_a_full_pool_says_server_busy_not_database_unavailable(pg_server: 
             assert err.value.details() == SERVER_BUSY
         finally:
             await holder.rollback()
-        assert all(b.task.id == locked.id for b in await asyncio.gather(*beats))
+        assert [b.task.id for b in await asyncio.gather(*beats)] == [t.id for t in held]
 
 
 # -- log hygiene -----------------------------------------------------------------------------

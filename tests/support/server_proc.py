@@ -21,16 +21,20 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 
 @contextlib.asynccontextmanager
-async def serving(argv: Sequence[str], env: Mapping[str, str]) -> AsyncIterator[tuple[str, list[str]]]:
+async def serving(
+    argv: Sequence[str], env: Mapping[str, str], pid: list[int] | None = None
+) -> AsyncIterator[tuple[str, list[str]]]:
     """Run `argv` (a server command, to which `--listen-addr 127.0.0.1:0` is added): yields
     (address, its stderr lines, extended as it logs and complete once it has stopped) once it
-    listens."""
+    listens; its process id is appended to `pid` when given (to read /proc/<pid>/status)."""
     # No bytecode written next to the modules it imports: generated/ must stay what the plugin makes.
     env = {**env, "PYTHONDONTWRITEBYTECODE": "1"}
     proc = await asyncio.create_subprocess_exec(
         *argv, "--listen-addr", "127.0.0.1:0", env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
     )
     assert proc.stderr is not None
+    if pid is not None:
+        pid.append(proc.pid)
     lines: list[str] = []
     reading: asyncio.Task[None] | None = None
     try:
@@ -73,6 +77,15 @@ async def wait_serving(channel: grpc.aio.Channel) -> None:
             watch.cancel()
             return
     raise AssertionError("health never turned SERVING")
+
+
+def rss_bytes(pid: int, field: str = "VmRSS") -> int:
+    """A process's resident memory now (VmRSS) or at its peak so far (VmHWM), from /proc."""
+    with open(f"/proc/{pid}/status") as status:
+        for line in status:
+            if line.startswith(field + ":"):
+                return int(line.split()[1]) * 1024
+    raise AssertionError(f"no {field} in /proc/{pid}/status")
 
 
 @dataclasses.dataclass

@@ -24,7 +24,7 @@ from typing import Any
 
 import grpc
 
-from .interceptors import WrapOnce, after, original_behaviour, rebuild_handler
+from .interceptors import WrapOnce, checked_before_reading, refusing
 
 log = logging.getLogger("pydb.auth")
 
@@ -145,18 +145,17 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[type-arg]
         if presented is not None and token_matches(presented, self._tokens):
             return await continuation(handler_call_details)
         reason = "no bearer token" if presented is None else "wrong bearer token"
-        handler = await continuation(handler_call_details)
 
-        async def refuse(_request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> None:
+        async def refuse(context: grpc.aio.ServicerContext[Any, Any]) -> None:
             log.warning(
                 "event=unauthenticated method=%s reason=%s peer=%s", method, reason.replace(" ", "_"), context.peer()
             )
             await context.abort(grpc.StatusCode.UNAUTHENTICATED, f"{reason}: send `authorization: Bearer <token>`")
 
-        if handler is None:  # an unknown method: the same answer, so names cannot be probed unauthenticated
-            return grpc.unary_unary_rpc_method_handler(refuse)
-        # Raw bytes in (no deserializer): an unauthenticated request is never parsed.
-        return rebuild_handler(handler, refuse, None)
+        # The same handler for a real method and an unknown one (names cannot be probed
+        # unauthenticated), and it answers before reading: the request is neither parsed nor
+        # even received whole (interceptors.refusing).
+        return refusing(refuse)
 
 
 def certificate_names(context: grpc.aio.ServicerContext[Any, Any]) -> set[str]:
@@ -183,12 +182,34 @@ class ClientNameInterceptor(WrapOnce):
         return method not in self._open
 
     def wrap(self, handler: grpc.RpcMethodHandler[Any, Any], method: str) -> grpc.RpcMethodHandler[Any, Any]:
-        async def admit(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
+        # Checked before the request is read: a refused certificate's body is never buffered whole.
+        return checked_before_reading(handler, self._admission(method))
+
+    def _admission(self, method: str) -> Callable[[grpc.aio.ServicerContext[Any, Any]], Awaitable[None]]:
+        async def admit(context: grpc.aio.ServicerContext[Any, Any]) -> None:
             presented = certificate_names(context)
             if not presented & self._names:
                 shown = ",".join(sorted(presented)) or "-"
                 log.warning("event=unauthenticated method=%s reason=certificate_name names=%s", method, shown)
                 await context.abort(grpc.StatusCode.UNAUTHENTICATED, "client certificate not accepted by this server")
-            return request
 
-        return rebuild_handler(handler, after(admit, original_behaviour(handler)), handler.request_deserializer)
+        return admit
+
+    async def intercept_service(
+        self,
+        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler[Any, Any]]],
+        handler_call_details: grpc.HandlerCallDetails,
+    ) -> grpc.RpcMethodHandler[Any, Any]:
+        handler = await super().intercept_service(continuation, handler_call_details)
+        method = handler_call_details.method
+        if handler is not None or method in self._open:
+            return handler
+        # An unknown method: a refused certificate gets the answer a real method gives it
+        # (UNAUTHENTICATED), so it cannot tell the two apart; an accepted one, UNIMPLEMENTED.
+        admit = self._admission(method)
+
+        async def unknown(context: grpc.aio.ServicerContext[Any, Any]) -> None:
+            await admit(context)
+            await context.abort(grpc.StatusCode.UNIMPLEMENTED, "Method not found!")
+
+        return refusing(unknown)

@@ -6,7 +6,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar, cast
 
 import grpc
 import psycopg
@@ -15,6 +15,7 @@ from google.protobuf.message import Message
 from psycopg import AsyncConnection
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
+from .admission import AnswerBudget, RowGate, answer_size, answer_too_large, check_commit
 from .errors import RpcError, describe_for_log, status_for_db_error
 from .metrics import observer_for
 
@@ -44,6 +45,15 @@ ANSWER_BUDGET_FIELD = "max_bytes"
 DEFAULT_MAX_ANSWER_BYTES = 4 * 1024 * 1024
 
 _max_answer_bytes: dict[int, int] = {}
+#: Per pool: how long a call waits for its turn on a row (--lock-timeout; None: no limit).
+_row_wait: dict[int, float | None] = {}
+#: Per pool: the calls queued on one row (admission.RowGate).
+_row_gates: dict[int, RowGate] = {}
+#: Per pool: the bytes of answers not yet delivered (admission.AnswerBudget); none: no cap.
+_answer_budgets: dict[int, AnswerBudget] = {}
+#: The defaults of --max-unsent-answer-bytes and --max-unsent-answer-bytes-per-connection.
+DEFAULT_UNSENT_ANSWER_BYTES = 64 * 1024 * 1024
+DEFAULT_UNSENT_ANSWER_BYTES_PER_CONNECTION = 16 * 1024 * 1024
 _INTEGER_TYPES = frozenset(
     {
         FieldDescriptor.CPPTYPE_INT32,
@@ -57,6 +67,20 @@ _INTEGER_TYPES = frozenset(
 def configure_max_answer(pool: AsyncConnectionPool[Any], max_bytes: int) -> None:
     """The largest answer the server serving `pool` sends (its max send message size)."""
     _max_answer_bytes[id(pool)] = max_bytes
+
+
+def configure_row_wait(pool: AsyncConnectionPool[Any], seconds: float) -> None:
+    """How long a call on `pool` waits for its turn on a row (the lock wait, --lock-timeout; 0: no limit)."""
+    _row_wait[id(pool)] = seconds if seconds > 0 else None
+
+
+def configure_answer_budget(pool: AsyncConnectionPool[Any], total: int, per_connection: int) -> None:
+    """Cap the bytes of answers handed to gRPC and not yet delivered, in all and per connection."""
+    _answer_budgets[id(pool)] = AnswerBudget(total, per_connection)
+
+
+def row_gate(pool: AsyncConnectionPool[Any]) -> RowGate:
+    return _row_gates.setdefault(id(pool), RowGate())
 
 
 def cap_answer_budget(request: object, limit: int) -> None:
@@ -85,6 +109,12 @@ class Database:
       drop the connection while a backend blocked on a lock kept running the statement.)
     - Waiting for a pooled connection is bounded by the pool's `timeout` (UNAVAILABLE after it:
       "server busy" when every connection is in use, "database unavailable" when none can be opened).
+    - A call that may write runs in a transaction that commits only if its answer can be sent
+      and the caller's deadline has not passed (admission.check_commit): a call answered
+      DEADLINE_EXCEEDED, CANCELLED or RESOURCE_EXHAUSTED (answer too large) has changed nothing,
+      unless its deadline passed, or the caller left, after COMMIT was sent (docs/errors.md).
+    - A call on one row by its primary key (`row=(table, field)`) waits in the process for the
+      calls before it on that row (admission.RowGate), holding no pooled connection meanwhile.
     - `RpcError`s raised by a handler become their status; database errors are mapped by
       SQLSTATE (see errors.py); nothing else leaks: an unexpected exception is logged with
       its traceback and answered with a bare INTERNAL.
@@ -102,6 +132,7 @@ class Database:
         self.max_answer_bytes = _max_answer_bytes.get(id(pool), DEFAULT_MAX_ANSWER_BYTES)
         #: Metrics and span attributes (--metrics-addr, --tracing); None when both are off.
         self.observer = observer_for(pool)
+        self.row_wait = _row_wait.get(id(pool), 1.0)
 
     async def run(
         self,
@@ -111,6 +142,7 @@ class Database:
         request: Req,
         *,
         replica: bool = False,
+        row: tuple[str, str] | None = None,
     ) -> Resp:
         started = time.perf_counter()
         code, message, cause = grpc.StatusCode.OK, "", ""
@@ -119,16 +151,45 @@ class Database:
         sqlstate: str | None = None  # of a database error
         cap_answer_budget(request, self.max_answer_bytes)
         pool = self.replica if replica and self.replica is not None else self.pool
+        timeout = context.time_remaining()
+        call = _Call(
+            pool,
+            handler,
+            request,
+            writes=not replica,
+            max_answer=self.max_answer_bytes,
+            deadline=None if timeout is None else asyncio.get_running_loop().time() + timeout,
+            row=None if row is None else (row[0], getattr(request, row[1], None)),
+            row_wait=self.row_wait,
+            budget=_answer_budgets.get(id(self.pool)),
+            peer=_peer(context),
+        )
         try:
-            response = await self._bounded(pool, handler, request, context.time_remaining())
+            response = await self._bounded(call, timeout)
             return response
         except asyncio.CancelledError:
-            code = grpc.StatusCode.CANCELLED
+            # gRPC cancels the handler when the deadline passes (by its clock, a little ahead of
+            # time_remaining's), as when the caller leaves.
+            remaining = context.time_remaining()
+            late = remaining is not None and remaining <= _DEADLINE_SLACK
+            code = grpc.StatusCode.DEADLINE_EXCEEDED if late else grpc.StatusCode.CANCELLED
+            cause = _commit_outcome(call)
             raise
         except Exception as err:
             code, message, cause, sqlstate, unexpected = outcome(err, pool)
+            if isinstance(err, TimeoutError):  # from _bounded or check_commit
+                cause = _commit_outcome(call)
         finally:
-            self.finished(rpc, handler.__name__, started, code, response, sqlstate, cause, unexpected)
+            elapsed = (time.perf_counter() - started) * 1000
+            if self.observer is not None:
+                self.observer.observe(rpc, handler.__name__, code, elapsed / 1000, response, sqlstate)
+            if code == grpc.StatusCode.OK:
+                # Logged once the answer has left (or not): a caller that leaves mid-send, or
+                # whose deadline passes then, is logged CANCELLED / DEADLINE_EXCEEDED (committed).
+                _log_when_sent(context, rpc, started, call)
+            else:
+                call.release()
+                _log_call(rpc, code, elapsed, cause, unexpected)
         await context.abort(code, message)
 
     def finished(
@@ -142,25 +203,16 @@ class Database:
         cause: str,
         unexpected: Exception | None,
     ) -> None:
-        """A call's end: its metrics and span attributes, and its log line."""
+        """A call's end told by a caller of its own (a streamed read): its metrics and log line."""
         elapsed = (time.perf_counter() - started) * 1000
         if self.observer is not None:
             self.observer.observe(rpc, statement, code, elapsed / 1000, response, sqlstate)
-        level = logging.ERROR if code in SERVER_FAULTS else logging.DEBUG
-        if log.isEnabledFor(level):
-            line = f"rpc={rpc} code={code.name} ms={elapsed:.1f}"
-            log.log(level, f"{line} {cause}" if cause else line, exc_info=unexpected)
+        _log_call(rpc, code, elapsed, cause, unexpected)
 
-    async def _bounded(
-        self,
-        pool: AsyncConnectionPool[Any],
-        handler: Callable[[AsyncConnection[Any], Req], Awaitable[Resp]],
-        request: Req,
-        timeout: float | None,
-    ) -> Resp:
-        """`handler` on a connection of `pool` within `timeout` seconds, else TimeoutError."""
-        task = asyncio.ensure_future(_on_connection(pool, handler, request))
-        _track(task, pool)
+    async def _bounded(self, call: _Call[Req, Resp], timeout: float | None) -> Resp:
+        """`call` on a pooled connection within `timeout` seconds, else TimeoutError."""
+        task = asyncio.ensure_future(call.run())
+        _track(task, call.pool)
         try:
             done, _ = await asyncio.wait((task,), timeout=timeout)
         except asyncio.CancelledError:
@@ -192,17 +244,129 @@ def outcome(
     return grpc.StatusCode.INTERNAL, "internal error", f"error={_quote(repr(err))}", None, err
 
 
-async def _on_connection(
-    pool: AsyncConnectionPool[Any], handler: Callable[[AsyncConnection[Any], Req], Awaitable[Resp]], request: Req
-) -> Resp:
-    async with pool.connection() as conn:
-        key = id(pool)
-        _holding[key] = _holding.get(key, 0) + 1
-        try:
-            return await handler(conn, request)
-        finally:
-            _holding[key] -= 1
+def _commit_outcome(call: _Call[Any, Any]) -> str:
+    """For a call cut off by its deadline or its caller: whether anything may have changed."""
+    if not call.writes:
+        return ""
+    # Cut off while COMMIT was under way (or just after): the transaction's outcome decides.
+    return "committed=unknown" if call.committed else "committed=false"
 
+
+def _log_call(rpc: str, code: grpc.StatusCode, elapsed: float, cause: str, unexpected: Exception | None) -> None:
+    level = logging.ERROR if code in SERVER_FAULTS else logging.DEBUG
+    if log.isEnabledFor(level):
+        line = f"rpc={rpc} code={code.name} ms={elapsed:.1f}"
+        log.log(level, f"{line} {cause}" if cause else line, exc_info=unexpected)
+
+
+def _peer(context: grpc.aio.ServicerContext[Any, Any]) -> str:
+    try:
+        return str(context.peer())
+    except (AttributeError, NotImplementedError, RuntimeError):
+        return ""
+
+
+def _log_when_sent(
+    context: grpc.aio.ServicerContext[Any, Any], rpc: str, started: float, call: _Call[Any, Any]
+) -> None:
+    committed = call.committed
+
+    def sent(done: grpc.aio.ServicerContext[Any, Any]) -> None:
+        call.release()
+        elapsed = (time.perf_counter() - started) * 1000
+        outcome = done.code() if done.code() is not None else grpc.StatusCode.OK
+        if done.cancelled() and outcome == grpc.StatusCode.OK:
+            outcome = grpc.StatusCode.CANCELLED
+        cause = "" if outcome == grpc.StatusCode.OK else "event=answer_not_delivered"
+        if cause and committed:
+            cause += " committed=true"
+        _log_call(rpc, outcome, elapsed, cause, None)
+
+    try:
+        context.add_done_callback(cast(Any, sent))
+    except (AttributeError, NotImplementedError, RuntimeError):  # a context of another kind (tests)
+        call.release()
+        _log_call(rpc, grpc.StatusCode.OK, (time.perf_counter() - started) * 1000, "", None)
+
+
+class _Call(Generic[Req, Resp]):
+    """One handler call on a pooled connection: its row's turn first, then, for a call that may
+    write, a transaction that commits only past `check_commit`."""
+
+    def __init__(
+        self,
+        pool: AsyncConnectionPool[Any],
+        handler: Callable[[AsyncConnection[Any], Req], Awaitable[Resp]],
+        request: Req,
+        *,
+        writes: bool,
+        max_answer: int,
+        deadline: float | None,
+        row: tuple[str, object] | None,
+        row_wait: float | None,
+        budget: AnswerBudget | None = None,
+        peer: str = "",
+    ) -> None:
+        self.pool, self.handler, self.request = pool, handler, request
+        self.writes, self.max_answer, self.deadline = writes, max_answer, deadline
+        self.row, self.row_wait = row, row_wait
+        self.budget, self.peer = budget, peer
+        #: Bytes of the answer reserved in `budget` (released once it is delivered, or not).
+        self.reserved = 0
+        #: COMMIT has been sent (the outcome of a call cut off after this is the transaction's).
+        self.committed = False
+
+    async def run(self) -> Resp:
+        if self.budget is not None:
+            self.budget.admit(self.peer)
+        if self.row is None:
+            return await self._on_connection()
+        async with row_gate(self.pool).hold(self.row, self.row_wait):
+            return await self._on_connection()
+
+    async def _on_connection(self) -> Resp:
+        async with self.pool.connection() as conn:
+            key = id(self.pool)
+            _holding[key] = _holding.get(key, 0) + 1
+            try:
+                if not self.writes:
+                    response = await self.handler(conn, self.request)
+                    refused = answer_too_large(response, self.max_answer) or self._reserve(response)
+                    if refused is not None:
+                        # Not referenced by the exception's traceback: a big answer refused is
+                        # freed now, not when the garbage collector next finds the cycle.
+                        del response
+                        raise refused
+                    return response
+                async with conn.transaction():
+                    response = await self.handler(conn, self.request)
+                    refused = check_commit(response, self.max_answer, self.deadline) or self._reserve(response)
+                    if refused is not None:
+                        del response  # as above
+                        raise refused  # and the transaction rolls back
+                    self.committed = True  # leaving this block sends COMMIT
+                return response
+            finally:
+                _holding[key] -= 1
+
+    def _reserve(self, response: object) -> Exception | None:
+        if self.budget is not None:
+            size = answer_size(response)
+            refused = self.budget.reserve(self.peer, size)
+            if refused is not None:
+                return refused
+            self.reserved = size
+        return None
+
+    def release(self) -> None:
+        """The answer is delivered, or will never be: its bytes leave the budget (once)."""
+        if self.budget is not None and self.reserved:
+            self.budget.release(self.peer, self.reserved)
+            self.reserved = 0
+
+
+#: A handler cancelled this close to its deadline was cancelled by it (logged DEADLINE_EXCEEDED).
+_DEADLINE_SLACK = 0.1
 
 SERVER_BUSY = "server busy: every database connection is in use, retry"
 DATABASE_UNAVAILABLE = "database unavailable"

@@ -47,6 +47,14 @@ class DeadlineExceeded(RpcError):
     code = grpc.StatusCode.DEADLINE_EXCEEDED
 
 
+class Aborted(RpcError):
+    code = grpc.StatusCode.ABORTED
+
+
+class ResourceExhausted(RpcError):
+    code = grpc.StatusCode.RESOURCE_EXHAUSTED
+
+
 ROW_BUSY = "row busy (locked by another transaction), retry"
 
 # SQLSTATE classes and codes -> gRPC status. Documented in docs/errors.md.

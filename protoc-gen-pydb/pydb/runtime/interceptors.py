@@ -57,6 +57,61 @@ def after(prepare: Prepare, inner: Behaviour) -> Behaviour:
     return single
 
 
+def refusing(answer: Callable[[Context], Awaitable[None]]) -> Handler:
+    """A handler that answers (`answer` aborts the call) without reading the request. It is
+    request-streaming whatever the method is (unary and streaming requests are the same on the
+    wire), so gRPC hands it the call before any of the body arrives; the call ends, and its
+    stream is reset, before more than a flow-control window of the body is received: the body
+    of a refused call is never buffered whole."""
+
+    async def refuse(_requests: Any, context: Context) -> None:
+        await answer(context)
+
+    return grpc.stream_unary_rpc_method_handler(refuse)
+
+
+def checked_before_reading(handler: Handler, check: Callable[[Context], Awaitable[None]]) -> Handler:
+    """`handler` behind `check`, which runs before the request is read (it may abort the call):
+    a unary request is then read here, from a request-streaming handler of the same method."""
+    inner = original_behaviour(handler)
+    deserializer = handler.request_deserializer
+    serializer = handler.response_serializer
+    if handler.request_streaming:
+        return rebuild_handler(handler, after(_passing(check), inner), deserializer)
+
+    async def one(requests: Any, context: Context) -> Any:
+        await check(context)
+        async for request in requests:
+            return request
+        await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "no request message")
+
+    if handler.response_streaming:
+
+        async def streaming(requests: Any, context: Context) -> AsyncIterator[Any]:
+            async for response in inner(await one(requests, context), context):
+                yield response
+
+        return grpc.stream_stream_rpc_method_handler(
+            streaming, request_deserializer=deserializer, response_serializer=serializer
+        )
+
+    async def single(requests: Any, context: Context) -> Any:
+        result = inner(await one(requests, context), context)
+        return await result if inspect.isawaitable(result) else result
+
+    return grpc.stream_unary_rpc_method_handler(
+        single, request_deserializer=deserializer, response_serializer=serializer
+    )
+
+
+def _passing(check: Callable[[Context], Awaitable[None]]) -> Prepare:
+    async def prepare(request: Any, context: Context) -> Any:
+        await check(context)
+        return request
+
+    return prepare
+
+
 class WrapOnce(grpc.aio.ServerInterceptor):  # type: ignore[type-arg]
     """An interceptor that wraps the handler of each method it `applies` to, once: grpc.aio
     looks a method's handler up on every call but gets the same object each time, so the wrapped

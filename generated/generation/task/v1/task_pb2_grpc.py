@@ -296,14 +296,19 @@ class GenerationDataServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def CompleteTask(self, request, context):
-        """Marks a task held under lease_token completed.
+        """Marks a task held under lease_token completed. Fenced: once completed (or reclaimed), any
+        further call is FAILED_PRECONDITION; a retry whose first call committed but lost its answer
+        learns it from GetTask (completed, with the caller's lease_token).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def CompleteTasks(self, request, context):
-        """Completes many tasks in one statement; entries whose lease was lost are skipped.
+        """Completes many tasks in one statement; entries whose lease was lost are skipped, and so are
+        entries whose row another transaction holds (SKIP LOCKED: the batch never waits on one hot
+        row). The answer lists the tasks completed; an entry missing from it was not applied by this
+        call (its lease is lost, it was completed already, or its row was busy: GetTask tells).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -321,7 +326,8 @@ class GenerationDataServiceServicer:
     def FailTasks(self, request, context):
         """FailTask(increment_retry=true) for many leased tasks in one statement: each is re-queued
         (after its retry_after_seconds, else the tool's backoff) while retries remain, else failed.
-        Entries whose lease was lost are skipped.
+        Entries whose lease was lost are skipped, and so are entries whose row another transaction
+        holds (SKIP LOCKED, as CompleteTasks): an entry missing from the answer was not applied.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

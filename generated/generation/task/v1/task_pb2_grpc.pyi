@@ -71,9 +71,16 @@ class GenerationDataServiceStub:
     (runtime_exceeded: the lease is not renewed).
     """
     CompleteTask: _grpc.UnaryUnaryMultiCallable[_task_pb2.CompleteTaskRequest, _task_pb2.CompleteTaskResponse]
-    """Marks a task held under lease_token completed."""
+    """Marks a task held under lease_token completed. Fenced: once completed (or reclaimed), any
+    further call is FAILED_PRECONDITION; a retry whose first call committed but lost its answer
+    learns it from GetTask (completed, with the caller's lease_token).
+    """
     CompleteTasks: _grpc.UnaryUnaryMultiCallable[_task_pb2.CompleteTasksRequest, _task_pb2.CompleteTasksResponse]
-    """Completes many tasks in one statement; entries whose lease was lost are skipped."""
+    """Completes many tasks in one statement; entries whose lease was lost are skipped, and so are
+    entries whose row another transaction holds (SKIP LOCKED: the batch never waits on one hot
+    row). The answer lists the tasks completed; an entry missing from it was not applied by this
+    call (its lease is lost, it was completed already, or its row was busy: GetTask tells).
+    """
     FailTask: _grpc.UnaryUnaryMultiCallable[_task_pb2.FailTaskRequest, _task_pb2.FailTaskResponse]
     """Fails a task. With increment_retry it is re-queued while retries remain, claimable after
     retry_after (unset: the tool's retry policy, computed here).
@@ -82,7 +89,8 @@ class GenerationDataServiceStub:
     FailTasks: _grpc.UnaryUnaryMultiCallable[_task_pb2.FailTasksRequest, _task_pb2.FailTasksResponse]
     """FailTask(increment_retry=true) for many leased tasks in one statement: each is re-queued
     (after its retry_after_seconds, else the tool's backoff) while retries remain, else failed.
-    Entries whose lease was lost are skipped.
+    Entries whose lease was lost are skipped, and so are entries whose row another transaction
+    holds (SKIP LOCKED, as CompleteTasks): an entry missing from the answer was not applied.
     """
     SetToolRetryPolicy: _grpc.UnaryUnaryMultiCallable[_task_pb2.SetToolRetryPolicyRequest, _task_pb2.SetToolRetryPolicyResponse]
     """Sets a tool's retry policy: the backoff of a failed attempt with retries left (FailTask
@@ -249,9 +257,16 @@ class GenerationDataServiceAsyncStub(GenerationDataServiceStub):
     (runtime_exceeded: the lease is not renewed).
     """
     CompleteTask: _aio.UnaryUnaryMultiCallable[_task_pb2.CompleteTaskRequest, _task_pb2.CompleteTaskResponse]  # type: ignore[assignment]
-    """Marks a task held under lease_token completed."""
+    """Marks a task held under lease_token completed. Fenced: once completed (or reclaimed), any
+    further call is FAILED_PRECONDITION; a retry whose first call committed but lost its answer
+    learns it from GetTask (completed, with the caller's lease_token).
+    """
     CompleteTasks: _aio.UnaryUnaryMultiCallable[_task_pb2.CompleteTasksRequest, _task_pb2.CompleteTasksResponse]  # type: ignore[assignment]
-    """Completes many tasks in one statement; entries whose lease was lost are skipped."""
+    """Completes many tasks in one statement; entries whose lease was lost are skipped, and so are
+    entries whose row another transaction holds (SKIP LOCKED: the batch never waits on one hot
+    row). The answer lists the tasks completed; an entry missing from it was not applied by this
+    call (its lease is lost, it was completed already, or its row was busy: GetTask tells).
+    """
     FailTask: _aio.UnaryUnaryMultiCallable[_task_pb2.FailTaskRequest, _task_pb2.FailTaskResponse]  # type: ignore[assignment]
     """Fails a task. With increment_retry it is re-queued while retries remain, claimable after
     retry_after (unset: the tool's retry policy, computed here).
@@ -260,7 +275,8 @@ class GenerationDataServiceAsyncStub(GenerationDataServiceStub):
     FailTasks: _aio.UnaryUnaryMultiCallable[_task_pb2.FailTasksRequest, _task_pb2.FailTasksResponse]  # type: ignore[assignment]
     """FailTask(increment_retry=true) for many leased tasks in one statement: each is re-queued
     (after its retry_after_seconds, else the tool's backoff) while retries remain, else failed.
-    Entries whose lease was lost are skipped.
+    Entries whose lease was lost are skipped, and so are entries whose row another transaction
+    holds (SKIP LOCKED, as CompleteTasks): an entry missing from the answer was not applied.
     """
     SetToolRetryPolicy: _aio.UnaryUnaryMultiCallable[_task_pb2.SetToolRetryPolicyRequest, _task_pb2.SetToolRetryPolicyResponse]  # type: ignore[assignment]
     """Sets a tool's retry policy: the backoff of a failed attempt with retries left (FailTask
@@ -472,7 +488,10 @@ class GenerationDataServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _task_pb2.CompleteTaskRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_task_pb2.CompleteTaskResponse, _abc.Awaitable[_task_pb2.CompleteTaskResponse]]:
-        """Marks a task held under lease_token completed."""
+        """Marks a task held under lease_token completed. Fenced: once completed (or reclaimed), any
+        further call is FAILED_PRECONDITION; a retry whose first call committed but lost its answer
+        learns it from GetTask (completed, with the caller's lease_token).
+        """
 
     @_abc_1.abstractmethod
     def CompleteTasks(
@@ -480,7 +499,11 @@ class GenerationDataServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _task_pb2.CompleteTasksRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_task_pb2.CompleteTasksResponse, _abc.Awaitable[_task_pb2.CompleteTasksResponse]]:
-        """Completes many tasks in one statement; entries whose lease was lost are skipped."""
+        """Completes many tasks in one statement; entries whose lease was lost are skipped, and so are
+        entries whose row another transaction holds (SKIP LOCKED: the batch never waits on one hot
+        row). The answer lists the tasks completed; an entry missing from it was not applied by this
+        call (its lease is lost, it was completed already, or its row was busy: GetTask tells).
+        """
 
     @_abc_1.abstractmethod
     def FailTask(
@@ -501,7 +524,8 @@ class GenerationDataServiceServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_task_pb2.FailTasksResponse, _abc.Awaitable[_task_pb2.FailTasksResponse]]:
         """FailTask(increment_retry=true) for many leased tasks in one statement: each is re-queued
         (after its retry_after_seconds, else the tool's backoff) while retries remain, else failed.
-        Entries whose lease was lost are skipped.
+        Entries whose lease was lost are skipped, and so are entries whose row another transaction
+        holds (SKIP LOCKED, as CompleteTasks): an entry missing from the answer was not applied.
         """
 
     @_abc_1.abstractmethod

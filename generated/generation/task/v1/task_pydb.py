@@ -589,7 +589,9 @@ COMPLETE_TASK_LOADERS = rt.loaders(text=("jsonb", "uuid"), timestamps=("timestam
 async def complete_task(
     conn: AsyncConnection[Any], request: task_pb2.CompleteTaskRequest
 ) -> task_pb2.CompleteTaskResponse:
-    """CompleteTask: Marks a task held under lease_token completed.
+    """CompleteTask: Marks a task held under lease_token completed. Fenced: once completed (or
+    reclaimed), any further call is FAILED_PRECONDITION; a retry whose first call committed but lost
+    its answer learns it from GetTask (completed, with the caller's lease_token).
 
     Exactly one row, into `task`. No row: NOT_FOUND when the generation.tasks row does not exist, else FAILED_PRECONDITION.
     """
@@ -614,15 +616,23 @@ async def complete_task(
 
 
 COMPLETE_TASKS_SQL = """\
+WITH done AS MATERIALIZED (
+  SELECT * FROM unnest(%(task_ids)s::uuid[], %(lease_tokens)s::uuid[], %(outputs)s::text[], %(reported_usages)s::text[])
+    AS d (id, lease_token, output, reported_usage)
+), free AS MATERIALIZED (
+  SELECT l.id FROM generation.tasks AS l
+  WHERE l.id IN (SELECT id FROM done) AND l.status = 'processing'
+  ORDER BY l.id
+  FOR UPDATE SKIP LOCKED
+)
 UPDATE generation.tasks AS t
 SET status = 'completed',
     output = NULLIF(done.output, '')::jsonb,
     reported_usage = NULLIF(done.reported_usage, '')::jsonb,
     completed_at = now(),
     claim_expires_at = NULL
-FROM unnest(%(task_ids)s::uuid[], %(lease_tokens)s::uuid[], %(outputs)s::text[], %(reported_usages)s::text[])
-  AS done (id, lease_token, output, reported_usage)
-WHERE t.id = done.id AND t.lease_token = done.lease_token AND t.status = 'processing'
+FROM done, free
+WHERE t.id = done.id AND t.id = free.id AND t.lease_token = done.lease_token AND t.status = 'processing'
 RETURNING t.id, t.tool_id, t.status, t.priority, t.retry_count, t.max_retries, t.input, t.output,
   t.error, t.reported_usage, t.reserved_token_amount, t.billing_idempotency_key, t.w3c_traceparent,
   t.lease_token, t.claim_expires_at, t.created_at, t.started_at, t.completed_at, t.lease_seconds,
@@ -635,7 +645,10 @@ async def complete_tasks(
     conn: AsyncConnection[Any], request: task_pb2.CompleteTasksRequest
 ) -> task_pb2.CompleteTasksResponse:
     """CompleteTasks: Completes many tasks in one statement; entries whose lease was lost are
-    skipped.
+    skipped, and so are entries whose row another transaction holds (SKIP LOCKED: the batch never
+    waits on one hot row). The answer lists the tasks completed; an entry missing from it was not
+    applied by this call (its lease is lost, it was completed already, or its row was busy: GetTask
+    tells).
 
     Any number of rows, into `tasks`.
     """
@@ -718,6 +731,15 @@ async def fail_task(
 
 
 FAIL_TASKS_SQL = """\
+WITH f AS MATERIALIZED (
+  SELECT * FROM unnest(%(task_ids)s::uuid[], %(lease_tokens)s::uuid[], %(errors)s::text[], %(retry_after_seconds)s::float8[])
+    AS e (id, lease_token, error, retry_after)
+), free AS MATERIALIZED (
+  SELECT l.id FROM generation.tasks AS l
+  WHERE l.id IN (SELECT id FROM f) AND l.status = 'processing'
+  ORDER BY l.id
+  FOR UPDATE SKIP LOCKED
+)
 UPDATE generation.tasks AS t
 SET status = CASE WHEN t.retry_count + 1 < t.max_retries
                   THEN CASE WHEN f.retry_after = 0 THEN 'queued' ELSE 'scheduled' END
@@ -734,9 +756,8 @@ SET status = CASE WHEN t.retry_count + 1 < t.max_retries
     completed_at = CASE WHEN t.retry_count + 1 < t.max_retries THEN NULL ELSE now() END,
     claim_expires_at = NULL,
     lease_token = NULL
-FROM unnest(%(task_ids)s::uuid[], %(lease_tokens)s::uuid[], %(errors)s::text[], %(retry_after_seconds)s::float8[])
-       AS f (id, lease_token, error, retry_after)
-WHERE t.id = f.id AND t.lease_token = f.lease_token AND t.status = 'processing'
+FROM f, free
+WHERE t.id = f.id AND t.id = free.id AND t.lease_token = f.lease_token AND t.status = 'processing'
 RETURNING t.id, t.tool_id, t.status, t.priority, t.retry_count, t.max_retries, t.input, t.output,
   t.error, t.reported_usage, t.reserved_token_amount, t.billing_idempotency_key, t.w3c_traceparent,
   t.lease_token, t.claim_expires_at, t.created_at, t.started_at, t.completed_at, t.lease_seconds,
@@ -750,7 +771,9 @@ async def fail_tasks(
 ) -> task_pb2.FailTasksResponse:
     """FailTasks: FailTask(increment_retry=true) for many leased tasks in one statement: each is
     re-queued (after its retry_after_seconds, else the tool's backoff) while retries remain, else
-    failed. Entries whose lease was lost are skipped.
+    failed. Entries whose lease was lost are skipped, and so are entries whose row another
+    transaction holds (SKIP LOCKED, as CompleteTasks): an entry missing from the answer was not
+    applied.
 
     Any number of rows, into `tasks`.
     """
@@ -1780,7 +1803,9 @@ class GenerationDataServiceHandlers(task_pb2_grpc.GenerationDataServiceServicer)
         self, request: task_pb2.SetToolLeaseRequest, context: grpc.aio.ServicerContext[Any, Any]
     ) -> task_pb2.SetToolLeaseResponse:
         # May write: on the primary.
-        return await self.db.run(context, "SetToolLease", set_tool_lease, request, replica=False)
+        # One row by its key: calls on it take turns in the process (one pooled connection per row).
+        row = ("generation.tools", "tool_id")
+        return await self.db.run(context, "SetToolLease", set_tool_lease, request, replica=False, row=row)
 
     async def QueueTask(
         self, request: task_pb2.QueueTaskRequest, context: grpc.aio.ServicerContext[Any, Any]
@@ -1813,13 +1838,17 @@ class GenerationDataServiceHandlers(task_pb2_grpc.GenerationDataServiceServicer)
         self, request: task_pb2.HeartbeatTaskRequest, context: grpc.aio.ServicerContext[Any, Any]
     ) -> task_pb2.HeartbeatTaskResponse:
         # May write: on the primary.
-        return await self.db.run(context, "HeartbeatTask", heartbeat_task, request, replica=False)
+        # One row by its key: calls on it take turns in the process (one pooled connection per row).
+        row = ("generation.tasks", "task_id")
+        return await self.db.run(context, "HeartbeatTask", heartbeat_task, request, replica=False, row=row)
 
     async def CompleteTask(
         self, request: task_pb2.CompleteTaskRequest, context: grpc.aio.ServicerContext[Any, Any]
     ) -> task_pb2.CompleteTaskResponse:
         # May write: on the primary.
-        return await self.db.run(context, "CompleteTask", complete_task, request, replica=False)
+        # One row by its key: calls on it take turns in the process (one pooled connection per row).
+        row = ("generation.tasks", "task_id")
+        return await self.db.run(context, "CompleteTask", complete_task, request, replica=False, row=row)
 
     async def CompleteTasks(
         self, request: task_pb2.CompleteTasksRequest, context: grpc.aio.ServicerContext[Any, Any]
@@ -1831,7 +1860,9 @@ class GenerationDataServiceHandlers(task_pb2_grpc.GenerationDataServiceServicer)
         self, request: task_pb2.FailTaskRequest, context: grpc.aio.ServicerContext[Any, Any]
     ) -> task_pb2.FailTaskResponse:
         # May write: on the primary.
-        return await self.db.run(context, "FailTask", fail_task, request, replica=False)
+        # One row by its key: calls on it take turns in the process (one pooled connection per row).
+        row = ("generation.tasks", "task_id")
+        return await self.db.run(context, "FailTask", fail_task, request, replica=False, row=row)
 
     async def FailTasks(
         self, request: task_pb2.FailTasksRequest, context: grpc.aio.ServicerContext[Any, Any]
@@ -1843,37 +1874,49 @@ class GenerationDataServiceHandlers(task_pb2_grpc.GenerationDataServiceServicer)
         self, request: task_pb2.SetToolRetryPolicyRequest, context: grpc.aio.ServicerContext[Any, Any]
     ) -> task_pb2.SetToolRetryPolicyResponse:
         # May write: on the primary.
-        return await self.db.run(context, "SetToolRetryPolicy", set_tool_retry_policy, request, replica=False)
+        # One row by its key: calls on it take turns in the process (one pooled connection per row).
+        row = ("generation.tools", "tool_id")
+        return await self.db.run(context, "SetToolRetryPolicy", set_tool_retry_policy, request, replica=False, row=row)
 
     async def SetToolMaxRuntime(
         self, request: task_pb2.SetToolMaxRuntimeRequest, context: grpc.aio.ServicerContext[Any, Any]
     ) -> task_pb2.SetToolMaxRuntimeResponse:
         # May write: on the primary.
-        return await self.db.run(context, "SetToolMaxRuntime", set_tool_max_runtime, request, replica=False)
+        # One row by its key: calls on it take turns in the process (one pooled connection per row).
+        row = ("generation.tools", "tool_id")
+        return await self.db.run(context, "SetToolMaxRuntime", set_tool_max_runtime, request, replica=False, row=row)
 
     async def PauseTool(
         self, request: task_pb2.PauseToolRequest, context: grpc.aio.ServicerContext[Any, Any]
     ) -> task_pb2.PauseToolResponse:
         # May write: on the primary.
-        return await self.db.run(context, "PauseTool", pause_tool, request, replica=False)
+        # One row by its key: calls on it take turns in the process (one pooled connection per row).
+        row = ("generation.tools", "tool_id")
+        return await self.db.run(context, "PauseTool", pause_tool, request, replica=False, row=row)
 
     async def ResumeTool(
         self, request: task_pb2.ResumeToolRequest, context: grpc.aio.ServicerContext[Any, Any]
     ) -> task_pb2.ResumeToolResponse:
         # May write: on the primary.
-        return await self.db.run(context, "ResumeTool", resume_tool, request, replica=False)
+        # One row by its key: calls on it take turns in the process (one pooled connection per row).
+        row = ("generation.tools", "tool_id")
+        return await self.db.run(context, "ResumeTool", resume_tool, request, replica=False, row=row)
 
     async def SnoozeTask(
         self, request: task_pb2.SnoozeTaskRequest, context: grpc.aio.ServicerContext[Any, Any]
     ) -> task_pb2.SnoozeTaskResponse:
         # May write: on the primary.
-        return await self.db.run(context, "SnoozeTask", snooze_task, request, replica=False)
+        # One row by its key: calls on it take turns in the process (one pooled connection per row).
+        row = ("generation.tasks", "task_id")
+        return await self.db.run(context, "SnoozeTask", snooze_task, request, replica=False, row=row)
 
     async def CancelTask(
         self, request: task_pb2.CancelTaskRequest, context: grpc.aio.ServicerContext[Any, Any]
     ) -> task_pb2.CancelTaskResponse:
         # May write: on the primary.
-        return await self.db.run(context, "CancelTask", cancel_task, request, replica=False)
+        # One row by its key: calls on it take turns in the process (one pooled connection per row).
+        row = ("generation.tasks", "task_id")
+        return await self.db.run(context, "CancelTask", cancel_task, request, replica=False, row=row)
 
     async def CancelTasks(
         self, request: task_pb2.CancelTasksRequest, context: grpc.aio.ServicerContext[Any, Any]
@@ -1897,7 +1940,9 @@ class GenerationDataServiceHandlers(task_pb2_grpc.GenerationDataServiceServicer)
         self, request: task_pb2.RetryTaskRequest, context: grpc.aio.ServicerContext[Any, Any]
     ) -> task_pb2.RetryTaskResponse:
         # May write: on the primary.
-        return await self.db.run(context, "RetryTask", retry_task, request, replica=False)
+        # One row by its key: calls on it take turns in the process (one pooled connection per row).
+        row = ("generation.tasks", "task_id")
+        return await self.db.run(context, "RetryTask", retry_task, request, replica=False, row=row)
 
     async def RetryTasks(
         self, request: task_pb2.RetryTasksRequest, context: grpc.aio.ServicerContext[Any, Any]
@@ -1915,7 +1960,9 @@ class GenerationDataServiceHandlers(task_pb2_grpc.GenerationDataServiceServicer)
         self, request: task_pb2.DeletePeriodicTaskRequest, context: grpc.aio.ServicerContext[Any, Any]
     ) -> task_pb2.DeletePeriodicTaskResponse:
         # May write: on the primary.
-        return await self.db.run(context, "DeletePeriodicTask", delete_periodic_task, request, replica=False)
+        # One row by its key: calls on it take turns in the process (one pooled connection per row).
+        row = ("generation.periodic_tasks", "name")
+        return await self.db.run(context, "DeletePeriodicTask", delete_periodic_task, request, replica=False, row=row)
 
     async def ListPeriodicTasks(
         self, request: task_pb2.ListPeriodicTasksRequest, context: grpc.aio.ServicerContext[Any, Any]
