@@ -16,6 +16,7 @@ from ..catalog.types import PgType
 from ..syntax.colnames import figure_index_colname
 from ..syntax.pgtree import nodes_of
 from .depend import column_refs, null_default
+from .inherit import clone_index, inherit, partitions, unique_colnames
 from .partitions import inherited_keys_include_key, partition_bound, partition_key, unique_includes_key
 from .state import SERIALS, ConstraintInfo, PgNode, State, choose_name, qualified, strings
 
@@ -156,7 +157,7 @@ def create_table(state: State, node: PgNode) -> None:
             _merge(
                 state,
                 columns,
-                replace(col, has_default=col.has_default and node.partbound is not None),
+                col,
                 parent_rv.location,
                 True,
             )
@@ -197,6 +198,8 @@ def create_table(state: State, node: PgNode) -> None:
         inherited_keys_include_key(state, state.tables[key], parent_keys[0], node.partspec.location)
     state.types[key] = PgType(key)
     state.constraints[key] = {}
+    for parent_key, part in state.parents.get(key, []):
+        inherit(state, parent_key, key, part, attach=False)
     for con, cols in constraints:
         add_constraint(state, key, con, cols)
 
@@ -268,6 +271,9 @@ def add_constraint(state: State, key: str, con: PgNode, on_columns: tuple[str, .
         cols = tuple(column_refs(con.raw_expr))
     else:
         cols = tuple(s.sval for s in con.fk_attrs or ()) if kind == ConstrType.CONSTR_FOREIGN else constraint_keys(con)
+    if kind == ConstrType.CONSTR_CHECK and con.is_no_inherit and table.kind == "partitioned_table":
+        state.error(f"cannot add NO INHERIT constraint to partitioned table {table.name}", con.location)
+        return
     if kind == ConstrType.CONSTR_EXCLUSION and table.kind == "partitioned_table":
         state.error("exclusion constraints are not supported on partitioned tables", con.location)
         return
@@ -307,6 +313,8 @@ def add_constraint(state: State, key: str, con: PgNode, on_columns: tuple[str, .
         lambda n: n in existing or state.relation_exists(f"{table.schema}.{n}"),
     )
     if name in existing:
+        if kind == ConstrType.CONSTR_CHECK and existing[name].kind == "c" and (key, name) in state.constraint_parent:
+            return  # merged with the inherited CHECK of that name
         state.error(f"constraint {name} for relation {table.qualified} already exists", con.location)
         return
     if kind == ConstrType.CONSTR_FOREIGN and not _check_reference(state, table, con, cols):
@@ -317,7 +325,11 @@ def add_constraint(state: State, key: str, con: PgNode, on_columns: tuple[str, .
         target = table if references == key else state.tables.get(references)
         ref_columns = target.primary_key if target is not None else ()
     existing[name] = ConstraintInfo(
-        {"pkey": "p", "key": "u", "excl": "x", "fkey": "f", "check": "c"}.get(label, "n"), cols, references, ref_columns
+        {"pkey": "p", "key": "u", "excl": "x", "fkey": "f", "check": "c"}.get(label, "n"),
+        cols,
+        references,
+        ref_columns,
+        bool(con.is_no_inherit),
     )
     if kind == ConstrType.CONSTR_PRIMARY:
         if _has_primary(state, key, name):
@@ -334,7 +346,14 @@ def add_constraint(state: State, key: str, con: PgNode, on_columns: tuple[str, .
                 state.error(f"relation {index_key} already exists", con.location)
                 return
             state.indexes[index_key] = Index(
-                index_key, key, cols, kind != ConstrType.CONSTR_EXCLUSION, False, None, bool(con.nulls_not_distinct)
+                index_key,
+                key,
+                cols,
+                kind != ConstrType.CONSTR_EXCLUSION,
+                False,
+                None,
+                bool(con.nulls_not_distinct),
+                unique_colnames(list(cols)),
             )
     state.tables[key] = table
 
@@ -420,9 +439,10 @@ def create_index(state: State, node: PgNode) -> None:
                     state.error(f"column {ref} does not exist in {table.qualified}{did_you_mean(ref, names)}", word=ref)
                     return
             cols.append(f"({deparse(elem.expr)})")
+    colnames = unique_colnames(naming)
     name = node.idxname or choose_name(
         table.name,
-        "_".join(naming),
+        "_".join(colnames),
         "idx",
         lambda n: state.relation_exists(f"{table.schema}.{n}"),
     )
@@ -439,13 +459,23 @@ def create_index(state: State, node: PgNode) -> None:
     if node.unique and not unique_includes_key(state, table, tuple(cols), False, rv.location):
         return
     state.indexes[index_key] = Index(
-        index_key, key, tuple(cols), bool(node.unique), predicate is not None, predicate, bool(node.nulls_not_distinct)
+        index_key,
+        key,
+        tuple(cols),
+        bool(node.unique),
+        predicate is not None,
+        predicate,
+        bool(node.nulls_not_distinct),
+        colnames,
     )
     reads = [e.name or ref for e in node.indexParams or () for ref in ([e.name] if e.name else column_refs(e.expr))]
     state.index_reads[index_key] = {*reads, *(e.name for e in node.indexIncludingParams or () if e.name)}
     state.index_reads[index_key] |= set(column_refs(node.whereClause))
     if node.unique and predicate is None and plain:
         state.tables[key] = replace(table, unique_keys=(*table.unique_keys, tuple(cols)))
+    if rv.inh:  # a partitioned table's index: a partition of it on each partition
+        for child in partitions(state, key):
+            clone_index(state, index_key, child, attach=True)
 
 
 def _column_refs(node: PgNode) -> list[str]:
