@@ -25,8 +25,8 @@ def _from_items(state: State, node: PgNode, out: list[tuple[str, Table | None]])
         _from_items(state, node.larg, out)
         _from_items(state, node.rarg, out)
     elif isinstance(node, ast.RangeVar):
+        key = state.relation_key(node)
         alias = str(node.alias.aliasname if node.alias is not None else node.relname)
-        alias = node.alias.aliasname if node.alias is not None else node.relname
         out.append((alias, state.tables.get(key) if key is not None else None))
     else:
         alias = getattr(getattr(node, "alias", None), "aliasname", None)
