@@ -29,8 +29,8 @@ def _from_items(state: State, node: PgNode, out: list[tuple[str, Table | None]])
         alias = str(node.alias.aliasname if node.alias is not None else node.relname)
         out.append((alias, state.tables.get(key) if key is not None else None))
     else:
-        alias = getattr(getattr(node, "alias", None), "aliasname", None)
-        out.append((alias or "", None))
+        other = getattr(getattr(node, "alias", None), "aliasname", None)
+        out.append((str(other or ""), None))
 
 
 def _referenced(state: State, target: PgNode, items: list[tuple[str, Table | None]]) -> list[Column | None] | None:
