@@ -129,6 +129,7 @@ def _alter_cmd(state: State, key: str, cmd: PgNode, recursing: bool = False) -> 
         )
         identity_sequence(state, key, columns[idx], cmd.def_)
     elif sub == AlterTableType.AT_DropIdentity and idx is not None:
+        state.identities.discard((key, columns[idx].name))
         columns[idx] = replace(columns[idx], has_default=False, identity_always=False)
     elif sub == AlterTableType.AT_DropExpression and idx is not None:
         columns[idx] = replace(columns[idx], generated=False, has_default=False)

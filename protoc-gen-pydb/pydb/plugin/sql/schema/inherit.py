@@ -71,7 +71,6 @@ def clone_index(state: State, parent_index: str, child: str, attach: bool) -> No
     """A partition of the index `parent_index` on the partition `child` (and on down)."""
     index = state.indexes[parent_index]
     info = index_constraint(state, parent_index)
-    table = state.tables[child]
     found = None
     if attach:
         taken = set(state.index_parent)
@@ -81,32 +80,50 @@ def clone_index(state: State, parent_index: str, child: str, attach: bool) -> No
                 found = key
                 break
     if found is None:
-        label = {"p": "pkey", "u": "key", "x": "excl"}[info.kind] if info is not None else "idx"
-        addition = "" if label == "pkey" else "_".join(index_colnames(index))
-        existing = state.constraints.setdefault(child, {})
-        name = choose_name(
-            table.name,
-            addition,
-            label,
-            lambda n: state.relation_exists(f"{table.schema}.{n}") or (info is not None and n in existing),
-        )
-        found = f"{table.schema}.{name}"
-        state.indexes[found] = replace(index, name=found, table=child)
-        state.index_reads[found] = set(state.index_reads.get(parent_index, set(index.columns)))
-        if info is not None:
-            existing[name] = replace(info)
+        found = copy_index(state, parent_index, child)
     state.index_parent[found] = parent_index
-    if index.unique and not index.partial and index.columns not in table.unique_keys:
-        cols = index.columns
+    _add_key(state, child, index, info)
+    for grandchild in partitions(state, child):
+        clone_index(state, found, grandchild, attach=True)
+
+
+def copy_index(state: State, index_key: str, target: str) -> str:
+    """A copy of an index on `target`, named by ChooseIndexName from the table's name and the
+    index's column names; a constraint's index comes with its constraint (of the index's name)."""
+    index = state.indexes[index_key]
+    info = index_constraint(state, index_key)
+    table = state.tables[target]
+    label = {"p": "pkey", "u": "key", "x": "excl"}[info.kind] if info is not None else "idx"
+    addition = "" if label == "pkey" else "_".join(index_colnames(index))
+    existing = state.constraints.setdefault(target, {})
+    name = choose_name(
+        table.name,
+        addition,
+        label,
+        lambda n: state.relation_exists(f"{table.schema}.{n}") or (info is not None and n in existing),
+    )
+    copy = f"{table.schema}.{name}"
+    state.indexes[copy] = replace(index, name=copy, table=target)
+    state.index_reads[copy] = set(state.index_reads.get(index_key, set(index.columns)))
+    if info is not None:
+        existing[name] = replace(info)
+    _add_key(state, target, index, info)
+    return copy
+
+
+def _add_key(state: State, key: str, index: Index, info: ConstraintInfo | None) -> None:
+    """A unique index's columns as a key of the table (a primary key's NOT NULL too)."""
+    table = state.tables[key]
+    cols = index.columns
+    plain = not any(c.startswith("(") for c in cols)
+    if index.unique and plain and not index.partial and cols not in table.unique_keys:
         primary = info is not None and info.kind == "p"
-        state.tables[child] = replace(
+        state.tables[key] = replace(
             table,
             columns=tuple(replace(c, not_null=True) if primary and c.name in cols else c for c in table.columns),
             primary_key=cols if primary and not table.primary_key else table.primary_key,
             unique_keys=(*table.unique_keys, cols),
         )
-    for grandchild in partitions(state, child):
-        clone_index(state, found, grandchild, attach=True)
 
 
 def clone_constraint(state: State, parent: str, name: str, child: str) -> None:

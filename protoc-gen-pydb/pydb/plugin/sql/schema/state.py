@@ -129,6 +129,8 @@ class State:
     #: index it is a partition of; an inherited CHECK or foreign key (table, name) -> the
     #: parent's (table, name).
     index_parent: dict[str, str] = field(default_factory=dict)
+    #: Identity columns (table, column), ALWAYS or BY DEFAULT: LIKE copies them only INCLUDING IDENTITY.
+    identities: set[tuple[str, str]] = field(default_factory=set)
     constraint_parent: dict[tuple[str, str], tuple[str, str]] = field(default_factory=dict)
     #: Extensions created that the catalog has no data for: their objects are unknown.
     unknown_extensions: list[str] = field(default_factory=list)

@@ -16,7 +16,7 @@ from ..catalog.types import PgType
 from ..syntax.colnames import figure_index_colname
 from ..syntax.pgtree import nodes_of
 from .depend import column_refs, null_default
-from .inherit import clone_index, inherit, partitions, unique_colnames
+from .inherit import clone_index, copy_index, inherit, partitions, unique_colnames
 from .partitions import inherited_keys_include_key, partition_bound, partition_key, unique_includes_key
 from .state import SERIALS, ConstraintInfo, PgNode, State, choose_name, qualified, strings
 
@@ -119,13 +119,14 @@ def _merge(state: State, columns: list[Column], col: Column, location: int | Non
 def identity_sequence(state: State, key: str, col: Column, con: PgNode) -> None:
     schema, table = key.split(".", 1)
     seq_key = None
-    for opt in con.options or ():
+    for opt in (con.options if con is not None else None) or ():
         if opt.defname == "sequence_name":
             seq_schema, seq_name = split_name(strings(opt.arg))
             seq_key = f"{seq_schema or schema}.{seq_name}"
     if seq_key is None:
         seq_key = f"{schema}.{choose_name(table, col.name, 'seq', lambda n: state.relation_exists(f'{schema}.{n}'))}"
     state.sequences[seq_key] = Sequence(qualified(seq_key), col.type, (key, col.name))
+    state.identities.add((key, col.name))
 
 
 # -- CREATE TABLE ---------------------------------------------------------------------------
@@ -142,6 +143,8 @@ def create_table(state: State, node: PgNode) -> None:
     constraints: list[tuple[PgNode, tuple[str, ...] | None]] = []
     inherited_keys: tuple[tuple[str, ...], ...] = ()
     primary: tuple[str, ...] = ()
+    likes: list[tuple[str, int]] = []
+    errors = sum(1 for _, p in state.problems if p.severity == "error")
     for parent_rv in node.inhRelations or ():
         parent_key = state.relation_key(parent_rv)
         if parent_key is None:
@@ -183,8 +186,11 @@ def create_table(state: State, node: PgNode) -> None:
         elif isinstance(elt, ast.Constraint):
             constraints.append((elt, None))
         elif isinstance(elt, ast.TableLikeClause):
-            like_keys = _like(state, elt, columns)
-            inherited_keys = (*inherited_keys, *like_keys)
+            like = _like(state, elt, columns, bool(node.inhRelations))
+            if like is not None:
+                likes.append(like)
+    if sum(1 for _, p in state.problems if p.severity == "error") > errors:
+        return  # PostgreSQL creates no table from a statement it refuses
     constraints.extend((con, None) for con in node.constraints or ())
     pkey: PartitionKey | None = None
     if node.partspec is not None:
@@ -202,6 +208,8 @@ def create_table(state: State, node: PgNode) -> None:
         inherit(state, parent_key, key, part, attach=False)
     for con, cols in constraints:
         add_constraint(state, key, con, cols)
+    for source_key, opts in likes:
+        _like_copies(state, source_key, key, opts)
 
 
 def _column_options(
@@ -223,29 +231,55 @@ def _column_options(
             constraints.append((con, (cd.colname,)))
 
 
-def _like(state: State, like: PgNode, columns: list[Column]) -> tuple[tuple[str, ...], ...]:
-    """LIKE source [INCLUDING ...]: its columns (NOT NULL always; defaults, identity and
-    generation expressions when included) and, INCLUDING INDEXES, its unique keys."""
+def _like(state: State, like: PgNode, columns: list[Column], inherits: bool) -> tuple[str, int] | None:
+    """LIKE source [INCLUDING ...]: its columns, NOT NULL always; defaults, identity and generation
+    expressions when included (transformTableLikeClause). Returns what is copied once the table
+    exists (expandTableLikeClause): the source and the options."""
     source_key = state.relation_key(like.relation)
     if source_key is None:
         state.missing_relation(like.relation)
-        return ()
+        return None
     source = state.tables[source_key]
     opts = int(like.options or 0)
     for col in source.columns:
-        keep_default = (
-            (opts & _LIKE["CREATE_TABLE_LIKE_GENERATED"] if col.generated else 0)
-            or (opts & _LIKE["CREATE_TABLE_LIKE_IDENTITY"] if col.identity_always else 0)
-            or (opts & _LIKE["CREATE_TABLE_LIKE_DEFAULTS"] if not col.generated else 0)
-        )
+        identity = (source_key, col.name) in state.identities
+        if identity:
+            keep = bool(opts & _LIKE["CREATE_TABLE_LIKE_IDENTITY"])
+        elif col.generated:
+            keep = bool(opts & _LIKE["CREATE_TABLE_LIKE_GENERATED"])
+        else:
+            keep = bool(opts & _LIKE["CREATE_TABLE_LIKE_DEFAULTS"])
         copied = replace(
             col,
-            has_default=bool(keep_default) and col.has_default,
-            generated=col.generated and bool(opts & _LIKE["CREATE_TABLE_LIKE_GENERATED"]),
-            identity_always=col.identity_always and bool(opts & _LIKE["CREATE_TABLE_LIKE_IDENTITY"]),
+            has_default=keep and col.has_default,
+            generated=col.generated and keep,
+            identity_always=col.identity_always and keep,
         )
+        if any(c.name == col.name for c in columns) and not inherits:
+            state.error(f"column {col.name} specified more than once", like.relation.location)
+            return None
         _merge(state, columns, copied, like.relation.location, True)
-    return source.unique_keys if opts & _LIKE["CREATE_TABLE_LIKE_INDEXES"] else ()
+    return source_key, opts
+
+
+def _like_copies(state: State, source_key: str, key: str, opts: int) -> None:
+    """INCLUDING IDENTITY: a sequence of the table's own; INCLUDING CONSTRAINTS: the CHECKs under
+    their names; INCLUDING INDEXES: each index (and the constraint it backs), named from the new
+    table as PostgreSQL names them (never foreign keys)."""
+    table = state.tables[key]
+    if opts & _LIKE["CREATE_TABLE_LIKE_IDENTITY"]:
+        for col in table.columns:
+            if (source_key, col.name) in state.identities:
+                identity_sequence(state, key, col, None)
+    existing = state.constraints.setdefault(key, {})
+    if opts & _LIKE["CREATE_TABLE_LIKE_CONSTRAINTS"]:
+        for name, info in list(state.constraints.get(source_key, {}).items()):
+            if info.kind == "c" and name not in existing:
+                existing[name] = replace(info)
+    if opts & _LIKE["CREATE_TABLE_LIKE_INDEXES"]:
+        for index_key, index in list(state.indexes.items()):
+            if index.table == source_key:
+                copy_index(state, index_key, key)
 
 
 # -- constraints ----------------------------------------------------------------------------
