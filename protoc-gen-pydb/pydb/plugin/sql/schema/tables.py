@@ -144,7 +144,6 @@ def create_table(state: State, node: PgNode) -> None:
     inherited_keys: tuple[tuple[str, ...], ...] = ()
     primary: tuple[str, ...] = ()
     likes: list[tuple[str, int]] = []
-    errors = sum(1 for _, p in state.problems if p.severity == "error")
     for parent_rv in node.inhRelations or ():
         parent_key = state.relation_key(parent_rv)
         if parent_key is None:
@@ -189,8 +188,6 @@ def create_table(state: State, node: PgNode) -> None:
             like = _like(state, elt, columns, bool(node.inhRelations))
             if like is not None:
                 likes.append(like)
-    if sum(1 for _, p in state.problems if p.severity == "error") > errors:
-        return  # PostgreSQL creates no table from a statement it refuses
     constraints.extend((con, None) for con in node.constraints or ())
     pkey: PartitionKey | None = None
     if node.partspec is not None:
@@ -256,8 +253,10 @@ def _like(state: State, like: PgNode, columns: list[Column], inherits: bool) -> 
             identity_always=col.identity_always and keep,
         )
         if any(c.name == col.name for c in columns) and not inherits:
+            # PostgreSQL refuses the table; the catalog keeps it (the first column of that name),
+            # so that statements using it are still checked, as for a column written twice.
             state.error(f"column {col.name} specified more than once", like.relation.location)
-            return None
+            continue
         _merge(state, columns, copied, like.relation.location, True)
     return source_key, opts
 
