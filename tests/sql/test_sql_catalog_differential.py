@@ -367,6 +367,26 @@ INHERITANCE = {
         CREATE TABLE w (LIKE u INCLUDING IDENTITY);
         CREATE TABLE x (LIKE u INCLUDING ALL, CONSTRAINT x_pkey PRIMARY KEY (b));
     """,
+    # A foreign key referencing a partitioned table: PostgreSQL adds one more constraint on the
+    # referencing table per partition (`r_pid_fkey1`, ...), sub-partitions and later partitions
+    # included, and drops them with it; a partitioned referencing table's partitions get the
+    # foreign key only. A column added to a partitioned table brings its constraints to the
+    # partitions as the parent's.
+    "foreign_keys_and_partitions": """
+        CREATE TABLE p (id int PRIMARY KEY) PARTITION BY RANGE (id);
+        CREATE TABLE p1 PARTITION OF p FOR VALUES FROM (0) TO (10) PARTITION BY RANGE (id);
+        CREATE TABLE p1a PARTITION OF p1 FOR VALUES FROM (0) TO (5);
+        CREATE TABLE r (pid int REFERENCES p);
+        CREATE TABLE p2 PARTITION OF p FOR VALUES FROM (10) TO (20);
+        CREATE TABLE q (a int, b int, CHECK (a > 0), CHECK (a < b)) PARTITION BY LIST (a);
+        ALTER TABLE q ADD COLUMN c int CHECK (c > 0);
+        CREATE TABLE q1 PARTITION OF q FOR VALUES IN (1);
+        ALTER TABLE q ADD COLUMN f int REFERENCES p;
+        ALTER TABLE q ADD COLUMN g int CONSTRAINT g_pos CHECK (g > 0), ADD COLUMN h int, ADD UNIQUE (a, h);
+        CREATE TABLE q2 PARTITION OF q FOR VALUES IN (2);
+        ALTER TABLE r DROP CONSTRAINT r_pid_fkey;
+        ALTER TABLE r ADD FOREIGN KEY (pid) REFERENCES p;
+    """,
     # INHERITS and INHERIT: CHECKs (not NO INHERIT) and defaults; no indexes or keys.
     "inherits": """
         CREATE TABLE base (a int CHECK (a > 0) NOT NULL, b int DEFAULT 1 UNIQUE, c int CHECK (c > 0) NO INHERIT);

@@ -42,11 +42,12 @@ def alter_table(state: State, node: PgNode) -> None:
         if rv.inh and cmd.subtype in _RECURSING:
             for child in state.descendants(key):
                 _alter_cmd(state, child, cmd, recursing=True)
-        elif rv.inh and cmd.subtype in (AlterTableType.AT_AddConstraint, AlterTableType.AT_AddIndexConstraint):
+        if rv.inh and cmd.subtype in _ADDING:  # a new column's constraints reach the children as any added
             for name in [n for n in state.constraints.get(key, {}) if n not in before]:
                 added_constraint(state, key, name)
 
 
+_ADDING = (AlterTableType.AT_AddConstraint, AlterTableType.AT_AddIndexConstraint, AlterTableType.AT_AddColumn)
 #: ALTER TABLE actions PostgreSQL applies to inheriting tables and partitions too (without ONLY).
 _RECURSING = frozenset(
     {
@@ -96,7 +97,7 @@ def _alter_cmd(state: State, key: str, cmd: PgNode, recursing: bool = False) -> 
             return
         col, constraints = column_def(state, cd, key)
         state.tables[key] = replace(table, columns=(*columns, col))
-        for con, cols in constraints:
+        for con, cols in constraints if not recursing else ():  # an inheriting table's come from the parent's
             add_constraint(state, key, con, cols)
     elif sub == AlterTableType.AT_DropColumn:
         if idx is None:

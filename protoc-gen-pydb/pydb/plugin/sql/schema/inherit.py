@@ -154,6 +154,24 @@ def clone_constraint(state: State, parent: str, name: str, child: str) -> None:
         clone_constraint(state, child, chosen, grandchild)
 
 
+def _derived(state: State, table: str, name: str) -> bool:
+    """A foreign key's constraint on a referenced partition (`referenced_partition`)."""
+    return state.constraint_parent.get((table, name), ("",))[0] == table
+
+
+def referenced_partition(state: State, table: str, name: str, part: str) -> None:
+    """A foreign key referencing a partitioned table: PostgreSQL adds, on the referencing table, a
+    constraint referencing each partition (addFkRecurseReferenced), named by
+    ChooseConstraintName; it goes with the foreign key."""
+    info = state.constraints[table][name]
+    existing = state.constraints[table]
+    chosen = choose_name(state.tables[table].name, "_".join(info.columns), "fkey", lambda n: n in existing)
+    existing[chosen] = replace(info, references=part)
+    state.constraint_parent[(table, chosen)] = (table, name)
+    for sub in partitions(state, part):
+        referenced_partition(state, table, chosen, sub)
+
+
 def inherit(state: State, parent: str, child: str, partition: bool, attach: bool) -> bool:
     """What `child` takes from `parent` as it starts inheriting; False when ATTACH / INHERIT is
     refused (reported)."""
@@ -180,8 +198,12 @@ def inherit(state: State, parent: str, child: str, partition: bool, attach: bool
             if index.table == parent:
                 clone_index(state, index_key, child, attach)
         for name, info in list(state.constraints.get(parent, {}).items()):
-            if info.kind == "f":
+            if info.kind == "f" and not _derived(state, parent, name):
                 clone_constraint(state, parent, name, child)
+        for table, constraints in list(state.constraints.items()):
+            for name, info in list(constraints.items()):
+                if info.kind == "f" and info.references == parent:
+                    referenced_partition(state, table, name, child)
     return True
 
 
@@ -196,7 +218,7 @@ def added_constraint(state: State, key: str, name: str) -> None:
         if index_key in state.indexes:
             for child in partitions(state, key):
                 clone_index(state, index_key, child, attach=True)
-    elif (info.kind == "c" and not info.no_inherit) or info.kind == "f":
+    elif (info.kind == "c" and not info.no_inherit) or (info.kind == "f" and not _derived(state, key, name)):
         for child in state.children(key, partitions_only=info.kind == "f"):
             clone_constraint(state, key, name, child)
 

@@ -16,7 +16,7 @@ from ..catalog.types import PgType
 from ..syntax.colnames import figure_index_colname
 from ..syntax.pgtree import nodes_of
 from .depend import column_refs, null_default
-from .inherit import clone_index, copy_index, inherit, partitions, unique_colnames
+from .inherit import clone_index, copy_index, inherit, partitions, referenced_partition, unique_colnames
 from .partitions import inherited_keys_include_key, partition_bound, partition_key, unique_includes_key
 from .state import SERIALS, ConstraintInfo, PgNode, State, choose_name, qualified, strings
 
@@ -364,6 +364,9 @@ def add_constraint(state: State, key: str, con: PgNode, on_columns: tuple[str, .
         ref_columns,
         bool(con.is_no_inherit),
     )
+    if references is not None and references in state.tables and state.tables[references].kind == "partitioned_table":
+        for part in partitions(state, references):
+            referenced_partition(state, key, name, part)
     if kind == ConstrType.CONSTR_PRIMARY:
         if _has_primary(state, key, name):
             state.error(f"multiple primary keys for table {table.qualified} are not allowed", con.location)
