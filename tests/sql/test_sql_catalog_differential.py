@@ -337,6 +337,9 @@ INHERITANCE = {
         CREATE MATERIALIZED VIEW m AS SELECT a, c FROM t;
         CREATE VIEW v4 AS SELECT a::d AS a, (z) AS w FROM u;
         CREATE VIEW v5 AS SELECT a, a FROM u;
+        CREATE MATERIALIZED VIEW m2 AS WITH last AS (SELECT max(b) AS top FROM t)
+            SELECT a, top, c FROM t, last GROUP BY a, top, c;
+        CREATE VIEW v6 AS WITH w AS (SELECT b AS y FROM t) SELECT y, x FROM w, t;
     """,
     # LIKE: NOT NULL always; defaults, generation expressions, identity when included (an
     # identity of its own); CHECKs under their names; every index and the constraint it backs

@@ -4,8 +4,9 @@ domain to its base type, which is what the statement analyzer reports for a quer
 
 Resolved here from the query's text, without a second analysis: a target `c` or `t.c` (and `*`,
 `t.*`) against the tables and views named in FROM (joins included), or a cast to a domain. Anything less plain — a
-WITH, a set operation, a subquery or function in FROM beside an unqualified name, a name two
-relations have — keeps the analyzer's type.
+recursive WITH, a set operation, a subquery or function in FROM beside an unqualified name, a
+name two relations have — keeps the analyzer's type. A WITH query's outputs are known by name
+(never of a domain type).
 """
 
 from __future__ import annotations
@@ -17,16 +18,37 @@ from pglast.enums import SetOperation
 
 from ..catalog.identifiers import split_name
 from ..catalog.model import Column, Table
+from ..catalog.types import PgType
 from .state import PgNode, State
 
 
-def _from_items(state: State, node: PgNode, out: list[tuple[str, Table | None]]) -> None:
+def _cte(query: PgNode) -> Table | None:
+    """A WITH query as a relation of its output names (no types: none is a domain's); None when
+    a name is not plain to see (a star, an expression without an alias)."""
+    if not isinstance(query, ast.SelectStmt) or query.op not in (None, SetOperation.SETOP_NONE):
+        return None
+    names = []
+    for target in query.targetList or ():
+        ref = target.val
+        if target.name:
+            names.append(str(target.name))
+        elif isinstance(ref, ast.ColumnRef) and ref.fields and isinstance(ref.fields[-1], ast.String):
+            names.append(str(ref.fields[-1].sval))
+        else:
+            return None
+    return Table("", "", tuple(Column(n, PgType("unknown"), False, False) for n in names))
+
+
+def _from_items(state: State, node: PgNode, out: list[tuple[str, Table | None]], ctes: dict[str, Table | None]) -> None:
     if isinstance(node, ast.JoinExpr):
-        _from_items(state, node.larg, out)
-        _from_items(state, node.rarg, out)
+        _from_items(state, node.larg, out, ctes)
+        _from_items(state, node.rarg, out, ctes)
     elif isinstance(node, ast.RangeVar):
-        key = state.relation_key(node)
         alias = str(node.alias.aliasname if node.alias is not None else node.relname)
+        if node.schemaname is None and node.relname in ctes:
+            out.append((alias, ctes[node.relname]))
+            return
+        key = state.relation_key(node)
         out.append((alias, state.tables.get(key) if key is not None else None))
     else:
         other = getattr(getattr(node, "alias", None), "aliasname", None)
@@ -68,13 +90,19 @@ def _referenced(state: State, target: PgNode, items: list[tuple[str, Table | Non
 
 
 def keep_domains(state: State, query: PgNode, columns: tuple[Column, ...]) -> tuple[Column, ...]:
-    if not isinstance(query, ast.SelectStmt) or query.withClause is not None or not query.targetList:
+    if not isinstance(query, ast.SelectStmt) or not query.targetList:
         return columns
+    ctes: dict[str, Table | None] = {}
+    if query.withClause is not None:
+        if query.withClause.recursive:
+            return columns
+        for cte in query.withClause.ctes or ():
+            ctes[str(cte.ctename)] = None if cte.aliascolnames else _cte(cte.ctequery)
     if query.op not in (None, SetOperation.SETOP_NONE):
         return columns
     items: list[tuple[str, Table | None]] = []
     for node in query.fromClause or ():
-        _from_items(state, node, items)
+        _from_items(state, node, items, ctes)
     sources: list[Column | None] = []
     for target in query.targetList:
         found = _referenced(state, target, items)
