@@ -180,7 +180,13 @@ def _queries(case: Case) -> list[Named]:
 
 
 def run_case(case: Case, url: str, tally: dict[str, Counter[str]], missed: list[dict[str, str]]) -> None:
-    ddl = [n.sql for path in case.schema for text in _read_all(path) for n in statements(schema_text(text), str(path))]
+    ddl = [
+        n.sql
+        for path in case.schema
+        for text in _read_all(path)
+        for n in statements(schema_text(text), str(path))
+        if n.name is None  # a named query in a schema directory is a query, as sql_differential.py reads it
+    ]
     ddl = [sql for sql in ddl if sql.strip()]
     source = "\n".join(sql + "\n;" for sql in ddl)
     catalog, problems = build_catalog(source)
