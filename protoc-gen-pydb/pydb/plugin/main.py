@@ -31,7 +31,7 @@ from .sql import SchemaRoots
 _FEATURES = plugin_pb2.CodeGeneratorResponse.FEATURE_PROTO3_OPTIONAL
 
 USAGE = """usage: protoc-gen-pydb [--version | --include-dir | --help]
-       protoc-gen-pydb {check,diff,vet,verify,lsp} ...   (each with --help; docs/workflow.md)
+       protoc-gen-pydb {check,diff,vet,verify,lsp,snapshot} ...   (each with --help; docs/workflow.md)
 
 A protoc plugin; protoc runs it. For example:
   python -m grpc_tools.protoc -I example_protos -I "$(protoc-gen-pydb --include-dir)" \\
@@ -49,7 +49,7 @@ Parameters (--pydb_opt=KEY=VALUE, comma-separated):
 
 
 #: `protoc-gen-pydb COMMAND ...`: the developer loop beside the plugin (docs/workflow.md).
-SUBCOMMANDS = ("check", "diff", "vet", "verify", "lsp")
+SUBCOMMANDS = ("check", "diff", "vet", "verify", "lsp", "snapshot")
 
 
 def run_subcommand(name: str, argv: list[str]) -> int:

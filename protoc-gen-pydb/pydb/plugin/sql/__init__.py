@@ -20,7 +20,7 @@ from .catalog.identifiers import QualifiedName, closest, did_you_mean, quote_ide
 from .catalog.model import Catalog
 from .catalog.types import NULL, PgType
 from .frontend import load_catalog
-from .schema.source import SchemaRoots, read_files, schema_path
+from .schema.source import SchemaFile, SchemaRoots, psql_statements, read_files, schema_path
 from .syntax.pgparse import PgSyntaxError, parse, scan
 
 __all__ = [
@@ -32,6 +32,7 @@ __all__ = [
     "PgType",
     "QualifiedName",
     "ResultColumn",
+    "SchemaFile",
     "SchemaRoots",
     "analyze",
     "closest",
@@ -39,6 +40,7 @@ __all__ = [
     "load_builtins",
     "load_catalog",
     "parse",
+    "psql_statements",
     "quote_ident",
     "read_files",
     "scan",

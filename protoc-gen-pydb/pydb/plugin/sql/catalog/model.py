@@ -120,6 +120,9 @@ class Index:
     #: The deparsed WHERE of a partial index (ON CONFLICT (...) WHERE ... must imply it).
     predicate: str | None = None
     nulls_not_distinct: bool = False
+    #: The index's column names as pg_attribute holds them (a column's name, an expression's
+    #: FigureIndexColname, made unique): what the names of its partitions' copies are made of.
+    colnames: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -10,9 +10,10 @@ from pglast.enums import AlterTableType, ConstrType, DropBehavior, ObjectType
 
 from ..catalog.identifiers import did_you_mean
 from .depend import alter_type_allowed, drop_column, drop_constraint, null_default
+from .inherit import added_constraint, detached, inherit
 from .partitions import partition_bound
 from .state import PgNode, State
-from .tables import add_constraint, column_def, constraint_keys, identity_sequence
+from .tables import add_constraint, column_def, identity_sequence
 
 
 # -- ALTER TABLE ----------------------------------------------------------------------------
@@ -31,23 +32,22 @@ def alter_table(state: State, node: PgNode) -> None:
             state.missing_relation(rv)
         return
     for cmd in node.cmds or ():
+        con = cmd.def_ if cmd.subtype == AlterTableType.AT_AddConstraint else None
+        check = con is not None and con.contype == ConstrType.CONSTR_CHECK and not con.is_no_inherit
+        if check and not rv.inh and state.children(key):
+            state.error("constraint must be added to child tables too", cmd.def_.location)
+            continue
+        before = set(state.constraints.get(key, {}))
         _alter_cmd(state, key, cmd)
         if rv.inh and cmd.subtype in _RECURSING:
             for child in state.descendants(key):
                 _alter_cmd(state, child, cmd, recursing=True)
-        elif rv.inh and cmd.subtype == AlterTableType.AT_AddConstraint and cmd.def_.contype in _PARTITION_KEYS:
-            cols = constraint_keys(cmd.def_)
-            primary = cmd.def_.contype == ConstrType.CONSTR_PRIMARY
-            for child in state.descendants(key, partitions_only=True):
-                part = state.tables[child]
-                state.tables[child] = replace(
-                    part,
-                    columns=tuple(replace(c, not_null=True) if primary and c.name in cols else c for c in part.columns),
-                    primary_key=cols if primary else part.primary_key,
-                    unique_keys=(*part.unique_keys, cols),
-                )
+        if rv.inh and cmd.subtype in _ADDING:  # a new column's constraints reach the children as any added
+            for name in [n for n in state.constraints.get(key, {}) if n not in before]:
+                added_constraint(state, key, name)
 
 
+_ADDING = (AlterTableType.AT_AddConstraint, AlterTableType.AT_AddIndexConstraint, AlterTableType.AT_AddColumn)
 #: ALTER TABLE actions PostgreSQL applies to inheriting tables and partitions too (without ONLY).
 _RECURSING = frozenset(
     {
@@ -59,8 +59,6 @@ _RECURSING = frozenset(
         AlterTableType.AT_ColumnDefault,
     }
 )
-#: Keys a partitioned table's partitions get too (each holds a partition of the index).
-_PARTITION_KEYS = (ConstrType.CONSTR_PRIMARY, ConstrType.CONSTR_UNIQUE)
 
 
 def _alter_cmd(state: State, key: str, cmd: PgNode, recursing: bool = False) -> None:
@@ -99,7 +97,7 @@ def _alter_cmd(state: State, key: str, cmd: PgNode, recursing: bool = False) -> 
             return
         col, constraints = column_def(state, cd, key)
         state.tables[key] = replace(table, columns=(*columns, col))
-        for con, cols in constraints:
+        for con, cols in constraints if not recursing else ():  # an inheriting table's come from the parent's
             add_constraint(state, key, con, cols)
     elif sub == AlterTableType.AT_DropColumn:
         if idx is None:
@@ -132,6 +130,7 @@ def _alter_cmd(state: State, key: str, cmd: PgNode, recursing: bool = False) -> 
         )
         identity_sequence(state, key, columns[idx], cmd.def_)
     elif sub == AlterTableType.AT_DropIdentity and idx is not None:
+        state.identities.discard((key, columns[idx].name))
         columns[idx] = replace(columns[idx], has_default=False, identity_always=False)
     elif sub == AlterTableType.AT_DropExpression and idx is not None:
         columns[idx] = replace(columns[idx], generated=False, has_default=False)
@@ -175,6 +174,8 @@ def _link(
             return
     links = state.parents.setdefault(child, [])
     if attach:
+        if not inherit(state, parent, child, partition, attach=True):
+            return
         links.append((parent, partition))
         if partition:  # the partition gets the partitioned table's keys (its index partitions)
             table = state.tables[child]
@@ -183,6 +184,7 @@ def _link(
                 table, unique_keys=(*table.unique_keys, *state.tables[parent].unique_keys), partition_bound=checked
             )
     else:
+        detached(state, parent, child)
         state.parents[child] = [link for link in links if link[0] != parent]
         if partition:
             state.tables[child] = replace(state.tables[child], partition_bound=None)

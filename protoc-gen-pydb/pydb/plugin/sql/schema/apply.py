@@ -200,7 +200,8 @@ def _do(state: State, node: PgNode) -> None:
     if ddl:
         state.warning(
             f"DO block: the catalog does not run procedural code, so what it does ({', '.join(ddl)}) is not "
-            "in the catalog; a statement using an object it creates or changes will say the object is missing"
+            "in the catalog; a statement using an object it creates or changes will say the object is missing. "
+            "To have it, point schema= at the dump `protoc-gen-pydb snapshot` writes (docs/workflow.md)"
         )
 
 

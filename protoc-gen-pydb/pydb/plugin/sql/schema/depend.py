@@ -18,6 +18,7 @@ from dataclasses import replace
 
 from pglast import ast
 
+from . import inherit
 from .rename import drop_relation
 from .state import PgNode, State
 
@@ -105,13 +106,13 @@ def drop_column(state: State, key: str, column: str, cascade: bool) -> bool:
         if view in state.tables:  # not gone already with a view it read
             drop_relation(state, view, cascade=True)
     for other, name in foreign_keys:
-        drop_constraint(state, other, name, missing_ok=True)
+        drop_constraint(state, other, name, missing_ok=True, recursing=True)
     for gone in generated:
         if state.tables[key].column(gone) is not None:
             drop_column(state, key, gone, cascade=True)
     for name, info in list(state.constraints.get(key, {}).items()):
         if column in info.columns or (info.references == key and column in info.ref_columns):
-            drop_constraint(state, key, name, missing_ok=True)
+            drop_constraint(state, key, name, missing_ok=True, recursing=True)
     for ikey, index in list(state.indexes.items()):
         if index.table == key and column in (state.index_reads.get(ikey) or set(index.columns)):
             del state.indexes[ikey]
@@ -143,9 +144,13 @@ def alter_type_allowed(state: State, key: str, column: str) -> bool:
     return True
 
 
-def drop_constraint(state: State, key: str, name: str, missing_ok: bool) -> None:
-    info = state.constraints.get(key, {}).pop(name, None)
+def drop_constraint(state: State, key: str, name: str, missing_ok: bool, recursing: bool = False) -> None:
     table = state.tables[key]
+    inherited = (key, name) in state.constraint_parent or f"{table.schema}.{name}" in state.index_parent
+    if inherited and not recursing and name in state.constraints.get(key, {}):
+        state.error(f"cannot drop inherited constraint {name} of relation {table.name}")
+        return
+    info = state.constraints.get(key, {}).pop(name, None)
     if info is None:
         if not missing_ok:
             # Implicit constraint names follow PostgreSQL's rules closely, not perfectly
@@ -154,6 +159,9 @@ def drop_constraint(state: State, key: str, name: str, missing_ok: bool) -> None
         return
     if info.kind in "pux":
         state.indexes.pop(f"{table.schema}.{name}", None)
+        inherit.dropped_index(state, f"{table.schema}.{name}")
+    else:
+        inherit.dropped_constraint(state, key, name)
     if info.kind == "p":
         table = replace(table, primary_key=())
     if info.kind in ("p", "u"):

@@ -18,6 +18,7 @@ from ..syntax.pgtree import nodes_of, walk
 from . import rename
 from .state import PgNode, State, qualified, strings
 from .tables import deparse
+from .viewdomains import keep_domains
 
 _RELATION_KINDS = {
     ObjectType.OBJECT_TABLE: ("table", "partitioned_table"),
@@ -247,7 +248,7 @@ def _query_columns(state: State, query: PgNode, what: str, names: list[str]) -> 
     for i, rc in enumerate(result):
         name = names[i] if i < len(names) else rc.name
         out.append(Column(name, rc.type or PgType("unknown"), not rc.nullable, False))
-    return tuple(out)
+    return keep_domains(state, query, tuple(out))
 
 
 def create_view(state: State, node: PgNode) -> None:
@@ -258,6 +259,11 @@ def create_view(state: State, node: PgNode) -> None:
     schema, key = created
     aliases = [s.sval for s in node.aliases or ()]
     columns = _query_columns(state, node.query, f"view {key}", aliases)
+    names = [c.name for c in columns]
+    twice = next((n for i, n in enumerate(names) if n in names[:i]), None)
+    if twice is not None:
+        state.error(f"column {twice} specified more than once", rv.location)
+        return
     state.tables[key] = Table(schema, rv.relname, columns, kind="view")
     state.types[key] = PgType(key)
     _record_view_reads(state, key, node.query)

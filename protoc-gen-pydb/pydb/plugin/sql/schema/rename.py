@@ -11,6 +11,7 @@ from pglast.enums import DropBehavior, ObjectType
 
 from ..catalog.identifiers import did_you_mean, split_name
 from ..catalog.types import PgType
+from .inherit import dropped_index
 from .state import PgNode, State, qualified
 
 _RELATION_KINDS = {
@@ -35,7 +36,12 @@ def drop(state: State, node: PgNode) -> None:
                 if not node.missing_ok:
                     state.error(f"index {'.'.join(parts)} does not exist")
                 continue
+            if key in state.index_parent and state.index_parent[key] in state.indexes:
+                parent = state.index_parent[key].split(".", 1)[1]
+                state.error(f"cannot drop index {key.split('.', 1)[1]} because index {parent} requires it")
+                continue
             index = state.indexes.pop(key)
+            dropped_index(state, key)
             table = state.tables.get(index.table)
             if table is not None and index.unique and not index.partial and index.columns in table.unique_keys:
                 keys = list(table.unique_keys)
@@ -109,6 +115,9 @@ def _drop_relation(state: State, parts: list[str], kinds: tuple[str, ...], missi
     for ikey in [k for k, i in state.indexes.items() if i.table == key]:
         del state.indexes[ikey]
         state.index_reads.pop(ikey, None)
+        state.index_parent.pop(ikey, None)
+    for link in [link for link in state.constraint_parent if link[0] == key]:
+        del state.constraint_parent[link]
     for skey in [k for k, s in state.sequences.items() if s.owned_by and s.owned_by[0] == key]:
         del state.sequences[skey]
 

@@ -28,8 +28,9 @@ from pathlib import Path
 
 from ...diagnostics import Diagnostic, Problem
 from ..catalog.model import Catalog
-from .apply import apply_schema
-from .state import QueryTyper
+from ..syntax.pgparse import PgSyntaxError, parse
+from .apply import apply_schema, skip_meta_lines
+from .state import QueryTyper, State
 
 DEFAULT_SCHEMA = "schema.sql"
 
@@ -179,3 +180,14 @@ def _diagnostic(file: SchemaFile, problem: Problem) -> Diagnostic:
     line = file.text.count("\n", 0, offset) + 1
     col = offset - (file.text.rfind("\n", 0, offset) + 1) + 1
     return Diagnostic(file.path, line, col, problem.message, problem.severity, file.text, problem.span)
+
+
+def psql_statements(sql: str) -> list[tuple[int, str]]:
+    """(offset, text) of each statement as psql sends it (meta-lines blanked, offsets kept); a
+    text PostgreSQL's parser rejects is one piece, so PostgreSQL reports the error."""
+    text = skip_meta_lines(State(), sql)
+    try:
+        parsed = parse(text)
+    except PgSyntaxError:
+        return [(0, text)]
+    return [(stmt.start, text[stmt.start : stmt.end]) for stmt in parsed]

@@ -91,6 +91,8 @@ class ConstraintInfo:
     references: str | None = None
     #: A foreign key's referenced columns (DROP COLUMN of one needs CASCADE).
     ref_columns: tuple[str, ...] = ()
+    #: CHECK ... NO INHERIT: inheriting tables and partitions do not get it.
+    no_inherit: bool = False
 
 
 @dataclass
@@ -123,6 +125,13 @@ class State:
     generated_reads: dict[str, dict[str, set[str]]] = field(default_factory=dict)
     #: Inheritance: child table -> [(parent, is_partition)] (INHERITS, PARTITION OF, ATTACH).
     parents: dict[str, list[tuple[str, bool]]] = field(default_factory=dict)
+    #: pg_depend's partition dependencies (`inherit.py`): a partition's index -> the parent's
+    #: index it is a partition of; an inherited CHECK or foreign key (table, name) -> the
+    #: parent's (table, name).
+    index_parent: dict[str, str] = field(default_factory=dict)
+    #: Identity columns (table, column), ALWAYS or BY DEFAULT: LIKE copies them only INCLUDING IDENTITY.
+    identities: set[tuple[str, str]] = field(default_factory=set)
+    constraint_parent: dict[tuple[str, str], tuple[str, str]] = field(default_factory=dict)
     #: Extensions created that the catalog has no data for: their objects are unknown.
     unknown_extensions: list[str] = field(default_factory=list)
     #: The session's search path (SET search_path / set_config change it for what follows).
@@ -245,6 +254,14 @@ class State:
         shown = f"{rv.schemaname}.{rv.relname}" if rv.schemaname else rv.relname
         known = sorted(self.tables) if rv.schemaname else sorted({t.name for t in self.tables.values()})
         self.error(f"{what} {shown} does not exist{did_you_mean(shown, known)}", rv.location, len(shown))
+
+    def children(self, key: str, partitions_only: bool = False) -> list[str]:
+        """The tables inheriting from `key` directly."""
+        return [
+            c
+            for c, links in self.parents.items()
+            if any(p == key and (part or not partitions_only) for p, part in links)
+        ]
 
     def descendants(self, key: str, partitions_only: bool = False) -> list[str]:
         """The tables inheriting from `key`, recursively (PostgreSQL recurses ALTER TABLE to

@@ -16,6 +16,7 @@ from ..catalog.types import PgType
 from ..syntax.colnames import figure_index_colname
 from ..syntax.pgtree import nodes_of
 from .depend import column_refs, null_default
+from .inherit import clone_index, copy_index, inherit, partitions, referenced_partition, unique_colnames
 from .partitions import inherited_keys_include_key, partition_bound, partition_key, unique_includes_key
 from .state import SERIALS, ConstraintInfo, PgNode, State, choose_name, qualified, strings
 
@@ -118,13 +119,14 @@ def _merge(state: State, columns: list[Column], col: Column, location: int | Non
 def identity_sequence(state: State, key: str, col: Column, con: PgNode) -> None:
     schema, table = key.split(".", 1)
     seq_key = None
-    for opt in con.options or ():
+    for opt in (con.options if con is not None else None) or ():
         if opt.defname == "sequence_name":
             seq_schema, seq_name = split_name(strings(opt.arg))
             seq_key = f"{seq_schema or schema}.{seq_name}"
     if seq_key is None:
         seq_key = f"{schema}.{choose_name(table, col.name, 'seq', lambda n: state.relation_exists(f'{schema}.{n}'))}"
     state.sequences[seq_key] = Sequence(qualified(seq_key), col.type, (key, col.name))
+    state.identities.add((key, col.name))
 
 
 # -- CREATE TABLE ---------------------------------------------------------------------------
@@ -141,6 +143,7 @@ def create_table(state: State, node: PgNode) -> None:
     constraints: list[tuple[PgNode, tuple[str, ...] | None]] = []
     inherited_keys: tuple[tuple[str, ...], ...] = ()
     primary: tuple[str, ...] = ()
+    likes: list[tuple[str, int]] = []
     for parent_rv in node.inhRelations or ():
         parent_key = state.relation_key(parent_rv)
         if parent_key is None:
@@ -156,7 +159,7 @@ def create_table(state: State, node: PgNode) -> None:
             _merge(
                 state,
                 columns,
-                replace(col, has_default=col.has_default and node.partbound is not None),
+                col,
                 parent_rv.location,
                 True,
             )
@@ -182,8 +185,9 @@ def create_table(state: State, node: PgNode) -> None:
         elif isinstance(elt, ast.Constraint):
             constraints.append((elt, None))
         elif isinstance(elt, ast.TableLikeClause):
-            like_keys = _like(state, elt, columns)
-            inherited_keys = (*inherited_keys, *like_keys)
+            like = _like(state, elt, columns, bool(node.inhRelations))
+            if like is not None:
+                likes.append(like)
     constraints.extend((con, None) for con in node.constraints or ())
     pkey: PartitionKey | None = None
     if node.partspec is not None:
@@ -197,8 +201,12 @@ def create_table(state: State, node: PgNode) -> None:
         inherited_keys_include_key(state, state.tables[key], parent_keys[0], node.partspec.location)
     state.types[key] = PgType(key)
     state.constraints[key] = {}
+    for parent_key, part in state.parents.get(key, []):
+        inherit(state, parent_key, key, part, attach=False)
     for con, cols in constraints:
         add_constraint(state, key, con, cols)
+    for source_key, opts in likes:
+        _like_copies(state, source_key, key, opts)
 
 
 def _column_options(
@@ -220,29 +228,57 @@ def _column_options(
             constraints.append((con, (cd.colname,)))
 
 
-def _like(state: State, like: PgNode, columns: list[Column]) -> tuple[tuple[str, ...], ...]:
-    """LIKE source [INCLUDING ...]: its columns (NOT NULL always; defaults, identity and
-    generation expressions when included) and, INCLUDING INDEXES, its unique keys."""
+def _like(state: State, like: PgNode, columns: list[Column], inherits: bool) -> tuple[str, int] | None:
+    """LIKE source [INCLUDING ...]: its columns, NOT NULL always; defaults, identity and generation
+    expressions when included (transformTableLikeClause). Returns what is copied once the table
+    exists (expandTableLikeClause): the source and the options."""
     source_key = state.relation_key(like.relation)
     if source_key is None:
         state.missing_relation(like.relation)
-        return ()
+        return None
     source = state.tables[source_key]
     opts = int(like.options or 0)
     for col in source.columns:
-        keep_default = (
-            (opts & _LIKE["CREATE_TABLE_LIKE_GENERATED"] if col.generated else 0)
-            or (opts & _LIKE["CREATE_TABLE_LIKE_IDENTITY"] if col.identity_always else 0)
-            or (opts & _LIKE["CREATE_TABLE_LIKE_DEFAULTS"] if not col.generated else 0)
-        )
+        identity = (source_key, col.name) in state.identities
+        if identity:
+            keep = bool(opts & _LIKE["CREATE_TABLE_LIKE_IDENTITY"])
+        elif col.generated:
+            keep = bool(opts & _LIKE["CREATE_TABLE_LIKE_GENERATED"])
+        else:
+            keep = bool(opts & _LIKE["CREATE_TABLE_LIKE_DEFAULTS"])
         copied = replace(
             col,
-            has_default=bool(keep_default) and col.has_default,
-            generated=col.generated and bool(opts & _LIKE["CREATE_TABLE_LIKE_GENERATED"]),
-            identity_always=col.identity_always and bool(opts & _LIKE["CREATE_TABLE_LIKE_IDENTITY"]),
+            has_default=keep and col.has_default,
+            generated=col.generated and keep,
+            identity_always=col.identity_always and keep,
         )
+        if any(c.name == col.name for c in columns) and not inherits:
+            # PostgreSQL refuses the table; the catalog keeps it (the first column of that name),
+            # so that statements using it are still checked, as for a column written twice.
+            state.error(f"column {col.name} specified more than once", like.relation.location)
+            continue
         _merge(state, columns, copied, like.relation.location, True)
-    return source.unique_keys if opts & _LIKE["CREATE_TABLE_LIKE_INDEXES"] else ()
+    return source_key, opts
+
+
+def _like_copies(state: State, source_key: str, key: str, opts: int) -> None:
+    """INCLUDING IDENTITY: a sequence of the table's own; INCLUDING CONSTRAINTS: the CHECKs under
+    their names; INCLUDING INDEXES: each index (and the constraint it backs), named from the new
+    table as PostgreSQL names them (never foreign keys)."""
+    table = state.tables[key]
+    if opts & _LIKE["CREATE_TABLE_LIKE_IDENTITY"]:
+        for col in table.columns:
+            if (source_key, col.name) in state.identities:
+                identity_sequence(state, key, col, None)
+    existing = state.constraints.setdefault(key, {})
+    if opts & _LIKE["CREATE_TABLE_LIKE_CONSTRAINTS"]:
+        for name, info in list(state.constraints.get(source_key, {}).items()):
+            if info.kind == "c" and name not in existing:
+                existing[name] = replace(info)
+    if opts & _LIKE["CREATE_TABLE_LIKE_INDEXES"]:
+        for index_key, index in list(state.indexes.items()):
+            if index.table == source_key:
+                copy_index(state, index_key, key)
 
 
 # -- constraints ----------------------------------------------------------------------------
@@ -268,6 +304,9 @@ def add_constraint(state: State, key: str, con: PgNode, on_columns: tuple[str, .
         cols = tuple(column_refs(con.raw_expr))
     else:
         cols = tuple(s.sval for s in con.fk_attrs or ()) if kind == ConstrType.CONSTR_FOREIGN else constraint_keys(con)
+    if kind == ConstrType.CONSTR_CHECK and con.is_no_inherit and table.kind == "partitioned_table":
+        state.error(f"cannot add NO INHERIT constraint to partitioned table {table.name}", con.location)
+        return
     if kind == ConstrType.CONSTR_EXCLUSION and table.kind == "partitioned_table":
         state.error("exclusion constraints are not supported on partitioned tables", con.location)
         return
@@ -307,6 +346,8 @@ def add_constraint(state: State, key: str, con: PgNode, on_columns: tuple[str, .
         lambda n: n in existing or state.relation_exists(f"{table.schema}.{n}"),
     )
     if name in existing:
+        if kind == ConstrType.CONSTR_CHECK and existing[name].kind == "c" and (key, name) in state.constraint_parent:
+            return  # merged with the inherited CHECK of that name
         state.error(f"constraint {name} for relation {table.qualified} already exists", con.location)
         return
     if kind == ConstrType.CONSTR_FOREIGN and not _check_reference(state, table, con, cols):
@@ -317,8 +358,15 @@ def add_constraint(state: State, key: str, con: PgNode, on_columns: tuple[str, .
         target = table if references == key else state.tables.get(references)
         ref_columns = target.primary_key if target is not None else ()
     existing[name] = ConstraintInfo(
-        {"pkey": "p", "key": "u", "excl": "x", "fkey": "f", "check": "c"}.get(label, "n"), cols, references, ref_columns
+        {"pkey": "p", "key": "u", "excl": "x", "fkey": "f", "check": "c"}.get(label, "n"),
+        cols,
+        references,
+        ref_columns,
+        bool(con.is_no_inherit),
     )
+    if references is not None and references in state.tables and state.tables[references].kind == "partitioned_table":
+        for part in partitions(state, references):
+            referenced_partition(state, key, name, part)
     if kind == ConstrType.CONSTR_PRIMARY:
         if _has_primary(state, key, name):
             state.error(f"multiple primary keys for table {table.qualified} are not allowed", con.location)
@@ -334,7 +382,14 @@ def add_constraint(state: State, key: str, con: PgNode, on_columns: tuple[str, .
                 state.error(f"relation {index_key} already exists", con.location)
                 return
             state.indexes[index_key] = Index(
-                index_key, key, cols, kind != ConstrType.CONSTR_EXCLUSION, False, None, bool(con.nulls_not_distinct)
+                index_key,
+                key,
+                cols,
+                kind != ConstrType.CONSTR_EXCLUSION,
+                False,
+                None,
+                bool(con.nulls_not_distinct),
+                unique_colnames(list(cols)),
             )
     state.tables[key] = table
 
@@ -420,9 +475,10 @@ def create_index(state: State, node: PgNode) -> None:
                     state.error(f"column {ref} does not exist in {table.qualified}{did_you_mean(ref, names)}", word=ref)
                     return
             cols.append(f"({deparse(elem.expr)})")
+    colnames = unique_colnames(naming)
     name = node.idxname or choose_name(
         table.name,
-        "_".join(naming),
+        "_".join(colnames),
         "idx",
         lambda n: state.relation_exists(f"{table.schema}.{n}"),
     )
@@ -439,13 +495,23 @@ def create_index(state: State, node: PgNode) -> None:
     if node.unique and not unique_includes_key(state, table, tuple(cols), False, rv.location):
         return
     state.indexes[index_key] = Index(
-        index_key, key, tuple(cols), bool(node.unique), predicate is not None, predicate, bool(node.nulls_not_distinct)
+        index_key,
+        key,
+        tuple(cols),
+        bool(node.unique),
+        predicate is not None,
+        predicate,
+        bool(node.nulls_not_distinct),
+        colnames,
     )
     reads = [e.name or ref for e in node.indexParams or () for ref in ([e.name] if e.name else column_refs(e.expr))]
     state.index_reads[index_key] = {*reads, *(e.name for e in node.indexIncludingParams or () if e.name)}
     state.index_reads[index_key] |= set(column_refs(node.whereClause))
     if node.unique and predicate is None and plain:
         state.tables[key] = replace(table, unique_keys=(*table.unique_keys, tuple(cols)))
+    if rv.inh:  # a partitioned table's index: a partition of it on each partition
+        for child in partitions(state, key):
+            clone_index(state, index_key, child, attach=True)
 
 
 def _column_refs(node: PgNode) -> list[str]:
