@@ -273,8 +273,14 @@ class FunctionCalls(AnalyzerCore):
     def written_name(self, node: exp.Func, fallback: str) -> str:
         """A function's name as the statement spells it (sqlglot renames some it models)."""
         span = span_of(node)
-        if span is not None:
+        if span is not None and "start" in node.meta:
             m = re.match(r"\s*([A-Za-z_][\w.]*)\s*\(", self.sql[span.start :])
+            if m is not None:
+                return m.group(1).lower()
+        elif span is not None:
+            # sqlglot placed the call's operands only (`decode(NULLIF(a, ''), 'hex')`): the
+            # name is the word before the `(` that opens the first of them.
+            m = re.search(r"([A-Za-z_][\w.]*)\s*\((?:\s|\()*$", self.sql[: span.start])
             if m is not None:
                 return m.group(1).lower()
         return fallback

@@ -409,6 +409,11 @@ class ExpressionInference(CastsAndLiterals):
     def generic_operator(self, node: exp.Binary, scope: Scope, allow_output: bool) -> Typed:
         return self.operator(self.operator_written(node), node.this, node.expression, node, scope)
 
+    @infers(exp.JSONBDeleteAtPath)
+    def delete_at_path(self, node: exp.JSONBDeleteAtPath, scope: Scope, allow_output: bool) -> Typed:
+        """jsonb `#-` text[]: an operator, as PostgreSQL resolves it."""
+        return self.operator("#-", node.this, node.expression, node, scope)
+
     @infers(exp.MatchAgainst)
     def text_match(self, node: exp.MatchAgainst, scope: Scope, allow_output: bool) -> Typed:
         if len(node.expressions) == 1:
