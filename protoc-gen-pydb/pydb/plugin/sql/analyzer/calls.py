@@ -26,10 +26,18 @@ class FunctionCalls(AnalyzerCore):
 
     def function(self, node: exp.Func, scope: Scope) -> Typed:
         name = function_name(node)
+        operands = list(node.iter_expressions())
+        if not isinstance(node, (exp.ArrayAgg, exp.GroupConcat)) and any(isinstance(a, exp.Order) for a in operands):
+            # agg(x ORDER BY y) that sqlglot models (json_agg): the argument is x, y is typed here.
+            for order in operands:
+                if isinstance(order, exp.Order):
+                    for ordered in order.expressions:
+                        self.infer(ordered.this if isinstance(ordered, exp.Ordered) else ordered, scope)
+            operands = [a.this if isinstance(a, exp.Order) and isinstance(a.this, exp.Expr) else a for a in operands]
         # agg(DISTINCT x): the argument is x.
         args: list[exp.Expr] = [
             a.expressions[0] if isinstance(a, exp.Distinct) and len(a.expressions) == 1 else a
-            for a in node.iter_expressions()
+            for a in operands
             if not isinstance(a, (exp.Order, exp.Var))
         ]
         if isinstance(node, exp.Count):
@@ -62,7 +70,10 @@ class FunctionCalls(AnalyzerCore):
             # array_agg(x ORDER BY y): sqlglot wraps the argument in its ORDER BY.
             for ordered in node.this.expressions:
                 self.infer(ordered.this if isinstance(ordered, exp.Ordered) else ordered, scope)
-            element = self.infer(node.this.this, scope)
+            value = node.this.this
+            if isinstance(value, exp.Distinct) and len(value.expressions) == 1:
+                value = value.expressions[0]
+            element = self.infer(value, scope)
             array = element.type.array() if element.type is not None else None
             return Typed(array, element.nullable if self.window_depth else True)
         if isinstance(node, exp.Extract):  # extract(field FROM source): numeric
@@ -103,6 +114,10 @@ class FunctionCalls(AnalyzerCore):
         if args is None:
             return None
         arg_names = [a.name if isinstance(a, ast.NamedArgExpr) else None for a in call.args or ()]
+        for order in node.iter_expressions():
+            if isinstance(order, exp.Order):  # the aggregate's ORDER BY keys
+                for ordered in order.expressions:
+                    self.infer(ordered.this if isinstance(ordered, exp.Ordered) else ordered, scope)
         return self.call(
             node,
             names[-1],
@@ -203,10 +218,19 @@ class FunctionCalls(AnalyzerCore):
         cast of `a / b`). None when they do not match PostgreSQL's `count` arguments."""
         current: exp.Expr = node
         for _ in range(3):
-            children = [c for c in current.iter_expressions() if not isinstance(c, (exp.DataType, exp.Order))]
+            # `agg(x ORDER BY y)`: sqlglot wraps the last argument in its ORDER BY (typed by the caller).
+            children = [
+                c.this if isinstance(c, exp.Order) and isinstance(c.this, exp.Expr) else c
+                for c in current.iter_expressions()
+            ]
+            children = [c for c in children if not isinstance(c, (exp.DataType, exp.Order))]
             # `name => value` and `VARIADIC arr`: the value (PostgreSQL's tree has the name, the flag).
             children = [c.expression if isinstance(c, exp.Kwarg) else c for c in children]
             children = [c.this if isinstance(c, exp.Variadic) else c for c in children]
+            # agg(DISTINCT x): the argument is x.
+            children = [
+                c.expressions[0] if isinstance(c, exp.Distinct) and len(c.expressions) == 1 else c for c in children
+            ]
             if any(isinstance(c, (exp.Var, exp.Star)) for c in children):
                 return None
             if len(children) == count:

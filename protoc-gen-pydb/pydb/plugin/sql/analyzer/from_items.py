@@ -135,6 +135,9 @@ class FromItems(AnalyzerCore):
         ]
 
     def add_source(self, source: exp.Expr, scope: Scope, nullable: bool) -> None:
+        if isinstance(source, exp.Subquery) and isinstance(source.this, exp.Table) and source.this.args.get("joins"):
+            self.nested_join(source, scope, nullable)
+            return
         rel = self.relation_of(source, scope)
         if rel is None:
             return
@@ -144,6 +147,35 @@ class FromItems(AnalyzerCore):
             if existing.alias == rel.alias:
                 self.error(f"table name {rel.alias} is specified more than once; give one an alias", source)
         scope.add_relation(rel)
+
+    def nested_join(self, source: exp.Subquery, scope: Scope, nullable: bool) -> None:
+        """`FROM (a JOIN b ON ...) JOIN c`: the parenthesised join tree is joined as a unit (on
+        the far side of an outer join, all of it may be absent); with an alias, `(a JOIN b) AS j`,
+        it is one relation whose columns are the join's."""
+        inner = Scope(parent=scope)
+        first = source.this.copy()
+        first.set("joins", None)
+        self.add_source(first, inner, nullable=False)
+        for join in source.this.args["joins"]:
+            self.join(join, inner)
+        if source.alias:
+            columns = [(c.name, c.typed) for c in inner.star]
+            rels = [Relation(source.alias, (source.alias,), columns, incomplete=inner.lenient())]
+        else:
+            rels = inner.relations
+            scope.merged.update(inner.merged)
+            scope.merged_as.update(inner.merged_as)
+        for rel in rels:
+            if nullable:
+                rel.make_optional()
+            if any(existing.alias == rel.alias for existing in scope.relations):
+                self.error(f"table name {rel.alias} is specified more than once; give one an alias", source)
+            scope.relations.append(rel)
+        star = [StarColumn(c.name, Typed(c.typed.type, True, c.typed.embedded), c.sql) if nullable else c for c in inner.star]
+        if source.alias:
+            star = rels[0].star()
+        scope.star.extend(star)
+        scope.broken = scope.broken or inner.broken
 
     def relation_of(self, source: exp.Expr, scope: Scope) -> Relation | None:
         alias = source.args.get("alias")
