@@ -104,7 +104,8 @@ class FunctionCalls(AnalyzerCore):
         # operands sqlglot keeps.
         variadic = any(isinstance(a, exp.Variadic) for a in args)
         args = [a.this if isinstance(a, exp.Variadic) else a for a in args]
-        return self.call(node, self.written_name(node, name), None, args, scope, variadic=variadic)
+        schema, _, written = self.written_name(node, name).rpartition(".")  # `util.f(x)`: in schema util
+        return self.call(node, written, schema or None, args, scope, variadic=variadic)
 
     def resolved_call(self, node: exp.Expr, call: ast.FuncCall, scope: Scope) -> Typed | None:
         """A call PostgreSQL's parse tree shows, typed by PostgreSQL's overload resolution.
