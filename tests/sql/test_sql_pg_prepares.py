@@ -96,7 +96,10 @@ PREPARED: list[tuple[str, list[bool]]] = [
     ("SELECT profile #- '{ui,theme}' AS p, profile #- @path::text[] AS q FROM people", [True, True]),
     # 3. -> inside a call's arguments
     ("SELECT coalesce(profile->'ui'->>'theme', '') AS theme FROM people", [False]),
-    ("SELECT coalesce(profile->'ui', '{}') AS ui, lower(profile->'ui'->>'theme' || 'x') AS t FROM people", [False, True]),
+    (
+        "SELECT coalesce(profile->'ui', '{}') AS ui, lower(profile->'ui'->>'theme' || 'x') AS t FROM people",
+        [False, True],
+    ),
     # 4. ON CONFLICT (expression) against a unique expression index
     (
         "INSERT INTO people (email) VALUES (@email) ON CONFLICT (lower(email)) DO UPDATE SET alias = EXCLUDED.alias "

@@ -26,7 +26,7 @@ class FunctionCalls(AnalyzerCore):
 
     def function(self, node: exp.Func, scope: Scope) -> Typed:
         name = function_name(node)
-        operands = list(node.iter_expressions())
+        operands: list[exp.Expr] = list(node.iter_expressions())
         if not isinstance(node, (exp.ArrayAgg, exp.GroupConcat)) and any(isinstance(a, exp.Order) for a in operands):
             # agg(x ORDER BY y) that sqlglot models (json_agg): the argument is x, y is typed here.
             for order in operands:

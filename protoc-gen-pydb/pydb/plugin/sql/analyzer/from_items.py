@@ -171,7 +171,10 @@ class FromItems(AnalyzerCore):
             if any(existing.alias == rel.alias for existing in scope.relations):
                 self.error(f"table name {rel.alias} is specified more than once; give one an alias", source)
             scope.relations.append(rel)
-        star = [StarColumn(c.name, Typed(c.typed.type, True, c.typed.embedded), c.sql) if nullable else c for c in inner.star]
+        star = [
+            StarColumn(c.name, Typed(c.typed.type, True, c.typed.embedded), c.sql) if nullable else c
+            for c in inner.star
+        ]
         if source.alias:
             star = rels[0].star()
         scope.star.extend(star)
@@ -390,7 +393,9 @@ class FromItems(AnalyzerCore):
                 # other FROM item's (a subquery, a CTE, a function) is a record.
                 table = whole_row.table
                 row_type = (
-                    PgType(f"{table.schema}.{table.name}") if table is not None else whole_row.row_type or PgType("record")
+                    PgType(f"{table.schema}.{table.name}")
+                    if table is not None
+                    else whole_row.row_type or PgType("record")
                 )
                 return Typed(row_type, whole_row.optional, tuple(whole_row.row_columns()))
             s = s.parent

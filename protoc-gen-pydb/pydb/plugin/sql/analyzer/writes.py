@@ -377,7 +377,9 @@ def _key_param(where: exp.Expr | None, table: Table | None, rel: Relation | None
 def inference_key(elem: ast.IndexElem) -> str:
     """An ON CONFLICT key as the catalog writes an index key: a column's name, an expression
     deparsed in parentheses."""
-    return elem.name if elem.name else f"({RawStream()(elem.expr)})"
+    if elem.name or elem.expr is None:
+        return str(elem.name or "")
+    return f"({RawStream()(elem.expr)})"
 
 
 def conflict_conjuncts(tree: ast.Node | None) -> set[str]:
