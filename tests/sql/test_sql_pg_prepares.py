@@ -18,6 +18,7 @@ from support.sql_oracle import schema_fixtures
 SCHEMA = """
 CREATE SCHEMA crew;
 CREATE TYPE point2 AS (x int4, y int4);
+CREATE TYPE idspan AS RANGE (subtype = uuid);
 CREATE TABLE people (
     id bigserial PRIMARY KEY,
     email text NOT NULL,
@@ -27,7 +28,8 @@ CREATE TABLE people (
     shift tstzrange,
     leave tstzmultirange,
     grades int4range,
-    spot point2
+    spot point2,
+    keys idspan
 );
 CREATE UNIQUE INDEX people_email_ci ON people (lower(email));
 CREATE TABLE tasks (
@@ -152,6 +154,10 @@ PREPARED: list[tuple[str, list[bool]]] = [
         "grades * int4range(2, 3) AS i FROM people",
         [True, True, True, True, True],
     ),
+    # a range type the schema declares, under pg_catalog's anyrange operators
+    ("SELECT id FROM people WHERE keys @> @k::uuid OR keys && idspan(@a, @b) OR @k::uuid <@ keys", [False]),
+    ("SELECT id, keys * @r AS overlap, keys + keys AS joined FROM people WHERE keys -|- @r", [False, True, True]),
+    ("SELECT id FROM people WHERE keys @> @whole", [False]),
     # 14. parenthesised join trees
     (
         "SELECT p.email, t.title, n.text FROM (people p JOIN tasks t ON t.person_id = p.id) "
@@ -206,6 +212,8 @@ REJECTED = [
     "SELECT (t).nosuch FROM tasks_of(@p) AS t",
     "SELECT @k::int AS a, @k::uuid AS b",
     "SELECT id FROM people WHERE shift @> 1",
+    "SELECT id FROM people WHERE keys @> 1",
+    "SELECT id FROM people WHERE keys && shift",
     "SELECT p.title FROM (people p JOIN tasks t ON t.person_id = p.id) AS j",
     "SELECT * FROM nosuch.grid(3)",
     "SELECT decode(NULLIF(@hex, 1), 'hex')",
