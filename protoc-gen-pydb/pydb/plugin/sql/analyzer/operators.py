@@ -74,8 +74,8 @@ class Operators(AnalyzerCore):
         if on_range is not None:  # a range type the schema declares, under pg_catalog's anyrange operators
             result, left_type, right_type = on_range
             nullable = False
-            for side, typed, coerced in ((left, sides[0], left_type), (right, sides[1], right_type)):
-                operand = self.expect(side, coerced, scope) if is_untyped(side) else typed
+            for side, given, operand_type in ((left, sides[0], left_type), (right, sides[1], right_type)):
+                operand = self.expect(side, operand_type, scope) if is_untyped(side) else given
                 nullable = nullable or operand.nullable
             return Typed(left_type if value_of_left else result, nullable)
         try:
