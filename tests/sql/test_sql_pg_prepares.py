@@ -19,6 +19,7 @@ SCHEMA = """
 CREATE SCHEMA crew;
 CREATE TYPE point2 AS (x int4, y int4);
 CREATE TYPE idspan AS RANGE (subtype = uuid);
+CREATE TYPE "Level" AS ENUM ('low', 'high');
 CREATE TABLE people (
     id bigserial PRIMARY KEY,
     email text NOT NULL,
@@ -176,6 +177,15 @@ PREPARED: list[tuple[str, list[bool]]] = [
     # 16. decode(NULLIF(@p, ''), 'hex') and other calls sqlglot models around a call
     ("SELECT decode(NULLIF(@hex, ''), 'hex') AS raw, encode(NULLIF(@b::bytea, ''), 'hex') AS h", [True, True]),
     ("SELECT decode(coalesce(@hex::text, ''), 'base64') AS raw", [False]),
+    # a function of one OUT column in FROM: its alias is the value; `t.*` as an argument is the row
+    ("SELECT r->>'min' AS lo FROM jsonb_array_elements(@ranges::jsonb) AS r WHERE (r->>'max')::int > 0", [True]),
+    ("SELECT e FROM jsonb_array_elements('[1, 2]') AS e", [True]),
+    (
+        "SELECT p.id, json_agg(t.*) AS tasks, count(t.*) AS n FROM people p JOIN tasks t ON t.person_id = p.id GROUP BY p.id",
+        [False, True, False],
+    ),
+    # a cast's type name glued to AS
+    ('SELECT unnest(cast(@levels::text[] as"Level"[])) AS level, cast(\'low\' as"Level") AS low', [False, False]),
     # array slices
     ("SELECT skills[2:] AS a, skills[:1] AS b, skills[@i:@j] AS c FROM people", [True, True, True]),
 ]
