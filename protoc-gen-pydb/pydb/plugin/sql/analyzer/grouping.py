@@ -83,7 +83,7 @@ class Grouping(AnalyzerCore):
                 if rel is not None:
                     grouped_cols.add((id(rel), g.name))
         order = node.args.get("order")
-        items = [*results, *([o for o in order.expressions] if order is not None else [])]
+        items = [*results, *(_input_order_keys(order, set(scope.output)) if order is not None else [])]
         for item in items:
             for col in _free_columns(item.this if isinstance(item, exp.Alias) else item, grouped_sql):
                 if not col.table and col.name in scope.merged:  # a USING column: one side's, or a COALESCE
@@ -104,11 +104,34 @@ class Grouping(AnalyzerCore):
                     and all((id(rel), k) in grouped_cols for k in table.primary_key)
                 ):
                     continue  # grouped by the primary key: every column is functionally dependent
+                if isinstance(col.this, exp.Star) and all((id(rel), n) in grouped_cols for n, _ in rel.columns):
+                    continue  # every column of t grouped
+                name = col.name
+                if isinstance(col.this, exp.Star):
+                    if col is item:  # a select-list `t.*` is its columns: PostgreSQL names the first not grouped
+                        name = next((n for n, _ in rel.columns if (id(rel), n) not in grouped_cols), name)
+                    else:
+                        name = "*"
                 self.error(
-                    f"column {rel.alias}.{col.name} must appear in the GROUP BY clause or be used in an aggregate function",
+                    f"column {rel.alias}.{name} must appear in the GROUP BY clause or be used in an aggregate function",
                     col,
                 )
                 return
+
+
+def _input_order_keys(order: exp.Expr, outputs: set[str]) -> list[exp.Expr]:
+    """The ORDER BY keys that are expressions over the input rows: PostgreSQL reads a bare
+    name that an output column has as that output column (an alias wins over an input column
+    of its name), and a number as an output position; those are checked as the outputs."""
+    keys = []
+    for o in order.expressions:
+        key = o.this if isinstance(o, exp.Ordered) else o
+        if isinstance(key, exp.Column) and not key.table and key.name in outputs:
+            continue
+        if isinstance(key, exp.Literal) and not key.is_string:
+            continue
+        keys.append(o)
+    return keys
 
 
 def is_aggregate(node: exp.Expr) -> bool:
@@ -148,7 +171,9 @@ def _free_columns(node: exp.Expr, grouped_sql: set[str]) -> Iterator[exp.Column]
     if node.sql(dialect="postgres") in grouped_sql:
         return
     if isinstance(node, exp.Column):
-        if not isinstance(node.this, exp.Star):
+        # `t.*` (in the select list, or `to_jsonb(t.*)`) is every column of t: grouped only by
+        # t's primary key; a bare `*` is checked column by column by PostgreSQL, not here
+        if not isinstance(node.this, exp.Star) or node.table:
             yield node
         return
     if isinstance(node, (exp.Subquery, exp.Select, exp.Exists)) or is_aggregate(node):

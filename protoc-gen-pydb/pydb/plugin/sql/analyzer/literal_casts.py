@@ -69,6 +69,13 @@ class CastsAndLiterals(AnalyzerCore):
         while isinstance(inner, exp.Paren):  # `(@p)::uuid[]`: PostgreSQL's tree has no parentheses
             inner = inner.this
         if isinstance(inner, exp.Parameter):
+            current = self.param_types.get(inner.name)
+            if current is not None and target is not None and current != target:
+                # An earlier use typed the parameter (PostgreSQL types it once, at its first
+                # use): this is a cast of that value, `@p::bigint ... @p::text` casts a bigint.
+                if not castable(current, target):
+                    self.error(f"cannot cast type {describe(current)} to {describe(target)}", node)
+                return Typed(target, inner.name in self.nullable_params)
             self.bind(inner, target)
             return Typed(target, inner.name in self.nullable_params)
         if isinstance(inner, exp.Literal) and target is not None:
@@ -100,7 +107,9 @@ class CastsAndLiterals(AnalyzerCore):
         for a DataType sqlglot made up without a place in the text, its rendering read by
         PostgreSQL's grammar. Either way one resolution: `typenames.resolve_type_name`."""
         start = to.meta.get("start")
-        type_name = self.type_names_at.get(start) if isinstance(start, int) else None
+        type_name = (
+            (self.type_names_at.get(start) or self.type_names_at.get(start - 1)) if isinstance(start, int) else None
+        )
         if type_name is None:
             type_name = parse_type_name(to.sql(dialect="postgres"))
         if type_name is None:

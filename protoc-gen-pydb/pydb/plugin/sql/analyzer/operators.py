@@ -10,6 +10,7 @@ from sqlglot import exp
 from ..catalog import types as t
 from ..catalog.types import PgType
 from ..rules.casts import assignable, describe, is_untyped, same_family, wider
+from ..rules.ranges import range_operator
 from ..rules.resolution import ResolveError, resolve_operator
 from .core import AnalyzerCore
 from .scope import Scope, Typed
@@ -68,6 +69,15 @@ class Operators(AnalyzerCore):
                 sides.append(self.infer(side, scope))
         if sides[0].type is None or sides[1].type is None:
             return Typed(None, True)
+        ranges = {name: r.subtype for name, r in self.catalog.ranges.items()}
+        on_range = range_operator(symbol, sides[0].type, sides[1].type, ranges)
+        if on_range is not None:  # a range type the schema declares, under pg_catalog's anyrange operators
+            result, left_type, right_type = on_range
+            nullable = False
+            for side, given, operand_type in ((left, sides[0], left_type), (right, sides[1], right_type)):
+                operand = self.expect(side, operand_type, scope) if is_untyped(side) else given
+                nullable = nullable or operand.nullable
+            return Typed(left_type if value_of_left else result, nullable)
         try:
             resolution = resolve_operator(
                 symbol, self.builtins.operators(symbol), sides[0].type, sides[1].type, env=self.builtins
@@ -126,6 +136,10 @@ class Operators(AnalyzerCore):
         known = lt.type if lt.type not in (None, t.UNKNOWN, t.NULL) else rt.type
         if known is None or known in (t.UNKNOWN, t.NULL):
             known = t.JSONB if op != "&&" else None
+        if known is not None and not known.is_array and known.name not in t.JSON:
+            # ranges and multiranges (`@>` an element, `&&`, `<@`), geometry, tsquery...:
+            # PostgreSQL's operator resolution over the operators the database has.
+            return self.operator(op, left, right, node, scope)
         if known is not None:
             if not known.is_array and (known.name not in t.JSON or op == "&&"):
                 self.error(f"operator does not exist: {describe(known)} {op} ...; it takes arrays or jsonb", node)
@@ -291,6 +305,8 @@ class Operators(AnalyzerCore):
         left, right = node.this, node.expression
         lt = self.infer(left, scope)
         rt = self.infer(right, scope)
+        if any(s.type is not None and not s.type.is_array and s.type.name in self.catalog.ranges for s in (lt, rt)):
+            return self.operator(_op(node), left, right, node, scope)  # union, intersection, difference
         nullable = lt.nullable or rt.nullable
         a, b = lt.type, rt.type
         # An untyped parameter next to a date, time or interval: PostgreSQL's operator
