@@ -33,6 +33,7 @@ from .errors import (
     status_for_db_error,
 )
 from .listen import listen
+from .paging import Keyset, next_page_token, page_after, page_size
 from .trace import traceparent
 
 __all__ = [
@@ -40,6 +41,7 @@ __all__ = [
     "Database",
     "FailedPrecondition",
     "InvalidArgument",
+    "Keyset",
     "NotFound",
     "OutOfRange",
     "RpcError",
@@ -51,6 +53,9 @@ __all__ = [
     "enum_label",
     "listen",
     "loaders",
+    "next_page_token",
+    "page_after",
+    "page_size",
     "parse_ints",
     "parse_uuid",
     "parse_uuids",

@@ -13,7 +13,7 @@ from pydb import __version__
 from ..bind import ir, typemap
 from ..protos import python_module, snake_case
 from ..sql import quote_ident
-from . import model
+from . import model, shaped
 from .text import py_str, py_tuple
 
 _C = ir.Conversion
@@ -273,6 +273,11 @@ def _rpc(m: _Module, rpc: ir.Rpc) -> model.Rpc:
     if rpc.cardinality is ir.Cardinality.EXEC_ROWS:
         assert rpc.result_field is not None
         response = f"{response_type}({argument(rpc.result_field, 'cur.rowcount')})"
+    shape = shaped.lower_parts(m, rpc, function.upper() + "_SQL") if rpc.parts else None
+    if shape is not None and shape.page is not None:
+        assert rpc.result_field is not None and rpc.row is not None
+        rows = f"[{m.converter(rpc.row)}(row) for row in rows[:size]]"
+        response = f"{response_type}({argument(rpc.result_field, rows)}, {argument(shape.page.next_field, 'token')})"
     traceparent = None
     if rpc.traceparent is not None:
         name = rpc.traceparent.name
@@ -301,6 +306,7 @@ def _rpc(m: _Module, rpc: ir.Rpc) -> model.Rpc:
         traceparent_unset=traceparent,
         on_replica=not rpc.writes and not rpc.primary,
         reads_only=not rpc.writes,
+        shaped=shape,
     )
 
 
