@@ -72,6 +72,8 @@ def keyset(text: str, analysis: Analysis, catalog: Catalog, blocks: tuple[Block,
         return Problem("page: a paged statement is a SELECT")
     if stmt.valuesLists or (stmt.op is not None and int(stmt.op) != 0):
         return Problem("page: a paged statement is one SELECT (no UNION, INTERSECT, EXCEPT or VALUES)")
+    limit = stmt.limitCount if stmt.limitCount is not None else stmt.limitOffset
+    at = getattr(limit, "location", None)
     for what, present in (
         ("LIMIT", stmt.limitCount is not None),
         ("OFFSET", stmt.limitOffset is not None),
@@ -82,7 +84,8 @@ def keyset(text: str, analysis: Analysis, catalog: Catalog, blocks: tuple[Block,
     ):
         if present:
             hint = " (the page's size is page_size)" if what in ("LIMIT", "OFFSET") else ""
-            return Problem(f"page: a paged statement has no {what}{hint}")
+            span = SqlSpan(at, at) if hint and isinstance(at, int) and at >= 0 else None
+            return Problem(f"page: a paged statement has no {what}{hint}", span)
     if not stmt.sortClause:
         return Problem("page: a paged statement needs an ORDER BY (its keys are the page token)")
     if isinstance(stmt.whereClause, ast.BoolExpr) and stmt.whereClause.boolop == BoolExprType.OR_EXPR:
@@ -101,11 +104,14 @@ def keyset(text: str, analysis: Analysis, catalog: Catalog, blocks: tuple[Block,
     first = None
     for sort in stmt.sortClause or ():
         node = sort.node
-        span = SqlSpan(node.location, node.location) if getattr(node, "location", None) is not None else None
+        start = getattr(node, "location", None)
+        span = SqlSpan(start, start) if isinstance(start, int) and start >= 0 else None
         first = span.start if first is None and span is not None else first
         if not isinstance(node, ast.ColumnRef) or not all(isinstance(f, ast.String) for f in node.fields or ()):
             return Problem("page: each ORDER BY key must be a column (the token holds the last row's keys)", span)
         fields = [f.sval for f in node.fields or ()]
+        if span is not None:  # the column as written (unquoted names: the usual case)
+            span = SqlSpan(span.start, span.start + len(".".join(fields)) - 1)
         if int(sort.sortby_nulls) != 0 or int(sort.sortby_dir) == 3:
             return Problem("page: ORDER BY keys take ASC or DESC only (no NULLS FIRST/LAST, no USING)", span)
         found = position.get(fields[-1])

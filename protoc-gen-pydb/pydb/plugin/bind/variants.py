@@ -109,6 +109,8 @@ def find_blocks(sql: str, request: Message, index: ProtoIndex) -> tuple[tuple[Bl
             continue
         name = marker.group(2)
         values = tuple(v.strip() for v in (marker.group(3) or "").split(",") if v.strip())
+        # Opened even when refused below, so its /*@end*/ is not reported as well.
+        opened = (Condition(name, values), marker.start(), marker.end())
         f = request.field(name)
         if f is None:
             close = closest(name, [x.name for x in request.fields])
@@ -150,10 +152,9 @@ def find_blocks(sql: str, request: Message, index: ProtoIndex) -> tuple[tuple[Bl
                 Problem(f"/*@if {name}*/: a field is tested either for being set or for its values, not both", span)
             )
             continue
-        opened = (Condition(name, values), marker.start(), marker.end())
     if opened is not None:
         problems.append(Problem("/*@if ...*/ without its /*@end*/", SqlSpan(opened[1], opened[2] - 1)))
-    return tuple(blocks), problems
+    return (() if problems else tuple(blocks)), problems
 
 
 def variants(sql: str, blocks: tuple[Block, ...], index: ProtoIndex, request: Message) -> list[Variant] | Problem:
