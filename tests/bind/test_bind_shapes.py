@@ -19,9 +19,8 @@ from typing import Any
 import psycopg
 import pytest
 from goldens.harness import generate, importable
-from support.pg import Cluster, scratch_database
-
 from pydb import runtime as rt
+from support.pg import Cluster, scratch_database
 
 GOLDEN = Path(__file__).resolve().parents[1] / "goldens" / "shapes"
 
@@ -102,7 +101,7 @@ async def test_every_filter_combination_and_sort_pages_through_the_oracles_rows(
                 ]
             assert [i for p in pages for i in p] == expected, (shop, state, max_price, order, size)
             per_page = size or 20
-            assert all(len(p) == per_page for p in pages[:-1]) and 0 < len(pages[-1]) <= per_page or expected == []
+            assert (all(len(p) == per_page for p in pages[:-1]) and 0 < len(pages[-1]) <= per_page) or expected == []
             # An exact multiple ends without a token rather than with an empty page.
             assert pages[-1] or len(pages) == 1
 
