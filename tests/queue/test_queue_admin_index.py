@@ -8,7 +8,7 @@ GetQueueStats reads the live rows only and ListToolOutcomes the window only."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, ClassVar
 
 import psycopg
 import pytest
@@ -75,7 +75,7 @@ class Recording(_LoadingCursor):
     """The generated handler's cursor, keeping what it executes (on the real database)."""
 
     __slots__ = ()
-    seen: list[tuple[str, dict[str, Any]]] = []
+    seen: ClassVar[list[tuple[str, dict[str, Any]]]] = []
 
     async def execute(self, query: Any, params: Any = None, **kw: Any) -> Any:
         Recording.seen.append((str(query), dict(params or {})))
