@@ -95,7 +95,7 @@ async def test_every_filter_combination_and_sort_pages_through_the_oracles_rows(
                 expected = [
                     r[0]
                     for r in conn.execute(
-                        ORACLE.format(order=ORDERS[order]),  # type: ignore[arg-type]
+                        ORACLE.format(order=ORDERS[order]),
                         {"shop": shop, "state": label, "max_price": max_price},
                     )
                 ]

@@ -113,8 +113,10 @@ async def test_a_task_page_reads_one_page(
     table: tuple[str, str, int], case: str, generic: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     url, tool, size = table
-    fields = {k: tool if v == TOOL else v for k, v in CASES[case].items() if k != "page_token"}
-    request = pb.ListTasksRequest(page_size=PAGE, **fields)
+    request = pb.ListTasksRequest(page_size=PAGE)
+    for name, value in CASES[case].items():
+        if name != "page_token":
+            setattr(request, name, tool if value == TOOL else value)
     if "page_token" in CASES[case]:
         request.page_token = middle_token(url, request)
     sql, params = await as_run(url, request, monkeypatch)
