@@ -273,7 +273,9 @@ def _rpc(m: _Module, rpc: ir.Rpc) -> model.Rpc:
     if rpc.cardinality is ir.Cardinality.EXEC_ROWS:
         assert rpc.result_field is not None
         response = f"{response_type}({argument(rpc.result_field, 'cur.rowcount')})"
-    shape = shaped.lower_parts(m, rpc, function.upper() + "_SQL") if rpc.parts else None
+    shape = None
+    if rpc.parts:
+        shape = shaped.lower_parts(m, rpc, function.upper() + "_SQL", [psycopg_sql(p.statement) for p in rpc.parts])
     if shape is not None and shape.page is not None:
         assert rpc.result_field is not None and rpc.row is not None
         rows = f"[{m.converter(rpc.row)}(row) for row in rows[:size]]"

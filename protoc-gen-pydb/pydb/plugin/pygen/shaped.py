@@ -57,13 +57,13 @@ def _tuple(items: tuple[int, ...]) -> str:
     return "(" + ", ".join(map(str, items)) + ("," if len(items) == 1 else "") + ")"
 
 
-def lower_parts(m: Types, rpc: ir.Rpc, const: str) -> model.Shaped:
-    """The model of a statement in parts (rpc.parts non-empty). Only whitespace between tokens
+def lower_parts(m: Types, rpc: ir.Rpc, const: str, sql: list[str]) -> model.Shaped:
+    """The model of a statement in parts (rpc.parts non-empty; `sql`: each part as psycopg takes it). Only whitespace between tokens
     changes: a conditional part (and the page's predicate) starts a line of its own."""
     page = rpc.page
     texts: list[str] = []
     items: list[str] = []
-    for i, (text, part) in enumerate(zip(_texts(rpc), rpc.parts, strict=True)):
+    for i, (text, part) in enumerate(zip(sql, rpc.parts, strict=True)):
         if page is not None:
             here = tuple(n for n, ks in enumerate(page.keysets) if ks.slot == i)
             if len(here) == len(page.keysets):
@@ -121,9 +121,3 @@ def lower_parts(m: Types, rpc: ir.Rpc, const: str) -> model.Shaped:
             next_field=page.next_field,
         )
     return model.Shaped(parts=tuple(_literal(t) for t in texts), items=tuple(items), checks=tuple(checks), page=paged)
-
-
-def _texts(rpc: ir.Rpc) -> list[str]:
-    from .lower import psycopg_sql  # the placeholders and the % escaping, one place
-
-    return [psycopg_sql(p.statement) for p in rpc.parts]
