@@ -28,6 +28,7 @@ ORDERS = {  # the proto's sort -> the ORDER BY the oracle writes
     0: "added_at DESC, id DESC",
     1: "added_at, id",
     2: "price, id",
+    3: "price DESC, id",
 }
 ORACLE = (
     "SELECT id FROM items WHERE (%(shop)s::text IS NULL OR shop = %(shop)s)"
