@@ -568,11 +568,13 @@ def markdown(r: Json) -> str:
     ):
         if name in r:
             out += section(r)
-    # Measured by hand, not by `make bench` (third-party SQL stays outside the repository):
-    # the real-application differential's figures, kept in their own file and carried along.
-    differential = Path(__file__).with_name("differential_results.md")
-    if differential.is_file():
-        out += [differential.read_text(encoding="utf-8").rstrip(), ""]
+    # Measured by hand, not by `make bench`, kept in files of their own and carried along: the
+    # real-application differential (third-party SQL stays outside the repository) and ListTasks'
+    # plans and pages against its previous form (that form is gone from the proto).
+    for carried in ("differential_results.md", "shapes_results.md"):
+        path = Path(__file__).with_name(carried)
+        if path.is_file():
+            out += [path.read_text(encoding="utf-8").rstrip(), ""]
     return "\n".join(out) + "\n"
 
 

@@ -153,8 +153,8 @@ class Dashboard:
                     target.FromDatetime(datetime.fromisoformat(q[name]).replace(tzinfo=None))
                 except ValueError:
                     return self.page(request, "error.html", 400, message=f"{name}: not a date and time")
-        listed = (await self.call("ListTasks", req)).tasks
-        token = listed[-1].page_token if listed else ""
+        page = await self.call("ListTasks", req)
+        listed, token = page.tasks, page.next_page_token
         keep = {k: v for k, v in q.items() if k != "page_token" and v}
         return self.page(
             request,

@@ -36,6 +36,7 @@ if str(ROOT) not in sys.path:  # run as a script: tests/ holds the support packa
     sys.path.insert(0, str(ROOT))
 
 from pydb.plugin.bind.copyfrom import insert_for  # noqa: E402
+from pydb.plugin.bind.variants import find_blocks, variants  # noqa: E402
 from pydb.plugin.protos import ProtoIndex  # noqa: E402
 from pydb.plugin.sql.analyzer.analyzer import analyze  # noqa: E402
 from pydb.plugin.sql.analyzer.result import Analysis, ResultColumn  # noqa: E402
@@ -99,6 +100,15 @@ class Corpus:
     def file(self, case: str) -> descriptor_pb2.FileDescriptorProto:
         return next(f for f in self.descriptors.file if f.name == proto_name(case))
 
+    def queries(self, case: str) -> dict[str, str]:
+        """Every annotated RPC's statement as written, by RPC name."""
+        return {
+            method.name: method.options.Extensions[options_pb2.sql].query
+            for service in self.file(case).service
+            for method in service.method
+            if method.options.HasExtension(options_pb2.sql)
+        }
+
     def rpcs(self, case: str) -> list[Rpc]:
         """Every annotated RPC of the case, in file order."""
         out: list[Rpc] = []
@@ -111,7 +121,12 @@ class Corpus:
                 written = method.options.Extensions[options_pb2.sql].query
                 # A COPY is checked (and prepared by the oracle) as the INSERT it stands for.
                 query = (insert_for(written) if method.client_streaming else None) or written
-                out.append(Rpc(method.name, query, nullable, written if query != written else ""))
+                blocks = find_blocks(query, request, self.index)[0] if request else ()
+                listed = variants(query, blocks, self.index, request) if blocks and request else None
+                if isinstance(listed, list):  # optional blocks: each variant is a statement of its own
+                    out += [Rpc(f"{method.name} [{v.describe()}]", v.text, nullable) for v in listed]
+                else:
+                    out.append(Rpc(method.name, query, nullable, written if query != written else ""))
         return out
 
     def schema_path(self, case: str) -> Path:

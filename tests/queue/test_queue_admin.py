@@ -55,14 +55,13 @@ async def seeded(stub: Stub, url: str, n: int) -> tuple[pb.Tool, list[str]]:
 async def all_pages(stub: Stub, request: pb.ListTasksRequest) -> list[list[pb.ListedTask]]:
     pages: list[list[pb.ListedTask]] = []
     while True:
-        page = list((await stub.ListTasks(request)).tasks)
-        pages.append(page)
-        assert all(t.page_token == "" for t in page[:-1]), "only a page's last task carries the token"
-        if not page or not page[-1].page_token:
+        response = await stub.ListTasks(request)
+        pages.append(list(response.tasks))
+        if not response.next_page_token:
             return pages
         following = pb.ListTasksRequest()
         following.CopyFrom(request)
-        following.page_token = page[-1].page_token
+        following.page_token = response.next_page_token
         request = following
 
 
@@ -120,9 +119,32 @@ async def test_a_tampered_page_token_is_invalid_argument(stub: Stub, token: str)
     assert_clean_details(err)
 
 
+async def test_a_real_token_edited_or_reused_with_other_filters_is_refused(
+    stub: Stub, private: tuple[str, RunningServer]
+) -> None:
+    tool, ids = await seeded(stub, private[0], 6)
+    token = (await stub.ListTasks(pb.ListTasksRequest(tool_id=tool.id, page_size=2))).next_page_token
+    assert token and tool.id not in token  # opaque
+    edited = token[:5] + ("A" if token[5] != "A" else "B") + token[6:]
+    for request in (
+        pb.ListTasksRequest(tool_id=tool.id, page_size=2, page_token=edited),
+        pb.ListTasksRequest(tool_id=tool.id, status=pb.TASK_STATUS_FAILED, page_token=token),
+        pb.ListTasksRequest(page_token=token),
+    ):
+        err = await rpc_error(stub.ListTasks, request)
+        assert err.code() == grpc.StatusCode.INVALID_ARGUMENT, err.details()
+        assert_clean_details(err)
+    rest = await stub.ListTasks(pb.ListTasksRequest(tool_id=tool.id, page_size=10, page_token=token))
+    assert [t.id for t in rest.tasks] == ids[::-1][2:] and rest.next_page_token == ""
+
+
 async def test_page_size_is_bounded(stub: Stub, private: tuple[str, RunningServer]) -> None:
     tool, _ = await seeded(stub, private[0], 3)
-    assert len((await stub.ListTasks(pb.ListTasksRequest(tool_id=tool.id, page_size=-4))).tasks) == 1
+    err = await rpc_error(stub.ListTasks, pb.ListTasksRequest(tool_id=tool.id, page_size=-4))
+    assert err.code() == grpc.StatusCode.INVALID_ARGUMENT  # AIP-158: a negative size is an error
+    assert (
+        len((await stub.ListTasks(pb.ListTasksRequest(tool_id=tool.id, page_size=5000))).tasks) == 3
+    )  # lowered to 1000
     assert len((await stub.ListTasks(pb.ListTasksRequest(tool_id=tool.id))).tasks) == 3
     err = await rpc_error(stub.ListTasks, pb.ListTasksRequest(tool_id="nope"))
     assert err.code() == grpc.StatusCode.INVALID_ARGUMENT

@@ -116,7 +116,7 @@ def test_every_diagnostic_names_a_real_location(corpus: Corpus, case: str) -> No
             assert at.startswith("option (pydb.v1.sql)") or at_field or at_sql, head.group(0)
         elif head["path"].endswith(".sql"):
             assert at.strip(), f"{head.group(0)} points at nothing"
-    queries = {rpc.name: rpc.annotation for rpc in corpus.rpcs(case)}
+    queries = corpus.queries(case)
     rows = text.split("\n")
     source = ""  # the SQL the current diagnostic is about: a statement or the schema file
     here = ""  # the text of the file at the current diagnostic's line:col

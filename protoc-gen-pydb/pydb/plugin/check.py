@@ -26,6 +26,7 @@ from pydb.v1 import options_pb2
 
 from .bind.cache import CompileCache
 from .bind.compiler import FileCompiler
+from .bind.variants import find_blocks, variants
 from .diagnostics import Diagnostic, Problem, Severity, SqlSpan, format_all
 from .incremental import FileState, full_check, recheck
 from .protos import ProtoIndex
@@ -224,8 +225,12 @@ def each_statement(
                 sql = method.options.Extensions[options_pb2.sql].query
                 request = index.messages[method.input_type.lstrip(".")]
                 nullable = frozenset(f.name for f in request.fields if f.has_presence)
-                analysis, problems = checker.cache.analyze(sql, catalog, nullable)
-                yield Statement(compiler, si, mi, method, sql, analysis, tuple(problems))
+                # Optional blocks: each variant is a statement of its own (same offsets as written).
+                blocks = find_blocks(sql, request, index)[0]
+                listed = variants(sql, blocks, index, request) if blocks else None
+                for text in [v.text for v in listed] if isinstance(listed, list) else [sql]:
+                    analysis, problems = checker.cache.analyze(text, catalog, nullable)
+                    yield Statement(compiler, si, mi, method, text, analysis, tuple(problems))
         yield compiler
 
 

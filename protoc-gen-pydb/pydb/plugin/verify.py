@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import psycopg
 
-from .bind.compiler import FileCompiler, statement
+from .bind.compiler import FileCompiler, dedupe, statement
 from .check import Checker, each_statement, report, virtual_name
 from .diagnostics import Diagnostic
 from .sql import Analysis, Catalog
@@ -166,7 +166,7 @@ def verify(checker: Checker, targets: Sequence[str], url: str) -> tuple[list[str
                 continue
             for text in statement_mismatches(prepared_signature(conn, item.sql, item.analysis, names), item.analysis):
                 item.report(text)
-    return drift, diagnostics
+    return drift, dedupe(diagnostics)  # a statement's variants (optional blocks) report once
 
 
 def main(argv: Sequence[str]) -> int:

@@ -25,6 +25,7 @@ from typing import Any
 from pglast import ast, parse_sql
 from pglast.visitors import Visitor
 
+from .bind.compiler import dedupe
 from .check import Checker, Statement, each_statement, report, virtual_name
 from .diagnostics import Diagnostic, SqlSpan
 
@@ -149,7 +150,7 @@ def vet(checker: Checker, targets: Sequence[str], rules: set[str], url: str | No
     finally:
         if conn is not None:
             conn.close()
-    return out
+    return dedupe(out)  # each variant of a statement with optional blocks reports its findings once
 
 
 def sarif(diagnostics: Sequence[Diagnostic]) -> dict[str, object]:

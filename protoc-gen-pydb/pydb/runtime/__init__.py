@@ -33,6 +33,7 @@ from .errors import (
     status_for_db_error,
 )
 from .listen import listen
+from .paging import Keyset, next_page_token, page_after, page_size
 from .streaming import STREAM_BATCH_ROWS, requests, server_cursor, stream
 from .trace import traceparent
 
@@ -42,6 +43,7 @@ __all__ = [
     "Database",
     "FailedPrecondition",
     "InvalidArgument",
+    "Keyset",
     "NotFound",
     "OutOfRange",
     "RpcError",
@@ -53,6 +55,9 @@ __all__ = [
     "enum_label",
     "listen",
     "loaders",
+    "next_page_token",
+    "page_after",
+    "page_size",
     "parse_ints",
     "parse_uuid",
     "parse_uuids",

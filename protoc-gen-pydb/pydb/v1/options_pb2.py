@@ -25,17 +25,19 @@ _sym_db = _symbol_database.Default()
 from google.protobuf import descriptor_pb2 as google_dot_protobuf_dot_descriptor__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x15pydb/v1/options.proto\x12\x07pydb.v1\x1a google/protobuf/descriptor.proto\"f\n\x03Sql\x12\r\n\x05query\x18\x01 \x01(\t\x12)\n\x0b\x63\x61rdinality\x18\x02 \x01(\x0e\x32\x14.pydb.v1.Cardinality\x12\x14\n\x0cresult_field\x18\x03 \x01(\t\x12\x0f\n\x07primary\x18\x04 \x01(\x08\"\\\n\x06Listen\x12\x0f\n\x07\x63hannel\x18\x01 \x01(\t\x12\x15\n\rpayload_field\x18\x02 \x01(\t\x12\x14\n\x0c\x66ilter_field\x18\x03 \x01(\t\x12\x14\n\x0cpayload_type\x18\x04 \x01(\t*\xa0\x01\n\x0b\x43\x61rdinality\x12\x1b\n\x17\x43\x41RDINALITY_UNSPECIFIED\x10\x00\x12\x13\n\x0f\x43\x41RDINALITY_ONE\x10\x01\x12\x18\n\x14\x43\x41RDINALITY_OPTIONAL\x10\x02\x12\x14\n\x10\x43\x41RDINALITY_MANY\x10\x03\x12\x14\n\x10\x43\x41RDINALITY_EXEC\x10\x04\x12\x19\n\x15\x43\x41RDINALITY_EXEC_ROWS\x10\x05:;\n\x03sql\x12\x1e.google.protobuf.MethodOptions\x18\xe6\xc8\x03 \x01(\x0b\x32\x0c.pydb.v1.Sql:.\n\x06schema\x12\x1c.google.protobuf.FileOptions\x18\xe7\xc8\x03 \x01(\t:A\n\x06listen\x12\x1e.google.protobuf.MethodOptions\x18\xe8\xc8\x03 \x01(\x0b\x32\x0f.pydb.v1.Listenb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x15pydb/v1/options.proto\x12\x07pydb.v1\x1a google/protobuf/descriptor.proto\"\x83\x01\n\x03Sql\x12\r\n\x05query\x18\x01 \x01(\t\x12)\n\x0b\x63\x61rdinality\x18\x02 \x01(\x0e\x32\x14.pydb.v1.Cardinality\x12\x14\n\x0cresult_field\x18\x03 \x01(\t\x12\x0f\n\x07primary\x18\x04 \x01(\x08\x12\x1b\n\x04page\x18\x05 \x01(\x0b\x32\r.pydb.v1.Page\".\n\x04Page\x12\x14\n\x0c\x64\x65\x66\x61ult_size\x18\x01 \x01(\x05\x12\x10\n\x08max_size\x18\x02 \x01(\x05\"\\\n\x06Listen\x12\x0f\n\x07\x63hannel\x18\x01 \x01(\t\x12\x15\n\rpayload_field\x18\x02 \x01(\t\x12\x14\n\x0c\x66ilter_field\x18\x03 \x01(\t\x12\x14\n\x0cpayload_type\x18\x04 \x01(\t*\xa0\x01\n\x0b\x43\x61rdinality\x12\x1b\n\x17\x43\x41RDINALITY_UNSPECIFIED\x10\x00\x12\x13\n\x0f\x43\x41RDINALITY_ONE\x10\x01\x12\x18\n\x14\x43\x41RDINALITY_OPTIONAL\x10\x02\x12\x14\n\x10\x43\x41RDINALITY_MANY\x10\x03\x12\x14\n\x10\x43\x41RDINALITY_EXEC\x10\x04\x12\x19\n\x15\x43\x41RDINALITY_EXEC_ROWS\x10\x05:;\n\x03sql\x12\x1e.google.protobuf.MethodOptions\x18\xe6\xc8\x03 \x01(\x0b\x32\x0c.pydb.v1.Sql:.\n\x06schema\x12\x1c.google.protobuf.FileOptions\x18\xe7\xc8\x03 \x01(\t:A\n\x06listen\x12\x1e.google.protobuf.MethodOptions\x18\xe8\xc8\x03 \x01(\x0b\x32\x0f.pydb.v1.Listenb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'pydb.v1.options_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_CARDINALITY']._serialized_start=267
-  _globals['_CARDINALITY']._serialized_end=427
-  _globals['_SQL']._serialized_start=68
-  _globals['_SQL']._serialized_end=170
-  _globals['_LISTEN']._serialized_start=172
-  _globals['_LISTEN']._serialized_end=264
+  _globals['_CARDINALITY']._serialized_start=345
+  _globals['_CARDINALITY']._serialized_end=505
+  _globals['_SQL']._serialized_start=69
+  _globals['_SQL']._serialized_end=200
+  _globals['_PAGE']._serialized_start=202
+  _globals['_PAGE']._serialized_end=248
+  _globals['_LISTEN']._serialized_start=250
+  _globals['_LISTEN']._serialized_end=342
 # @@protoc_insertion_point(module_scope)

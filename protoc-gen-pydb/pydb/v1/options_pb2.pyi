@@ -15,7 +15,10 @@ Annotate an RPC with the SQL statement that implements it:
     };
   }
 
-`@name` binds the request field `name`. The statement is checked offline against
+`@name` binds the request field `name`. `/*@if field*/ AND col = @field /*@end*/` marks SQL
+present only when the request field (proto3 `optional`, a message or a wrapper) is set, and
+`/*@if order = ORDER_NEWEST*/ ... /*@end*/` SQL present when an enum field holds that value:
+every combination is checked, and PostgreSQL plans each as a statement of its own. The statement is checked offline against
 the schema file (default: `schema.sql` beside the .proto) when the code is generated.
 """
 
@@ -89,6 +92,7 @@ class Sql(_message.Message):
     CARDINALITY_FIELD_NUMBER: _builtins.int
     RESULT_FIELD_FIELD_NUMBER: _builtins.int
     PRIMARY_FIELD_NUMBER: _builtins.int
+    PAGE_FIELD_NUMBER: _builtins.int
     query: _builtins.str
     """The statement, in PostgreSQL syntax. `@field` binds a field of the request message."""
     cardinality: Global___Cardinality.ValueType
@@ -102,6 +106,14 @@ class Sql(_message.Message):
     (DATABASE_REPLICA_URL): read-your-writes, where a standby's replication lag would show a
     caller an older state than the one its own write just made. Writers always run on the primary.
     """
+    @_builtins.property
+    def page(self) -> Global___Page:
+        """Pages in the style of Google's AIP-158 (a CARDINALITY_MANY SELECT with an ORDER BY): the
+        request's `int32 page_size` and `string page_token`, the response's `string next_page_token`
+        beside the rows. The plugin derives the keyset from the ORDER BY keys; the token is opaque and
+        authenticated (a tampered one is INVALID_ARGUMENT). See docs/adding-an-rpc.md.
+        """
+
     def __init__(
         self,
         *,
@@ -109,14 +121,41 @@ class Sql(_message.Message):
         cardinality: Global___Cardinality.ValueType = ...,
         result_field: _builtins.str = ...,
         primary: _builtins.bool = ...,
+        page: Global___Page | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["page", b"page"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["cardinality", b"cardinality", "primary", b"primary", "query", b"query", "result_field", b"result_field"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["cardinality", b"cardinality", "page", b"page", "primary", b"primary", "query", b"query", "result_field", b"result_field"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___Sql: _TypeAlias = Sql  # noqa: Y015
+
+@_typing.final
+class Page(_message.Message):
+    """Keyset pagination's sizes (`page: {}` takes the defaults)."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    DEFAULT_SIZE_FIELD_NUMBER: _builtins.int
+    MAX_SIZE_FIELD_NUMBER: _builtins.int
+    default_size: _builtins.int
+    """page_size 0 asks for this many rows (0: 50)."""
+    max_size: _builtins.int
+    """A larger page_size is lowered to this (0: 1000); a negative one is INVALID_ARGUMENT."""
+    def __init__(
+        self,
+        *,
+        default_size: _builtins.int = ...,
+        max_size: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["default_size", b"default_size", "max_size", b"max_size"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___Page: _TypeAlias = Page  # noqa: Y015
 
 @_typing.final
 class Listen(_message.Message):

@@ -118,8 +118,10 @@ CREATE INDEX idx_gen_tasks_redrive ON generation.tasks (tool_id, completed_at)
 CREATE UNIQUE INDEX idx_gen_tasks_periodic_slot ON generation.tasks (periodic_name, periodic_slot_at)
     WHERE periodic_name IS NOT NULL;
 
--- The task list (ListTasks), newest first, one index per branch of its statement: by tool,
--- by status, or every task. Keyset pagination walks them in order and stops at the page.
+-- The task list (ListTasks), newest first, one index per shape of its filters: by tool and
+-- status, by tool, by status, or every task. Keyset pagination walks them in order and stops at
+-- the page (the other filters are checked on the rows the scan reads).
+CREATE INDEX idx_gen_tasks_tool_status_created ON generation.tasks (tool_id, status, created_at, id);
 CREATE INDEX idx_gen_tasks_tool_created ON generation.tasks (tool_id, created_at, id);
 CREATE INDEX idx_gen_tasks_status_created ON generation.tasks (status, created_at, id);
 CREATE INDEX idx_gen_tasks_created ON generation.tasks (created_at, id);

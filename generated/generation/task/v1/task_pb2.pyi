@@ -2223,10 +2223,11 @@ class ListTasksRequest(_message.Message):
     status: Global___TaskStatus.ValueType
     error_contains: _builtins.str
     page_size: _builtins.int
-    """At most this many tasks (0: 50; at most 1000)."""
+    """At most this many tasks (0: 50; more than 1000: 1000; negative: INVALID_ARGUMENT)."""
     page_token: _builtins.str
-    """Empty for the first page, else a page_token of the previous page's last task, with the
-    same filters. Opaque: a token that is not one the server made is INVALID_ARGUMENT.
+    """Empty for the first page, else the previous response's next_page_token, with the same
+    filters. Opaque: a token that is not one the server made (or that was made for other
+    filters) is INVALID_ARGUMENT.
     """
     @_builtins.property
     def created_after(self) -> _timestamp_pb2.Timestamp: ...
@@ -2278,7 +2279,6 @@ class ListedTask(_message.Message):
     CREATED_AT_FIELD_NUMBER: _builtins.int
     STARTED_AT_FIELD_NUMBER: _builtins.int
     COMPLETED_AT_FIELD_NUMBER: _builtins.int
-    PAGE_TOKEN_FIELD_NUMBER: _builtins.int
     id: _builtins.str
     tool_id: _builtins.str
     status: Global___TaskStatus.ValueType
@@ -2286,10 +2286,6 @@ class ListedTask(_message.Message):
     retry_count: _builtins.int
     max_retries: _builtins.int
     error: _builtins.str
-    page_token: _builtins.str
-    """Set on a page's last task when more follow: pass it as the next request's page_token
-    (AIP-158's next_page_token, carried by the row: the plugin fills a response from rows).
-    """
     @_builtins.property
     def created_at(self) -> _timestamp_pb2.Timestamp: ...
     @_builtins.property
@@ -2309,11 +2305,10 @@ class ListedTask(_message.Message):
         created_at: _timestamp_pb2.Timestamp | None = ...,
         started_at: _timestamp_pb2.Timestamp | None = ...,
         completed_at: _timestamp_pb2.Timestamp | None = ...,
-        page_token: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_error", b"_error", "completed_at", b"completed_at", "created_at", b"created_at", "error", b"error", "started_at", b"started_at"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_error", b"_error", "completed_at", b"completed_at", "created_at", b"created_at", "error", b"error", "id", b"id", "max_retries", b"max_retries", "page_token", b"page_token", "priority", b"priority", "retry_count", b"retry_count", "started_at", b"started_at", "status", b"status", "tool_id", b"tool_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_error", b"_error", "completed_at", b"completed_at", "created_at", b"created_at", "error", b"error", "id", b"id", "max_retries", b"max_retries", "priority", b"priority", "retry_count", b"retry_count", "started_at", b"started_at", "status", b"status", "tool_id", b"tool_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__error: _TypeAlias = _typing.Literal["error"]  # noqa: Y015
     _WhichOneofArgType__error: _TypeAlias = _typing.Literal["_error", b"_error"]  # noqa: Y015
@@ -2326,6 +2321,9 @@ class ListTasksResponse(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     TASKS_FIELD_NUMBER: _builtins.int
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _builtins.int
+    next_page_token: _builtins.str
+    """Set when more tasks follow: pass it as the next request's page_token (AIP-158)."""
     @_builtins.property
     def tasks(self) -> _containers.RepeatedCompositeFieldContainer[Global___ListedTask]:
         """Newest first (created_at, then id, descending)."""
@@ -2334,10 +2332,11 @@ class ListTasksResponse(_message.Message):
         self,
         *,
         tasks: _abc.Iterable[Global___ListedTask] | None = ...,
+        next_page_token: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["tasks", b"tasks"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["next_page_token", b"next_page_token", "tasks", b"tasks"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -551,14 +551,13 @@ class GenerationDataServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def ListTasks(self, request, context):
-        """Tasks newest first, filtered, a page at a time (keyset pagination on (created_at, id): a
-        page costs its rows whatever the page number). The page token is the last row's key, base64
-        text; one that does not decode is PostgreSQL's data exception, answered INVALID_ARGUMENT.
-        Three branches, one per index (idx_gen_tasks_tool_created, idx_gen_tasks_status_created,
-        idx_gen_tasks_created), each guarded by which filters are set: under a generic plan the
-        guards are one-time filters, so only one branch runs, an ordered index scan that stops at
-        the page; `(@x IS NULL OR col = @x)` in one WHERE would leave a generic plan only the scan
-        of every row. The other filters are checked on the rows that branch reads.
+        """Tasks newest first, filtered, a page at a time (AIP-158). Each filter is an optional block,
+        present only when its field is set, so PostgreSQL plans each combination as the statement it
+        is, with its own index (idx_gen_tasks_tool_status_created for a tool and a status,
+        idx_gen_tasks_tool_created, idx_gen_tasks_status_created, idx_gen_tasks_created): an ordered
+        index scan that stops at the page. The page token is derived from the ORDER BY keys
+        (created_at, id): a page costs its rows whatever the page number; the token is opaque and
+        authenticated, and one that is not the server's (or made for other filters) is INVALID_ARGUMENT.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

@@ -203,14 +203,13 @@ class GenerationDataServiceStub:
     Every tool, by name.
     """
     ListTasks: _grpc.UnaryUnaryMultiCallable[_task_pb2.ListTasksRequest, _task_pb2.ListTasksResponse]
-    """Tasks newest first, filtered, a page at a time (keyset pagination on (created_at, id): a
-    page costs its rows whatever the page number). The page token is the last row's key, base64
-    text; one that does not decode is PostgreSQL's data exception, answered INVALID_ARGUMENT.
-    Three branches, one per index (idx_gen_tasks_tool_created, idx_gen_tasks_status_created,
-    idx_gen_tasks_created), each guarded by which filters are set: under a generic plan the
-    guards are one-time filters, so only one branch runs, an ordered index scan that stops at
-    the page; `(@x IS NULL OR col = @x)` in one WHERE would leave a generic plan only the scan
-    of every row. The other filters are checked on the rows that branch reads.
+    """Tasks newest first, filtered, a page at a time (AIP-158). Each filter is an optional block,
+    present only when its field is set, so PostgreSQL plans each combination as the statement it
+    is, with its own index (idx_gen_tasks_tool_status_created for a tool and a status,
+    idx_gen_tasks_tool_created, idx_gen_tasks_status_created, idx_gen_tasks_created): an ordered
+    index scan that stops at the page. The page token is derived from the ORDER BY keys
+    (created_at, id): a page costs its rows whatever the page number; the token is opaque and
+    authenticated, and one that is not the server's (or made for other filters) is INVALID_ARGUMENT.
     """
     GetQueueStats: _grpc.UnaryUnaryMultiCallable[_task_pb2.GetQueueStatsRequest, _task_pb2.GetQueueStatsResponse]
     """The live queue by tool and status, with the age of each one's oldest task: what the queue
@@ -389,14 +388,13 @@ class GenerationDataServiceAsyncStub(GenerationDataServiceStub):
     Every tool, by name.
     """
     ListTasks: _aio.UnaryUnaryMultiCallable[_task_pb2.ListTasksRequest, _task_pb2.ListTasksResponse]  # type: ignore[assignment]
-    """Tasks newest first, filtered, a page at a time (keyset pagination on (created_at, id): a
-    page costs its rows whatever the page number). The page token is the last row's key, base64
-    text; one that does not decode is PostgreSQL's data exception, answered INVALID_ARGUMENT.
-    Three branches, one per index (idx_gen_tasks_tool_created, idx_gen_tasks_status_created,
-    idx_gen_tasks_created), each guarded by which filters are set: under a generic plan the
-    guards are one-time filters, so only one branch runs, an ordered index scan that stops at
-    the page; `(@x IS NULL OR col = @x)` in one WHERE would leave a generic plan only the scan
-    of every row. The other filters are checked on the rows that branch reads.
+    """Tasks newest first, filtered, a page at a time (AIP-158). Each filter is an optional block,
+    present only when its field is set, so PostgreSQL plans each combination as the statement it
+    is, with its own index (idx_gen_tasks_tool_status_created for a tool and a status,
+    idx_gen_tasks_tool_created, idx_gen_tasks_status_created, idx_gen_tasks_created): an ordered
+    index scan that stops at the page. The page token is derived from the ORDER BY keys
+    (created_at, id): a page costs its rows whatever the page number; the token is opaque and
+    authenticated, and one that is not the server's (or made for other filters) is INVALID_ARGUMENT.
     """
     GetQueueStats: _aio.UnaryUnaryMultiCallable[_task_pb2.GetQueueStatsRequest, _task_pb2.GetQueueStatsResponse]  # type: ignore[assignment]
     """The live queue by tool and status, with the age of each one's oldest task: what the queue
@@ -794,14 +792,13 @@ class GenerationDataServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _task_pb2.ListTasksRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_task_pb2.ListTasksResponse, _abc.Awaitable[_task_pb2.ListTasksResponse]]:
-        """Tasks newest first, filtered, a page at a time (keyset pagination on (created_at, id): a
-        page costs its rows whatever the page number). The page token is the last row's key, base64
-        text; one that does not decode is PostgreSQL's data exception, answered INVALID_ARGUMENT.
-        Three branches, one per index (idx_gen_tasks_tool_created, idx_gen_tasks_status_created,
-        idx_gen_tasks_created), each guarded by which filters are set: under a generic plan the
-        guards are one-time filters, so only one branch runs, an ordered index scan that stops at
-        the page; `(@x IS NULL OR col = @x)` in one WHERE would leave a generic plan only the scan
-        of every row. The other filters are checked on the rows that branch reads.
+        """Tasks newest first, filtered, a page at a time (AIP-158). Each filter is an optional block,
+        present only when its field is set, so PostgreSQL plans each combination as the statement it
+        is, with its own index (idx_gen_tasks_tool_status_created for a tool and a status,
+        idx_gen_tasks_tool_created, idx_gen_tasks_status_created, idx_gen_tasks_created): an ordered
+        index scan that stops at the page. The page token is derived from the ORDER BY keys
+        (created_at, id): a page costs its rows whatever the page number; the token is opaque and
+        authenticated, and one that is not the server's (or made for other filters) is INVALID_ARGUMENT.
         """
 
     @_abc_1.abstractmethod

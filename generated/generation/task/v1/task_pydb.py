@@ -177,7 +177,6 @@ def _listed_task_from_row(row: tuple[Any, ...]) -> task_pb2.ListedTask:
         created_at=rt.timestamp_value(row[7]),  # created_at timestamptz
         started_at=None if row[8] is None else rt.timestamp_value(row[8]),  # started_at timestamptz (nullable)
         completed_at=None if row[9] is None else rt.timestamp_value(row[9]),  # completed_at timestamptz (nullable)
-        page_token=row[10],  # page_token text
     )
 
 
@@ -1637,90 +1636,73 @@ async def list_tools(
         return task_pb2.ListToolsResponse(tools=[_tool_from_row(row) for row in rows])
 
 
-LIST_TASKS_SQL = """\
-WITH params AS MATERIALIZED (
-  SELECT CASE WHEN %(page_token)s = '' THEN 'infinity'::timestamptz
-              ELSE timestamptz 'epoch' + split_part(convert_from(decode(%(page_token)s, 'base64'), 'UTF8'), ',', 1)::int8
-                   * INTERVAL '1 microsecond' END AS cursor_at,
-         CASE WHEN %(page_token)s = '' THEN 'ffffffff-ffff-ffff-ffff-ffffffffffff'::uuid
-              ELSE split_part(convert_from(decode(%(page_token)s, 'base64'), 'UTF8'), ',', 2)::uuid END AS cursor_id,
-         LEAST(GREATEST(COALESCE(NULLIF(%(page_size)s, 0), 50), 1), 1000) AS size
-), bound AS MATERIALIZED (
-  SELECT CASE WHEN %(created_before)s::timestamptz IS NULL OR p.cursor_at < %(created_before)s THEN p.cursor_at
-              ELSE %(created_before)s END AS before_at,
-         CASE WHEN %(created_before)s::timestamptz IS NULL OR p.cursor_at < %(created_before)s THEN p.cursor_id
-              ELSE '00000000-0000-0000-0000-000000000000'::uuid END AS before_id
-  FROM params AS p
-), page AS (
-  SELECT p.*, row_number() OVER (ORDER BY p.created_at DESC, p.id DESC) AS n, count(*) OVER () AS fetched
-  FROM (
-    (SELECT t.id, t.tool_id, t.status, t.priority, t.retry_count, t.max_retries, t.error, t.created_at,
-            t.started_at, t.completed_at FROM generation.tasks AS t
-     WHERE %(tool_id)s::uuid IS NOT NULL AND t.tool_id = %(tool_id)s
-       AND (t.created_at, t.id) < ((SELECT before_at FROM bound), (SELECT before_id FROM bound))
-       AND t.created_at >= COALESCE(%(created_after)s::timestamptz, '-infinity')
-       AND (%(status)s::generation.task_status IS NULL OR t.status = %(status)s)
-       AND (%(error_contains)s::text IS NULL OR strpos(lower(t.error), lower(%(error_contains)s)) > 0)
-     ORDER BY t.tool_id DESC, t.created_at DESC, t.id DESC
-     LIMIT (SELECT size + 1 FROM params))
-    UNION ALL
-    (SELECT t.id, t.tool_id, t.status, t.priority, t.retry_count, t.max_retries, t.error, t.created_at,
-            t.started_at, t.completed_at FROM generation.tasks AS t
-     WHERE %(tool_id)s::uuid IS NULL AND %(status)s::generation.task_status IS NOT NULL AND t.status = %(status)s
-       AND (t.created_at, t.id) < ((SELECT before_at FROM bound), (SELECT before_id FROM bound))
-       AND t.created_at >= COALESCE(%(created_after)s::timestamptz, '-infinity')
-       AND (%(error_contains)s::text IS NULL OR strpos(lower(t.error), lower(%(error_contains)s)) > 0)
-     ORDER BY t.status DESC, t.created_at DESC, t.id DESC
-     LIMIT (SELECT size + 1 FROM params))
-    UNION ALL
-    (SELECT t.id, t.tool_id, t.status, t.priority, t.retry_count, t.max_retries, t.error, t.created_at,
-            t.started_at, t.completed_at FROM generation.tasks AS t
-     WHERE %(tool_id)s::uuid IS NULL AND %(status)s::generation.task_status IS NULL
-       AND (t.created_at, t.id) < ((SELECT before_at FROM bound), (SELECT before_id FROM bound))
-       AND t.created_at >= COALESCE(%(created_after)s::timestamptz, '-infinity')
-       AND (%(error_contains)s::text IS NULL OR strpos(lower(t.error), lower(%(error_contains)s)) > 0)
-     ORDER BY t.created_at DESC, t.id DESC
-     LIMIT (SELECT size + 1 FROM params))
-  ) AS p
+# ListTasks's statement in parts, each joined in when its condition holds (list_tasks):
+# constant text only, every value a bound parameter; PostgreSQL plans each variant on its own.
+LIST_TASKS_SQL = (
+    """\
+SELECT t.id, t.tool_id, t.status, t.priority, t.retry_count, t.max_retries, t.error, t.created_at,
+       t.started_at, t.completed_at
+FROM generation.tasks AS t
+WHERE true""",
+    "\n  AND t.tool_id = %(tool_id)s",
+    "\n  AND t.status = %(status)s",
+    "\n  AND t.created_at >= %(created_after)s",
+    "\n  AND t.created_at < %(created_before)s",
+    "\n  AND strpos(lower(t.error), lower(%(error_contains)s)) > 0",
+    "\nORDER BY t.created_at DESC, t.id DESC",
 )
-SELECT id, tool_id, status, priority, retry_count, max_retries, error, created_at, started_at, completed_at,
-       CASE WHEN fetched > (SELECT size FROM params) AND n = (SELECT size FROM params)
-            THEN encode(convert_to((EXTRACT(epoch FROM created_at) * 1000000)::int8 || ',' || id, 'UTF8'), 'base64')
-            ELSE '' END AS page_token
-FROM page
-WHERE n <= (SELECT size FROM params)
-ORDER BY n
-"""
+LIST_TASKS_KEYSETS = (
+    rt.Keyset(0, "\n  AND (t.created_at, t.id) < (%(_page_0)s::timestamptz, %(_page_1)s::uuid)", (7, 0)),
+)
 LIST_TASKS_LOADERS = rt.loaders(text=("uuid",), timestamps=("timestamptz",))
 
 
 async def list_tasks(
     conn: AsyncConnection[Any], request: task_pb2.ListTasksRequest
 ) -> task_pb2.ListTasksResponse:
-    """ListTasks: Tasks newest first, filtered, a page at a time (keyset pagination on (created_at,
-    id): a page costs its rows whatever the page number). The page token is the last row's key,
-    base64 text; one that does not decode is PostgreSQL's data exception, answered INVALID_ARGUMENT.
-    Three branches, one per index (idx_gen_tasks_tool_created, idx_gen_tasks_status_created,
-    idx_gen_tasks_created), each guarded by which filters are set: under a generic plan the guards
-    are one-time filters, so only one branch runs, an ordered index scan that stops at the page;
-    `(@x IS NULL OR col = @x)` in one WHERE would leave a generic plan only the scan of every row.
-    The other filters are checked on the rows that branch reads.
+    """ListTasks: Tasks newest first, filtered, a page at a time (AIP-158). Each filter is an
+    optional block, present only when its field is set, so PostgreSQL plans each combination as the
+    statement it is, with its own index (idx_gen_tasks_tool_status_created for a tool and a status,
+    idx_gen_tasks_tool_created, idx_gen_tasks_status_created, idx_gen_tasks_created): an ordered
+    index scan that stops at the page. The page token is derived from the ORDER BY keys (created_at,
+    id): a page costs its rows whatever the page number; the token is opaque and authenticated, and
+    one that is not the server's (or made for other filters) is INVALID_ARGUMENT.
 
     Any number of rows, into `tasks`.
     """
+    size = rt.page_size(request.page_size, 50, 1000, "page_size")
+    keyset = LIST_TASKS_KEYSETS[0]
+    after = rt.page_after("ListTasks", keyset, request, "page_token", "page_size")
+    predicate = keyset.predicate if after else ""
     params = {
-        "page_token": request.page_token,
-        "page_size": request.page_size,
-        "created_before": rt.timestamp_param(request.created_before, "created_before") if request.HasField("created_before") else None,
         "tool_id": rt.parse_uuid(request.tool_id, "tool_id") if request.HasField("tool_id") else None,
-        "created_after": rt.timestamp_param(request.created_after, "created_after") if request.HasField("created_after") else None,
         "status": rt.enum_label(_TASK_STATUS_TO_PG, request.status, "status") if request.HasField("status") else None,
+        "created_after": rt.timestamp_param(request.created_after, "created_after") if request.HasField("created_after") else None,
+        "created_before": rt.timestamp_param(request.created_before, "created_before") if request.HasField("created_before") else None,
         "error_contains": request.error_contains if request.HasField("error_contains") else None,
+        "_page_limit": size + 1,
+        **after,
     }
+    sql = "".join(
+        (
+            LIST_TASKS_SQL[0],
+            LIST_TASKS_SQL[1] if request.HasField("tool_id") else "",
+            LIST_TASKS_SQL[2] if request.HasField("status") else "",
+            LIST_TASKS_SQL[3] if request.HasField("created_after") else "",
+            LIST_TASKS_SQL[4] if request.HasField("created_before") else "",
+            LIST_TASKS_SQL[5] if request.HasField("error_contains") else "",
+            predicate,
+            LIST_TASKS_SQL[6],
+            "\nLIMIT %(_page_limit)s",
+        )
+    )
     async with rt.cursor(conn, LIST_TASKS_LOADERS) as cur:
-        await cur.execute(LIST_TASKS_SQL, params, prepare=True)
+        await cur.execute(sql, params, prepare=True)
         rows = await cur.fetchall()
-        return task_pb2.ListTasksResponse(tasks=[_listed_task_from_row(row) for row in rows])
+        token = ""
+        if len(rows) > size:  # one row past the page: there is a next page
+            token = rt.next_page_token("ListTasks", keyset, request, rows[size - 1], "page_token", "page_size")
+        return task_pb2.ListTasksResponse(tasks=[_listed_task_from_row(row) for row in rows[:size]], next_page_token=token)
 
 
 GET_QUEUE_STATS_SQL = """\

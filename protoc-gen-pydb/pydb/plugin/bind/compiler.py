@@ -16,10 +16,10 @@ from google.protobuf import descriptor_pb2
 
 from pydb.v1 import options_pb2
 
-from ..diagnostics import Diagnostic
+from ..diagnostics import Diagnostic, Problem
 from ..protos import Message, ProtoIndex, leading_comment, location
 from ..sql import Analysis, Catalog, QualifiedName, SchemaRoots, analyze, load_catalog, read_files, schema_path
-from . import ir, syntax
+from . import ir, paging, shapes, syntax
 from .cache import CompileCache
 from .copyfrom import compile_copy
 from .params import bind_params, field_ref
@@ -229,10 +229,23 @@ class FileCompiler:
                 f"{method.name}: set (pydb.v1.sql).cardinality to CARDINALITY_ONE, _OPTIONAL, _MANY, _EXEC or _EXEC_ROWS",
             )
         nullable_params = frozenset(f.name for f in request.fields if f.has_presence)
-        if self.cache is not None:
-            analysis, problems = self.cache.analyze(sql, catalog, nullable_params)
-        else:
-            analysis, problems = analyze(sql, catalog, nullable_params)
+
+        def analyze_one(text: str) -> tuple[Analysis | None, list[Problem]]:
+            if self.cache is not None:
+                return self.cache.analyze(text, catalog, nullable_params)
+            return analyze(text, catalog, nullable_params)
+
+        page = shapes.page_option(opt)
+        if page is not None:
+            for message in paging.check_fields(request, response, opt.result_field):
+                self.at_method(si, mi, f"{method.name}: {message}")
+            if cardinality is not ir.Cardinality.MANY:
+                self.at_method(si, mi, f"{method.name}: page: a paged statement is CARDINALITY_MANY")
+            if self.report.error_count() > errors_before:
+                return None
+        analysis, problems, shape = shapes.analyze_shaped(
+            sql, request, self.index, analyze_one, catalog, page is not None
+        )
         for p in problems:
             self.at_method(si, mi, f"{method.name}: {p.message}", sql, p.span, p.severity)
         if analysis is None or cardinality is None:
@@ -245,12 +258,16 @@ class FileCompiler:
                 f"SELECT or VALUES, not this {analysis.kind.upper()}; use a unary RPC",
             )
             return None
-        params = bind_params(self.report, si, mi, method.name, sql, analysis, request)
+        page_fields = frozenset((paging.SIZE, paging.TOKEN)) if page is not None else frozenset()
+        params = bind_params(
+            self.report, si, mi, method.name, sql, analysis, request, shapes.selector_fields(shape) | page_fields
+        )
         if any(p.severity == "error" for p in problems):
             # The result columns of a statement with errors are partly guesses: checking them
             # against the response would only add follow-on errors.
             return None
-        target = row_target(self.report, si, mi, method.name, analysis, response, cardinality, opt.result_field)
+        beside = frozenset((paging.NEXT,)) if page is not None else frozenset()
+        target = row_target(self.report, si, mi, method.name, analysis, response, cardinality, opt.result_field, beside)
         row = None
         if target is not None and analysis.columns is not None and self.report.error_count() == errors_before:
 
@@ -263,12 +280,18 @@ class FileCompiler:
             )
         if self.report.error_count() > errors_before:
             return None
+        parts: tuple[ir.Part, ...] = ()
+        paged = None
+        first = (sql, analysis)
+        if shape is not None and (shape.blocks or page is not None):
+            parts, paged = shapes.parts(shape, analysis, statement, request, self.index, page)
+            first = (shape.variants[0][0].text, shape.variants[0][1])
         return ir.Rpc(
             name=method.name,
             request=_type_ref(request),
             response=_type_ref(response),
             comment=leading_comment(self.file, method_path(si, mi)),
-            statement=statement(sql, analysis),
+            statement=statement(*first),
             cardinality=cardinality,
             params=params,
             row=row,
@@ -279,6 +302,8 @@ class FileCompiler:
             primary=opt.primary,
             traceparent=_traceparent(request, params, self.index),
             shape=ir.Shape.SERVER_STREAM if method.server_streaming else ir.Shape.UNARY,
+            parts=parts,
+            page=paged,
         )
 
     def compile_method_guarded(
@@ -293,12 +318,14 @@ class FileCompiler:
             return None
 
 
-def statement(sql: str, analysis: Analysis) -> ir.Statement:
-    """The statement as text pieces and parameters, `*` and whole-row references replaced by
-    the analyzer's explicit column lists: one pass over non-overlapping span rewrites."""
+def statement(sql: str, analysis: Analysis, start: int = 0, end: int | None = None) -> ir.Statement:
+    """The statement (or its text in [start, end)) as text pieces and parameters, `*` and
+    whole-row references replaced by the analyzer's explicit column lists: one pass over
+    non-overlapping span rewrites."""
     unplaced = [p.name for p in analysis.params if not p.spans]
     if unplaced:  # it would reach PostgreSQL as `@name`: fail the build, not the first call
         raise ValueError(f"parameter @{unplaced[0]} has no place in the statement text")
+    end = len(sql) if end is None else end
     rewrites: list[tuple[int, int, ir.ParamRef | ir.ColumnList]] = [
         (span.start, span.end, ir.ParamRef(p.name)) for p in analysis.params for span in p.spans
     ]
@@ -306,15 +333,17 @@ def statement(sql: str, analysis: Analysis) -> ir.Statement:
         (e.span.start, e.span.end, ir.ColumnList(column_list(e.text), sql[e.span.start : e.span.end + 1]))
         for e in analysis.expansions
     ]
-    rewrites.sort(key=lambda r: r[0])
+    rewrites = sorted((r for r in rewrites if start <= r[0] < end), key=lambda r: r[0])
+    if any(r[1] >= end for r in rewrites):
+        raise ValueError("a parameter or column list crosses an optional block's edge")
     pieces: list[str | ir.ParamRef | ir.ColumnList] = []
-    pos = 0
-    for start, end, replacement in rewrites:
-        if start < pos:
-            raise ValueError(f"overlapping rewrites of the statement at offset {start}")
-        pieces += [sql[pos:start], replacement]
-        pos = end + 1
-    pieces.append(sql[pos:])
+    pos = start
+    for at, last, replacement in rewrites:
+        if at < pos:
+            raise ValueError(f"overlapping rewrites of the statement at offset {at}")
+        pieces += [sql[pos:at], replacement]
+        pos = last + 1
+    pieces.append(sql[pos:end])
     merged: list[str | ir.ParamRef | ir.ColumnList] = []
     for piece in pieces:
         if isinstance(piece, str) and merged and isinstance(merged[-1], str):

@@ -228,6 +228,11 @@ class Rpc:
     shape: Shape = Shape.UNARY
     #: A COPY whose requests each carry a batch of rows: the request's repeated message field.
     copy_batch: str | None = None
+    #: The statement in parts, each present under its condition (`/*@if field*/` blocks, the page
+    #: predicate's place): empty when the statement is one constant text (`statement`). With
+    #: parts, `statement` is its first variant (every optional block present).
+    parts: tuple[Part, ...] = ()
+    page: Page | None = None
 
 
 class ListenFilter(enum.Enum):
@@ -267,3 +272,50 @@ class File:
     proto: str  # generation/task/v1/task.proto
     package: str
     services: tuple[Service, ...]
+
+
+@dataclass(frozen=True)
+class Condition:
+    """When a part of the statement applies: the request field is set (`values` empty), or the
+    enum field (`enum`) holds one of `values` (its value names)."""
+
+    field: FieldRef
+    values: tuple[str, ...] = ()
+    enum: TypeRef | None = None
+
+
+@dataclass(frozen=True)
+class Part:
+    """A run of the statement's text present when `when` holds (always when None)."""
+
+    statement: Statement
+    when: Condition | None = None
+
+
+@dataclass(frozen=True)
+class Keyset:
+    """A page's keyset for one ORDER BY: the predicate `(exprs) > / < (the token's values)`
+    goes before `parts[slot]` when a page token is given, the token is made from the last row's
+    values at `positions`."""
+
+    exprs: tuple[str, ...]
+    descending: tuple[bool, ...]
+    #: PostgreSQL type names the token's values are cast to.
+    types: tuple[str, ...]
+    positions: tuple[int, ...]
+    #: The statement has a top-level WHERE: the predicate is ANDed to it, else it adds WHERE.
+    where: bool
+    slot: int
+    when: Condition | None = None
+
+
+@dataclass(frozen=True)
+class Page:
+    """AIP-158 paging: page_size and page_token in the request, next_page_token in the response."""
+
+    size_field: str
+    token_field: str
+    next_field: str
+    default_size: int
+    max_size: int
+    keysets: tuple[Keyset, ...]

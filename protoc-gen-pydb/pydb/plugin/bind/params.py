@@ -29,10 +29,19 @@ def field_ref(f: Field, index: ProtoIndex) -> ir.FieldRef:
 
 
 def bind_params(
-    rep: Reporter, si: int, mi: int, rpc: str, sql: str, analysis: Analysis, request: Message
+    rep: Reporter,
+    si: int,
+    mi: int,
+    rpc: str,
+    sql: str,
+    analysis: Analysis,
+    request: Message,
+    also_used: frozenset[str] = frozenset(),
 ) -> tuple[ir.Param, ...]:
+    """`also_used`: request fields the handler reads though no parameter binds them (a block's
+    condition, the page's size and token)."""
     bindings = []
-    used = set()
+    used = set(also_used)
     for p in analysis.params:
         span = p.spans[0] if p.spans else None
         f = request.field(p.name)

@@ -57,9 +57,11 @@ def row_target(
     response: Message,
     cardinality: ir.Cardinality,
     result_field: str,
+    beside: frozenset[str] = frozenset(),
 ) -> Message | None:
     """The message a row becomes (the response, or the message of `result_field`); None after
-    reporting why the cardinality and the response do not fit together. For EXEC, always None."""
+    reporting why the cardinality and the response do not fit together. For EXEC, always None.
+    `beside`: response fields the handler fills besides the rows (a page's next_page_token)."""
     where = _Rpc(rep, si, mi, rpc, "", frozenset)
     if cardinality is ir.Cardinality.EXEC:
         # `SELECT pg_notify(@channel, @payload)`: a row of nothing but void values carries nothing.
@@ -106,7 +108,7 @@ def row_target(
         )
         return None
     for other in response.fields:
-        if other.name != result_field:
+        if other.name != result_field and other.name not in beside:
             rep.at_field(
                 response.full_name,
                 other.name,

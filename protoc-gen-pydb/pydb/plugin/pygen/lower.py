@@ -13,7 +13,7 @@ from pydb import __version__
 from ..bind import ir, typemap
 from ..protos import python_module, snake_case
 from ..sql import quote_ident
-from . import model
+from . import model, shaped
 from .text import py_str, py_tuple
 
 _C = ir.Conversion
@@ -281,6 +281,13 @@ def _rpc(m: _Module, rpc: ir.Rpc) -> model.Rpc:
         assert rpc.result_field is not None
         written = "written" if rpc.shape is ir.Shape.COPY else "cur.rowcount"
         response = f"{response_type}({argument(rpc.result_field, written)})"
+    shape = None
+    if rpc.parts:
+        shape = shaped.lower_parts(m, rpc, function.upper() + "_SQL", [psycopg_sql(p.statement) for p in rpc.parts])
+    if shape is not None and shape.page is not None:
+        assert rpc.result_field is not None and rpc.row is not None
+        rows = f"[{m.converter(rpc.row)}(row) for row in rows[:size]]"
+        response = f"{response_type}({argument(rpc.result_field, rows)}, {argument(shape.page.next_field, 'token')})"
     traceparent = None
     if rpc.traceparent is not None:
         name = rpc.traceparent.name
@@ -316,6 +323,7 @@ def _rpc(m: _Module, rpc: ir.Rpc) -> model.Rpc:
         if rpc.shape is ir.Shape.SERVER_STREAM and rpc.result_field
         else "",
         copy_batch=attribute("request", rpc.copy_batch) if rpc.copy_batch else None,
+        shaped=shape,
     )
 
 

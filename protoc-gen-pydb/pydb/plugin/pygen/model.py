@@ -61,6 +61,29 @@ class Probe:
 
 
 @dataclass(frozen=True)
+class Paged:
+    """AIP-158 pages: each a Python expression or statement the handler prints."""
+
+    keysets_const: str  # LIST_TASKS_KEYSETS
+    keysets: tuple[str, ...]  # rt.Keyset(...) expressions
+    size: str  # the page's size (rt.page_size)
+    keyset: str  # the statement(s) choosing the keyset of the request's sort
+    after: str  # the predicate's parameters from the token ({} on the first page)
+    next_token: str  # the token after rows[size - 1]
+    next_field: str
+
+
+@dataclass(frozen=True)
+class Shaped:
+    """A statement joined from constant parts at run time (optional blocks, a sort, a page)."""
+
+    parts: tuple[str, ...]  # Python literals of the parts' texts
+    items: tuple[str, ...]  # per joined item, its expression (a part, or "" when its condition fails)
+    checks: tuple[str, ...]  # statements checking a sort's enum value
+    page: Paged | None
+
+
+@dataclass(frozen=True)
 class Rpc:
     name: str  # ClaimNextTask
     function: str  # claim_next_task
@@ -101,6 +124,8 @@ class Rpc:
     #: How a COPY reads the batch of rows each request carries (`request.items`); None when
     #: each request is one row.
     copy_batch: str | None = None
+    #: The statement in parts (sql_const is then the tuple of them), else None.
+    shaped: Shaped | None = None
 
 
 @dataclass(frozen=True)
