@@ -66,7 +66,7 @@ async def measure(url: str, rounds: int, block_size: int) -> Json:
             return await task_pydb.claim_next_task(conn, request)
 
         async def hand_written() -> object:
-            cur = await conn.execute(sql, {"tool_id": tool_id, "max_bytes": request.max_bytes})
+            cur = await conn.execute(sql, {"tool_id": tool_id, "max_bytes": request.max_bytes, "request_id": ""})
             return await cur.fetchone()
 
         async def settle() -> None:

@@ -433,6 +433,12 @@ WITH held AS MATERIALIZED (
   WHERE tool_id = %(tool_id)s
     AND retry_count < max_retries
     AND (status = 'queued' OR (status = 'processing' AND claim_expires_at < now()))
+    -- A task larger than the whole budget is passed over (left queued), not claimed.
+    AND 512 + octet_length(input::text) + COALESCE(octet_length(output::text), 0)
+          + COALESCE(octet_length(error), 0) + COALESCE(octet_length(reported_usage::text), 0)
+          + COALESCE(octet_length(billing_idempotency_key), 0) + COALESCE(octet_length(w3c_traceparent), 0)
+          + COALESCE(octet_length(concurrency_key), 0) + octet_length(errors::text)
+        <= COALESCE(NULLIF(%(max_bytes)s, 0), 4000000)
     AND NOT (SELECT paused FROM tool) AND NOT EXISTS (SELECT FROM held)
   ORDER BY status DESC, priority DESC, fair_seq, created_at ASC
   LIMIT 1
@@ -447,6 +453,12 @@ WITH held AS MATERIALIZED (
   FROM generation.tasks
   WHERE tool_id = %(tool_id)s AND status = 'scheduled' AND run_at <= now()
     AND retry_count < max_retries
+    -- A task larger than the whole budget is passed over (left queued), not claimed.
+    AND 512 + octet_length(input::text) + COALESCE(octet_length(output::text), 0)
+          + COALESCE(octet_length(error), 0) + COALESCE(octet_length(reported_usage::text), 0)
+          + COALESCE(octet_length(billing_idempotency_key), 0) + COALESCE(octet_length(w3c_traceparent), 0)
+          + COALESCE(octet_length(concurrency_key), 0) + octet_length(errors::text)
+        <= COALESCE(NULLIF(%(max_bytes)s, 0), 4000000)
     AND NOT (SELECT paused FROM tool) AND NOT EXISTS (SELECT FROM held)
   ORDER BY run_at
   LIMIT 1
@@ -455,7 +467,6 @@ WITH held AS MATERIALIZED (
   SELECT id, concurrency_key, rank FROM (
     SELECT id, concurrency_key, row_number() OVER w AS rank, sum(answer_bytes) OVER w AS running_bytes
     FROM (SELECT * FROM picked UNION ALL SELECT * FROM due) AS c
-    WHERE answer_bytes <= COALESCE(NULLIF(%(max_bytes)s, 0), 4000000)
     WINDOW w AS (ORDER BY status DESC, priority DESC, fair_seq, created_at ASC, id)
   ) AS r
   WHERE rank <= 1 AND running_bytes <= COALESCE(NULLIF(%(max_bytes)s, 0), 4000000)
@@ -585,6 +596,12 @@ WITH held AS MATERIALIZED (
   WHERE tool_id = %(tool_id)s
     AND retry_count < max_retries
     AND (status = 'queued' OR (status = 'processing' AND claim_expires_at < now()))
+    -- A task larger than the whole budget is passed over (left queued), not claimed.
+    AND 512 + octet_length(input::text) + COALESCE(octet_length(output::text), 0)
+          + COALESCE(octet_length(error), 0) + COALESCE(octet_length(reported_usage::text), 0)
+          + COALESCE(octet_length(billing_idempotency_key), 0) + COALESCE(octet_length(w3c_traceparent), 0)
+          + COALESCE(octet_length(concurrency_key), 0) + octet_length(errors::text)
+        <= COALESCE(NULLIF(%(max_bytes)s, 0), 4000000)
     AND NOT (SELECT paused FROM tool) AND NOT EXISTS (SELECT FROM held)
   ORDER BY status DESC, priority DESC, fair_seq, created_at ASC
   LIMIT %(limit)s
@@ -599,6 +616,12 @@ WITH held AS MATERIALIZED (
   FROM generation.tasks
   WHERE tool_id = %(tool_id)s AND status = 'scheduled' AND run_at <= now()
     AND retry_count < max_retries
+    -- A task larger than the whole budget is passed over (left queued), not claimed.
+    AND 512 + octet_length(input::text) + COALESCE(octet_length(output::text), 0)
+          + COALESCE(octet_length(error), 0) + COALESCE(octet_length(reported_usage::text), 0)
+          + COALESCE(octet_length(billing_idempotency_key), 0) + COALESCE(octet_length(w3c_traceparent), 0)
+          + COALESCE(octet_length(concurrency_key), 0) + octet_length(errors::text)
+        <= COALESCE(NULLIF(%(max_bytes)s, 0), 4000000)
     AND NOT (SELECT paused FROM tool) AND NOT EXISTS (SELECT FROM held)
   ORDER BY run_at
   LIMIT %(limit)s
@@ -607,7 +630,6 @@ WITH held AS MATERIALIZED (
   SELECT id, concurrency_key, rank FROM (
     SELECT id, concurrency_key, row_number() OVER w AS rank, sum(answer_bytes) OVER w AS running_bytes
     FROM (SELECT * FROM picked UNION ALL SELECT * FROM due) AS c
-    WHERE answer_bytes <= COALESCE(NULLIF(%(max_bytes)s, 0), 4000000)
     WINDOW w AS (ORDER BY status DESC, priority DESC, fair_seq, created_at ASC, id)
   ) AS r
   WHERE rank <= %(limit)s AND running_bytes <= COALESCE(NULLIF(%(max_bytes)s, 0), 4000000)
@@ -716,8 +738,8 @@ async def claim_tasks(
     params = {
         "tool_id": rt.parse_uuid(request.tool_id, "tool_id"),
         "request_id": request.request_id,
-        "limit": request.limit,
         "max_bytes": request.max_bytes,
+        "limit": request.limit,
     }
     async with rt.cursor(conn, CLAIM_TASKS_LOADERS) as cur:
         await cur.execute(CLAIM_TASKS_SQL, params, prepare=True)
