@@ -471,12 +471,14 @@ WITH held AS MATERIALIZED (
   ) AS r
   WHERE rank <= 1 AND running_bytes <= COALESCE(NULLIF(%(max_bytes)s, 0), 4000000)
 ), key_free AS MATERIALIZED (
-  -- Free slots of the candidates' keys, under a per-key limit.
-  SELECT scope, slot FROM generation.claim_slots
-  WHERE tool_id = %(tool_id)s AND scope IN (SELECT concurrency_key FROM fitting)
-    AND slot <= (SELECT key_max_running FROM tool)
-    AND (expires_at IS NULL OR expires_at < now())
-  FOR UPDATE SKIP LOCKED
+  -- Free slots of the candidates' keys, under a per-key limit: a primary-key range per key.
+  SELECT s.scope, s.slot
+  FROM (SELECT DISTINCT concurrency_key FROM fitting
+        WHERE concurrency_key IS NOT NULL AND (SELECT key_max_running FROM tool) IS NOT NULL) AS k,
+    LATERAL (SELECT scope, slot FROM generation.claim_slots
+             WHERE tool_id = %(tool_id)s AND scope = k.concurrency_key AND slot <= (SELECT key_max_running FROM tool)
+               AND (expires_at IS NULL OR expires_at < now())
+             FOR UPDATE SKIP LOCKED) AS s
 ), keyed AS MATERIALIZED (
   -- Each candidate gets its key's n-th free slot when it is its key's n-th candidate.
   SELECT f.id, f.rank, ks.slot AS key_slot
@@ -634,12 +636,14 @@ WITH held AS MATERIALIZED (
   ) AS r
   WHERE rank <= %(limit)s AND running_bytes <= COALESCE(NULLIF(%(max_bytes)s, 0), 4000000)
 ), key_free AS MATERIALIZED (
-  -- Free slots of the candidates' keys, under a per-key limit.
-  SELECT scope, slot FROM generation.claim_slots
-  WHERE tool_id = %(tool_id)s AND scope IN (SELECT concurrency_key FROM fitting)
-    AND slot <= (SELECT key_max_running FROM tool)
-    AND (expires_at IS NULL OR expires_at < now())
-  FOR UPDATE SKIP LOCKED
+  -- Free slots of the candidates' keys, under a per-key limit: a primary-key range per key.
+  SELECT s.scope, s.slot
+  FROM (SELECT DISTINCT concurrency_key FROM fitting
+        WHERE concurrency_key IS NOT NULL AND (SELECT key_max_running FROM tool) IS NOT NULL) AS k,
+    LATERAL (SELECT scope, slot FROM generation.claim_slots
+             WHERE tool_id = %(tool_id)s AND scope = k.concurrency_key AND slot <= (SELECT key_max_running FROM tool)
+               AND (expires_at IS NULL OR expires_at < now())
+             FOR UPDATE SKIP LOCKED) AS s
 ), keyed AS MATERIALIZED (
   -- Each candidate gets its key's n-th free slot when it is its key's n-th candidate.
   SELECT f.id, f.rank, ks.slot AS key_slot
