@@ -222,7 +222,9 @@ async def claim_latency(url: str, small: int, big: int, keys: int, per_round: in
         "1k": await plan(conn, tools["small"]),
         "deep": await plan(conn, tools["deep"]),
     }
-    await task_pydb.set_tool_concurrency(conn, task_pb2.SetToolConcurrencyRequest(tool_id=tools["deep"], max_running=64))
+    await task_pydb.set_tool_concurrency(
+        conn, task_pb2.SetToolConcurrencyRequest(tool_id=tools["deep"], max_running=64)
+    )
     await task_pydb.set_tool_key_concurrency(
         conn, task_pb2.SetToolKeyConcurrencyRequest(tool_id=tools["deep"], key_max_running=2)
     )
@@ -258,9 +260,7 @@ async def plan(conn: AsyncConnection[Any], tool_id: str) -> Json:
     top = row[0][0]
     nodes = list(_nodes(top["Plan"]))
     scans = [n for n in nodes if n["Node Type"].endswith("Scan") and n["Node Type"] != "CTE Scan"]
-    backlog_sorts = [
-        n for n in nodes if n["Node Type"] == "Sort" and any(d in scans for d in list(_nodes(n))[1:])
-    ]
+    backlog_sorts = [n for n in nodes if n["Node Type"] == "Sort" and any(d in scans for d in list(_nodes(n))[1:])]
     return {
         "execution_ms": top["Execution Time"],
         "buffers": top["Plan"].get("Shared Hit Blocks", 0) + top["Plan"].get("Shared Read Blocks", 0),
@@ -278,9 +278,13 @@ async def plan(conn: AsyncConnection[Any], tool_id: str) -> Json:
 def run(server: str, quick: bool = False) -> Json:
     result: Json = {}
     with common.queue_database(server) as url:
-        result["noisy"] = asyncio.run(noisy_neighbour(url, 2_000 if quick else 100_000, 20 if quick else 100, 5 if quick else 10, 8))
+        result["noisy"] = asyncio.run(
+            noisy_neighbour(url, 2_000 if quick else 100_000, 20 if quick else 100, 5 if quick else 10, 8)
+        )
     with common.queue_database(server) as url:
-        result["global"] = asyncio.run(global_limit(url, 8 if quick else 64, 5_000 if quick else 100_000, 2 if quick else 6, 1.0 if quick else 4.0))
+        result["global"] = asyncio.run(
+            global_limit(url, 8 if quick else 64, 5_000 if quick else 100_000, 2 if quick else 6, 1.0 if quick else 4.0)
+        )
     with common.queue_database(server) as url:
         result["latency"] = asyncio.run(
             claim_latency(url, 1_000, 20_000 if quick else 1_000_000, 200 if quick else 10_000, 50, 4 if quick else 20)
@@ -328,7 +332,7 @@ def section(r: Json) -> list[str]:
         for name, p in lat["plans"].items()
     ]  # fmt: skip
     return [
-        "## 12. Fair and bounded claims",
+        "## 13. Fair and bounded claims",
         "",
         (__doc__ or "").split("\n\n", 1)[1].strip(),
         "",

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import bench_claims
 import bench_schedule
 import report_deploy
 from common import Json, spread
@@ -104,6 +105,8 @@ def headline(r: Json) -> list[tuple[str, str, str, str]]:
                          f"{after:.2f} ms = {ratio:.2f}x of {int(first):,}", "≤ 1.5x", _met(ratio <= TARGETS["backlog_ratio"])))  # fmt: skip
     if r.get("schedule") and not r.get("quick"):
         rows += bench_schedule.headline(r["schedule"])
+    if r.get("claims") and not r.get("quick"):
+        rows += bench_claims.headline(r["claims"])
     return rows
 
 
@@ -557,6 +560,7 @@ def markdown(r: Json) -> str:
         ("longtx", report_deploy.longtx),
         ("schedule", bench_schedule.section),
         ("observe", _observe),
+        ("claims", bench_claims.section),
     ):
         if name in r:
             out += section(r)

@@ -122,7 +122,11 @@ def test_claim_is_an_index_ordered_top_n(
 def test_claim_reads_a_handful_of_rows_not_the_backlog(backlog: tuple[str, str]) -> None:
     url, tool = backlog
     plan = explain(
-        url, task_pydb.CLAIM_NEXT_TASK_SQL, {"tool_id": tool, "max_bytes": 0, "request_id": ""}, generic=False, analyze=True
+        url,
+        task_pydb.CLAIM_NEXT_TASK_SQL,
+        {"tool_id": tool, "max_bytes": 0, "request_id": ""},
+        generic=False,
+        analyze=True,
     )
     scans = assert_index_ordered(plan, "ClaimNextTask (executed)")
     assert sum(n["Actual Rows"] for n in scans) <= 5

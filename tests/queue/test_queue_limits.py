@@ -226,7 +226,9 @@ async def test_the_rate_limit_holds_within_one_period(stubs: list[Stub], databas
     await enqueue_many(stubs[0], tool.id, [""] * 400)
     rate, period = 20, 1.0
     limited = (
-        await stubs[0].SetToolRateLimit(pb.SetToolRateLimitRequest(tool_id=tool.id, rate_limit=rate, period_seconds=period))
+        await stubs[0].SetToolRateLimit(
+            pb.SetToolRateLimitRequest(tool_id=tool.id, rate_limit=rate, period_seconds=period)
+        )
     ).tool
     start = limited.rate_updated_at.ToDatetime(dt.UTC)
     claimed: list[pb.Task] = []
@@ -259,7 +261,9 @@ async def test_claim_next_task_ranks_a_due_scheduled_task_with_queued_ones(stub:
     high = await enqueue(stub, tool.id, priority=5, run_at=later)
     assert high.status == pb.TASK_STATUS_SCHEDULED
     # Move time: the scheduled task is due now (no PromoteDueTasks ran, it is still `scheduled`).
-    await execute(database_url, "UPDATE generation.tasks SET run_at = now() - interval '1 second' WHERE id = %s", (high.id,))
+    await execute(
+        database_url, "UPDATE generation.tasks SET run_at = now() - interval '1 second' WHERE id = %s", (high.id,)
+    )
     first = await claim_next(stub, tool.id)
     assert first is not None and first.id == high.id, "the due, higher-priority task comes first"
     second = await claim_next(stub, tool.id)
@@ -286,7 +290,9 @@ async def test_a_claim_retried_with_its_request_id_returns_what_the_lost_answer_
 
     async def claim(request_id: str) -> list[pb.Task]:
         if rpc == "ClaimTasks":
-            return list((await stub.ClaimTasks(pb.ClaimTasksRequest(tool_id=tool.id, limit=2, request_id=request_id))).tasks)
+            return list(
+                (await stub.ClaimTasks(pb.ClaimTasksRequest(tool_id=tool.id, limit=2, request_id=request_id))).tasks
+            )
         resp = await stub.ClaimNextTask(pb.ClaimNextTaskRequest(tool_id=tool.id, request_id=request_id))
         return [resp.task] if resp.HasField("task") else []
 
@@ -307,7 +313,9 @@ async def test_a_claim_retried_with_its_request_id_returns_what_the_lost_answer_
     # Once the held tasks are reported, the old id claims anew (a new attempt, not a replay).
     await stub.CompleteTasks(
         pb.CompleteTasksRequest(
-            task_ids=[t.id for t in lost], lease_tokens=[t.lease_token for t in lost], outputs=["{}"] * len(lost),
+            task_ids=[t.id for t in lost],
+            lease_tokens=[t.lease_token for t in lost],
+            outputs=["{}"] * len(lost),
             reported_usages=[""] * len(lost),
         )
     )

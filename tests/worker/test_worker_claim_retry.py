@@ -6,7 +6,7 @@ and none burns a retry."""
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import Any, cast
 
 import grpc
 from generation.task.v1 import task_pb2 as pb
@@ -33,14 +33,14 @@ class LoseFirstClaimAnswer(grpc.aio.UnaryUnaryClientInterceptor):  # type: ignor
         if response.tasks and not self.lost:
             self.lost = list(response.tasks)
             raise grpc.aio.AioRpcError(
-                grpc.StatusCode.DEADLINE_EXCEEDED, grpc.aio.Metadata(), grpc.aio.Metadata(), "answer lost"
+                grpc.StatusCode.DEADLINE_EXCEEDED, grpc.aio.Metadata(), grpc.aio.Metadata(), "answer lost", None
             )
         return call
 
 
 async def test_a_claim_whose_answer_was_lost_is_retried_with_its_request_id(service: Any, tool: pb.Tool) -> None:
     lose = LoseFirstClaimAnswer()
-    async with grpc.aio.insecure_channel(service.address, interceptors=[lose]) as channel:
+    async with grpc.aio.insecure_channel(service.address, interceptors=[cast(Any, lose)]) as channel:
         stub = task_pb2_grpc.GenerationDataServiceStub(channel)
         queued = [(await stub.QueueTask(pb.QueueTaskRequest(tool_id=tool.id))).task for _ in range(3)]
         done: dict[str, pb.Task] = {}
