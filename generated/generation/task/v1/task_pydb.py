@@ -501,8 +501,9 @@ WITH held AS MATERIALIZED (
   LEFT JOIN (SELECT slot, row_number() OVER (ORDER BY slot) AS nth FROM global_free) AS g ON g.nth = k.nth
   WHERE (SELECT max_running FROM tool) IS NULL OR g.slot IS NOT NULL
 ), bucket AS MATERIALIZED (
-  -- The tool's rate limit: tokens refilled since the last claim, read under the row's lock.
-  SELECT LEAST(rate_limit::float8, rate_tokens + rate_limit * extract(epoch FROM now() - rate_updated_at)::float8
+  -- The tool's rate limit: tokens refilled since the last claim, read under the row's lock (a
+  -- claim whose transaction began before the last spend refills nothing: time never runs back).
+  SELECT LEAST(rate_limit::float8, rate_tokens + rate_limit * GREATEST(extract(epoch FROM now() - rate_updated_at)::float8, 0)
                                                   / rate_period_seconds) AS tokens
   FROM generation.tools
   WHERE id = %(tool_id)s AND rate_limit IS NOT NULL AND EXISTS (SELECT FROM slotted)
@@ -512,7 +513,7 @@ WITH held AS MATERIALIZED (
   WHERE NOT EXISTS (SELECT FROM bucket) OR nth <= (SELECT floor(tokens) FROM bucket)
 ), spent AS (
   UPDATE generation.tools
-  SET rate_tokens = bucket.tokens - (SELECT count(*) FROM granted), rate_updated_at = now()
+  SET rate_tokens = bucket.tokens - (SELECT count(*) FROM granted), rate_updated_at = GREATEST(rate_updated_at, now())
   FROM bucket
   WHERE id = %(tool_id)s
   RETURNING 1
@@ -666,8 +667,9 @@ WITH held AS MATERIALIZED (
   LEFT JOIN (SELECT slot, row_number() OVER (ORDER BY slot) AS nth FROM global_free) AS g ON g.nth = k.nth
   WHERE (SELECT max_running FROM tool) IS NULL OR g.slot IS NOT NULL
 ), bucket AS MATERIALIZED (
-  -- The tool's rate limit: tokens refilled since the last claim, read under the row's lock.
-  SELECT LEAST(rate_limit::float8, rate_tokens + rate_limit * extract(epoch FROM now() - rate_updated_at)::float8
+  -- The tool's rate limit: tokens refilled since the last claim, read under the row's lock (a
+  -- claim whose transaction began before the last spend refills nothing: time never runs back).
+  SELECT LEAST(rate_limit::float8, rate_tokens + rate_limit * GREATEST(extract(epoch FROM now() - rate_updated_at)::float8, 0)
                                                   / rate_period_seconds) AS tokens
   FROM generation.tools
   WHERE id = %(tool_id)s AND rate_limit IS NOT NULL AND EXISTS (SELECT FROM slotted)
@@ -677,7 +679,7 @@ WITH held AS MATERIALIZED (
   WHERE NOT EXISTS (SELECT FROM bucket) OR nth <= (SELECT floor(tokens) FROM bucket)
 ), spent AS (
   UPDATE generation.tools
-  SET rate_tokens = bucket.tokens - (SELECT count(*) FROM granted), rate_updated_at = now()
+  SET rate_tokens = bucket.tokens - (SELECT count(*) FROM granted), rate_updated_at = GREATEST(rate_updated_at, now())
   FROM bucket
   WHERE id = %(tool_id)s
   RETURNING 1
