@@ -144,7 +144,12 @@ def python_side(iterations: int) -> Json:
         "[]",
         None,
         None,
-    )  # fmt: skip  (the claim's columns, in order: ..., the effective lease, run_at, attempted_at, the effective run-time limit, errors, periodic_name, periodic_slot_at)
+        None,
+        0,
+        None,
+        None,
+        None,
+    )  # fmt: skip  (the claim's columns, in order: ..., the effective lease, run_at, attempted_at, the effective run-time limit, errors, periodic_name, periodic_slot_at, concurrency_key, fair_seq, claim_slot, key_slot, claim_request_id)
     from pydb import runtime as rt
 
     start = time.perf_counter()
