@@ -38,8 +38,9 @@ BATCH = 100
 
 
 def _pgbench_sql(sql: str) -> str:
-    """psycopg's %(name)s placeholders -> pgbench :name variables; one line per statement."""
-    return " ".join(re.sub(r"%\((\w+)\)s", r":\1", sql).split())
+    """psycopg's %(name)s placeholders -> pgbench :name variables; one line per statement (so the
+    statement's `--` comments, none of them inside a string literal, are dropped first)."""
+    return " ".join(re.sub(r"%\((\w+)\)s", r":\1", re.sub(r"--[^\n]*", "", sql)).split())
 
 
 def pgbench_scripts() -> dict[str, str]:
