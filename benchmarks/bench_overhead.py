@@ -66,7 +66,7 @@ async def measure(url: str, rounds: int, block_size: int) -> Json:
             return await task_pydb.claim_next_task(conn, request)
 
         async def hand_written() -> object:
-            cur = await conn.execute(sql, {"tool_id": tool_id, "max_bytes": request.max_bytes})
+            cur = await conn.execute(sql, {"tool_id": tool_id, "max_bytes": request.max_bytes, "request_id": ""})
             return await cur.fetchone()
 
         async def settle() -> None:
@@ -144,7 +144,12 @@ def python_side(iterations: int) -> Json:
         "[]",
         None,
         None,
-    )  # fmt: skip  (the claim's columns, in order: ..., the effective lease, run_at, attempted_at, the effective run-time limit, errors, periodic_name, periodic_slot_at)
+        None,
+        0,
+        None,
+        None,
+        None,
+    )  # fmt: skip  (the claim's columns, in order: ..., the effective lease, run_at, attempted_at, the effective run-time limit, errors, periodic_name, periodic_slot_at, concurrency_key, fair_seq, claim_slot, key_slot, claim_request_id)
     from pydb import runtime as rt
 
     start = time.perf_counter()

@@ -137,7 +137,7 @@ async def claim_complete(conn: AsyncConnection[Any], tool_id: str, timings: dict
     by a concurrent update, which the server answers ABORTED) raises Aborted."""
     t0 = time.perf_counter()
     try:
-        cur = await conn.execute(CLAIM, {"tool_id": tool_id, "max_bytes": 0}, prepare=True)
+        cur = await conn.execute(CLAIM, {"tool_id": tool_id, "max_bytes": 0, "request_id": ""}, prepare=True)
         row = await cur.fetchone()
     except errors.SerializationFailure as e:
         raise Aborted from e
@@ -163,7 +163,9 @@ class Aborted(Exception):
 
 async def claim_complete_batch(conn: AsyncConnection[Any], tool_id: str) -> int:
     try:
-        cur = await conn.execute(CLAIM_MANY, {"tool_id": tool_id, "limit": 100, "max_bytes": 0}, prepare=True)
+        cur = await conn.execute(
+            CLAIM_MANY, {"tool_id": tool_id, "limit": 100, "max_bytes": 0, "request_id": ""}, prepare=True
+        )
         rows = await cur.fetchall()
     except errors.SerializationFailure as e:
         raise Aborted from e
@@ -234,7 +236,10 @@ async def plans(conn: AsyncConnection[Any], tool_id: str, repeats: int) -> Json:
     async with AsyncClientCursor(conn) as cur:
         for _ in range(repeats):
             await conn.execute("BEGIN")
-            await cur.execute("EXPLAIN (ANALYZE, SUMMARY, FORMAT JSON) " + CLAIM, {"tool_id": tool_id, "max_bytes": 0})
+            await cur.execute(
+                "EXPLAIN (ANALYZE, SUMMARY, FORMAT JSON) " + CLAIM,
+                {"tool_id": tool_id, "max_bytes": 0, "request_id": ""},
+            )
             row = await cur.fetchone()
             await conn.execute("ROLLBACK")
             assert row is not None

@@ -88,7 +88,7 @@ async def add(conn: AsyncConnection[Any], tool_id: str, n: int, *, scheduled: bo
 async def batch_round(conn: AsyncConnection[Any], sql: str, tool_id: str, batch: int) -> float:
     """One claim of `batch` with `sql` and its CompleteTasks; seconds taken."""
     t0 = time.perf_counter()
-    cur = await conn.execute(sql, {"tool_id": tool_id, "limit": batch, "max_bytes": 0}, prepare=True)
+    cur = await conn.execute(sql, {"tool_id": tool_id, "limit": batch, "max_bytes": 0, "request_id": ""}, prepare=True)
     rows = await cur.fetchall()
     ids = [r[0] for r in rows]
     tokens = [r[13] for r in rows]  # lease_token: the 14th column of both statements' RETURNING

@@ -38,26 +38,28 @@ BATCH = 100
 
 
 def _pgbench_sql(sql: str) -> str:
-    """psycopg's %(name)s placeholders -> pgbench :name variables; one line per statement."""
-    return " ".join(re.sub(r"%\((\w+)\)s", r":\1", sql).split())
+    """psycopg's %(name)s placeholders -> pgbench :name variables; one line per statement (so the
+    statement's `--` comments, none of them inside a string literal, are dropped first)."""
+    return " ".join(re.sub(r"%\((\w+)\)s", r":\1", re.sub(r"--[^\n]*", "", sql)).split())
 
 
 def pgbench_scripts() -> dict[str, str]:
     from generation.task.v1 import task_pydb as h
 
-    claim = _pgbench_sql(h.CLAIM_NEXT_TASK_SQL)
+    # No request_id: a fresh claim every time (a retried claim's replay is not measured here).
+    claim = _pgbench_sql(h.CLAIM_NEXT_TASK_SQL).replace(":request_id", "''")
     complete = (
         _pgbench_sql(h.COMPLETE_TASK_SQL)
         .replace(":task_id", ":id")  # the claim's RETURNING * sets :id and :lease_token
         .replace(":output", "NULL")
         .replace(":reported_usage", "NULL")
     )
-    claim_many = _pgbench_sql(h.CLAIM_TASKS_SQL).replace(":limit", str(BATCH))
-    # A data-modifying statement cannot sit inside a CTE that is itself an UPDATE's source, so the
-    # batch claim's WITH is kept and its UPDATE becomes a second CTE whose ids we aggregate.
-    head, update = claim_many.split(") UPDATE", 1)
+    claim_many = _pgbench_sql(h.CLAIM_TASKS_SQL).replace(":limit", str(BATCH)).replace(":request_id", "''")
+    # The batch claim's WITH is kept (its UPDATE is the CTE `claimed`), and the ids it claimed are
+    # aggregated instead of returned as rows (nothing is `held` without a request_id).
+    head = claim_many.split(") SELECT claimed.id,", 1)[0]
     claim_batch = (
-        f"{head}), claimed AS (UPDATE{update}) "
+        f"{head}) "
         "SELECT COALESCE(array_agg(id), '{}') AS ids, COALESCE(array_agg(lease_token), '{}') AS tokens "
         "FROM claimed \\gset"
     )

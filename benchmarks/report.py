@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import bench_claims
 import bench_schedule
 import bench_shapes
 import report_deploy
@@ -110,6 +111,8 @@ def headline(r: Json) -> list[tuple[str, str, str, str]]:
         rows += report_peers.headline(r["peers"])
     if r.get("shapes") and not r.get("quick"):
         rows += bench_shapes.headline(r["shapes"])
+    if r.get("claims") and not r.get("quick"):
+        rows += bench_claims.headline(r["claims"])
     return rows
 
 
@@ -565,6 +568,7 @@ def markdown(r: Json) -> str:
         ("observe", _observe),
         ("peers", report_peers.section),
         ("shapes", bench_shapes.section),
+        ("claims", bench_claims.section),
     ):
         if name in r:
             out += section(r)

@@ -146,6 +146,15 @@ def test_schedule(pg_server: tuple[str, Cluster | None], tmp_path: Path) -> None
     assert "## 11. Scheduling features on the claim path" in render({"schedule": result}, tmp_path)
 
 
+def test_claims(pg_server: tuple[str, Cluster | None], tmp_path: Path) -> None:
+    result = bench("bench_claims").run(pg_server[0], quick=True)
+    assert result["noisy"]["fifo"]["tasks_per_s"] > 0 and result["noisy"]["fair"]["tasks_per_s"] > 0
+    assert result["global"]["slots"] == 64 and result["global"]["tasks_per_s"]["limited"] > 0
+    assert result["latency"]["samples"] == {"small": 200, "deep": 200}
+    assert set(result["latency"]["plans"]) == {"1k", "deep", "deep_limited"}
+    assert "## 16. Fair and bounded claims" in render({"claims": result}, tmp_path)
+
+
 def test_observe(pg_server: tuple[str, Cluster | None], tmp_path: Path) -> None:
     result = bench("bench_observe").run(pg_server[0], quick=True)
     assert result["overhead"]["tasks_per_s_off"] > 0 and result["overhead"]["tasks_per_s_on"] > 0

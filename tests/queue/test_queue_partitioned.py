@@ -177,13 +177,15 @@ async def test_concurrent_claimers_complete_every_task_once(pg_server: tuple[str
 
 
 def cursor_claim(conn: psycopg.Connection[Any], tool_id: str) -> None:
-    """The claim's own row-locking query (the subquery of CLAIM_NEXT_TASK_SQL) as a cursor: its
-    snapshot is taken now, its row is locked at FETCH, which is the window in which a concurrent
-    claim+complete commits in a real race, made deterministic."""
+    """The claim's own row-locking query (the `picked` CTE of CLAIM_NEXT_TASK_SQL, after the CTEs
+    it reads) as a cursor: its snapshot is taken now, its row is locked at FETCH, which is the
+    window in which a concurrent claim+complete commits in a real race, made deterministic."""
     sql = task_pydb.CLAIM_NEXT_TASK_SQL
-    start = sql.index("SELECT id FROM generation.tasks")
-    end = sql.index("FOR UPDATE SKIP LOCKED") + len("FOR UPDATE SKIP LOCKED")
-    conn.execute("DECLARE claim CURSOR FOR " + sql[start:end], {"tool_id": tool_id, "max_bytes": 0})
+    head = sql.index("), picked AS MATERIALIZED (\n")
+    start = head + len("), picked AS MATERIALIZED (\n")
+    end = sql.index("FOR UPDATE SKIP LOCKED", start) + len("FOR UPDATE SKIP LOCKED")
+    query = sql[:head] + ")\n" + sql[start:end]
+    conn.execute("DECLARE claim CURSOR FOR " + query, {"tool_id": tool_id, "max_bytes": 0, "request_id": ""})
 
 
 @pytest.mark.parametrize("layout", queue_layouts.LAYOUTS)
@@ -192,7 +194,7 @@ def test_a_claim_meeting_a_moved_row(pg_server: tuple[str, Cluster | None], layo
         (tool,) = seed(url, ["a"], 2)
         with psycopg.connect(url, autocommit=True) as other, psycopg.connect(url) as claimer:
             cursor_claim(claimer, tool)  # sees the first task queued
-            params = {"tool_id": tool, "max_bytes": 0}
+            params = {"tool_id": tool, "max_bytes": 0, "request_id": ""}
             first = other.execute(task_pydb.CLAIM_NEXT_TASK_SQL, params).fetchone()
             assert first is not None
             other.execute(

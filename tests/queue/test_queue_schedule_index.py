@@ -77,11 +77,18 @@ def test_claim_promotion_and_redrive_stay_index_driven_at_two_sizes(sized: tuple
         grow(url, tool, size - total)
         total = size
         claim = explain(
-            url, task_pydb.CLAIM_TASKS_SQL, {"tool_id": tool, "limit": 50, "max_bytes": 0}, generic=False, analyze=True
+            url,
+            task_pydb.CLAIM_TASKS_SQL,
+            {"tool_id": tool, "limit": 50, "max_bytes": 0, "request_id": ""},
+            generic=False,
+            analyze=True,
         )
         for generic in (False, True):  # the plan, whichever the prepared statement settles on
             planned = explain(
-                url, task_pydb.CLAIM_TASKS_SQL, {"tool_id": tool, "limit": 50, "max_bytes": 0}, generic=generic
+                url,
+                task_pydb.CLAIM_TASKS_SQL,
+                {"tool_id": tool, "limit": 50, "max_bytes": 0, "request_id": ""},
+                generic=generic,
             )
             names = {n.get("Index Name") for n in nodes(planned)}
             assert {"idx_gen_tasks_queue", "idx_gen_tasks_scheduled_tool"} <= names, names

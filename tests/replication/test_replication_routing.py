@@ -291,6 +291,18 @@ async def _every_rpc(stub: task_pb2_grpc.GenerationDataServiceAsyncStub, pair: R
     await stub.PauseTool(task_pb2.PauseToolRequest(tool_id=tool.id))
     await stub.ResumeTool(task_pb2.ResumeToolRequest(tool_id=tool.id))
     did("SetToolRetryPolicy", "SetToolMaxRuntime", "PauseTool", "ResumeTool")
+    # Set, then cleared (unset: unlimited), so the claims below are not limited.
+    for limited in (True, False):
+        await stub.SetToolConcurrency(
+            task_pb2.SetToolConcurrencyRequest(tool_id=tool.id, max_running=100 if limited else None)
+        )
+        await stub.SetToolKeyConcurrency(
+            task_pb2.SetToolKeyConcurrencyRequest(tool_id=tool.id, key_max_running=10 if limited else None)
+        )
+        await stub.SetToolRateLimit(
+            task_pb2.SetToolRateLimitRequest(tool_id=tool.id, rate_limit=1000 if limited else None)
+        )
+    did("SetToolConcurrency", "SetToolKeyConcurrency", "SetToolRateLimit")
     for _ in range(2):
         await stub.QueueTask(task_pb2.QueueTaskRequest(tool_id=tool.id))
     d, e = (await stub.ClaimTasks(task_pb2.ClaimTasksRequest(tool_id=tool.id, limit=2))).tasks

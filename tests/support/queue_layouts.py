@@ -26,7 +26,8 @@ LAYOUTS = ("plain", "by_tool", "by_status")
 
 _ID = "CREATE TABLE generation.tasks (\n    id uuid PRIMARY KEY DEFAULT gen_random_uuid(),\n"
 _KEY = "    billing_idempotency_key text UNIQUE,\n"
-_END = "    periodic_slot_at timestamptz\n);\n"
+_LAST = "    claim_request_id text CHECK (char_length(claim_request_id) BETWEEN 1 AND 200)"
+_END = _LAST + "\n);\n"
 _SLOT = "ON generation.tasks (periodic_name, periodic_slot_at)\n"
 
 
@@ -68,7 +69,7 @@ def schema_sql(layout: str, partitions: int = 8) -> str:
     )
     text = _replace_once(text, _KEY, "    billing_idempotency_key text,\n")
     end = (
-        "    periodic_slot_at timestamptz,\n"
+        _LAST + ",\n"
         f"    PRIMARY KEY (id, {column}),\n"
         f"    UNIQUE (billing_idempotency_key, {column})\n"
         f") {clause};\n" + "".join(p + "\n" for p in parts)

@@ -268,17 +268,17 @@ def test_check_generated_shows_a_diff_and_a_fix_hint(tmp_path: Path) -> None:
 
     handlers = copy / "generated/generation/task/v1/task_pydb.py"
     text = handlers.read_text()
-    marker = "tasks.periodic_slot_at FROM generation.tasks WHERE id"  # GetTask's statement, * written out
+    marker = "tasks.claim_request_id FROM generation.tasks WHERE id"  # GetTask's statement, * written out
     assert text.count(marker) == 1
     handlers.write_text(text.replace(marker, marker.replace("WHERE id", "WHERE  id")))
     drift = subprocess.run(make, cwd=copy, capture_output=True, text=True, timeout=120)
     assert drift.returncode != 0
     out = drift.stdout
     assert "--- generated/generation/task/v1/task_pydb.py" in out
-    removed = [line for line in out.splitlines() if line.startswith("-  tasks.periodic_slot_at FROM")]
-    added = [line for line in out.splitlines() if line.startswith("+  tasks.periodic_slot_at FROM")]
-    assert removed == ["-  tasks.periodic_slot_at FROM generation.tasks WHERE  id = %(task_id)s"]
-    assert added == ["+  tasks.periodic_slot_at FROM generation.tasks WHERE id = %(task_id)s"]
+    removed = [line for line in out.splitlines() if line.startswith("-  tasks.claim_request_id FROM")]
+    added = [line for line in out.splitlines() if line.startswith("+  tasks.claim_request_id FROM")]
+    assert removed == ["-  tasks.claim_request_id FROM generation.tasks WHERE  id = %(task_id)s"]
+    assert added == ["+  tasks.claim_request_id FROM generation.tasks WHERE id = %(task_id)s"]
     assert "@@ " in out
     hint = [line for line in out.splitlines() if "make generate" in line]
     assert hint == ["generated code is stale: run 'make generate' and commit the result"]

@@ -55,6 +55,7 @@ import math
 import random
 import signal
 import time
+import uuid
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -172,6 +173,15 @@ class _Lane:
     reporting: int = 0  # of `running`, those whose work is done and whose outcome is on its way
     beat_tick: float = 1.0  # how often the heartbeat loop now checks due times
     beat_wake: asyncio.Event = field(default_factory=asyncio.Event)  # a task needs a finer tick
+    # The request_id of a claim whose outcome is unknown (its answer was lost): the next claim
+    # sends it again, so the data plane returns the tasks that claim holds instead of new ones.
+    claim_request_id: str | None = None
+
+
+# A claim answered so may have committed: retried with the same request_id.
+_OUTCOME_UNKNOWN = frozenset(
+    {grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.CANCELLED, grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.UNKNOWN}
+)
 
 
 @dataclass
@@ -364,13 +374,19 @@ class WorkerFleet:
                 timeout = self.capacity_backoff
             else:
                 self.stats.sweeps += 1
+                # A fresh request id per claim attempt, the same one again when retrying an attempt
+                # whose answer was lost (it may have committed).
+                request_id = lane.claim_request_id or uuid.uuid4().hex
                 try:
                     resp = await self.stub.ClaimTasks(
-                        pb.ClaimTasksRequest(tool_id=lane.tool_id, limit=free, max_bytes=self.claim_max_bytes),
+                        pb.ClaimTasksRequest(
+                            tool_id=lane.tool_id, limit=free, max_bytes=self.claim_max_bytes, request_id=request_id
+                        ),
                         timeout=self.rpc_timeout,
                         wait_for_ready=True,
                     )
                     tasks = list(resp.tasks)
+                    lane.claim_request_id = None
                 except grpc.aio.AioRpcError as err:
                     log.warning("claim for tool %s failed: %s %s", lane.tool_id, err.code().name, err.details())
                     self.stats.claim_errors += 1
@@ -380,6 +396,7 @@ class WorkerFleet:
                                 await self._stop.wait()
                         continue
                     tasks = []
+                    lane.claim_request_id = request_id if err.code() in _OUTCOME_UNKNOWN else None
                 if self.observer is not None:
                     self.observer.count("claimed", lane.tool_id, len(tasks))
                 for task in tasks:

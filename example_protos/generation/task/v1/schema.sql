@@ -34,7 +34,19 @@ CREATE TABLE generation.tools (
     -- max_runtime_seconds wins.
     max_runtime_seconds integer CHECK (max_runtime_seconds BETWEEN 1 AND 604800),
     -- PauseTool / ResumeTool: while true no claim returns the tool's tasks.
-    paused boolean NOT NULL DEFAULT false
+    paused boolean NOT NULL DEFAULT false,
+    -- Bounded claims (docs/guarantees.md, "Fair and bounded claims"). SetToolConcurrency: at most
+    -- this many of the tool's tasks processing at once, across every worker and server; NULL:
+    -- unlimited. Enforced by the claim itself through the tool's rows of generation.claim_slots.
+    max_running integer CHECK (max_running BETWEEN 1 AND 10000),
+    -- SetToolKeyConcurrency: at most this many running tasks per concurrency_key; NULL: unlimited.
+    key_max_running integer CHECK (key_max_running BETWEEN 1 AND 1000),
+    -- SetToolRateLimit: a token bucket of rate_limit claims per rate_period_seconds, shared by
+    -- every server (the claim spends it under the tool row's lock); NULL: unlimited.
+    rate_limit integer CHECK (rate_limit BETWEEN 1 AND 1000000),
+    rate_period_seconds double precision NOT NULL DEFAULT 1 CHECK (rate_period_seconds > 0 AND rate_period_seconds <= 86400),
+    rate_tokens double precision NOT NULL DEFAULT 0,
+    rate_updated_at timestamptz NOT NULL DEFAULT now()
 );
 
 CREATE TABLE generation.tasks (
@@ -79,13 +91,35 @@ CREATE TABLE generation.tasks (
     -- A periodic task's slot (EnqueuePeriodicTask): one task per (name, slot), however many
     -- reconcilers race to enqueue it.
     periodic_name text,
-    periodic_slot_at timestamptz
+    periodic_slot_at timestamptz,
+    -- Fairness (QueueTask's concurrency_key: a user or workspace id): tasks of one key are
+    -- interleaved with other keys' by fair_seq, the key's place in a round-robin set at enqueue
+    -- (one past the key's last queued task, never behind the tool's current head). A task without a
+    -- key takes the head's fair_seq: plain FIFO among keyless tasks.
+    concurrency_key text CHECK (char_length(concurrency_key) BETWEEN 1 AND 200),
+    fair_seq bigint NOT NULL DEFAULT 0,
+    -- The claim slots the current attempt holds (generation.claim_slots): the tool's (scope '')
+    -- under max_running, its key's under key_max_running; NULL: none needed.
+    claim_slot integer,
+    key_slot integer,
+    -- The client's request id of the claim that holds the task: a retried claim with the same id
+    -- returns the tasks the lost answer held instead of claiming more.
+    claim_request_id text CHECK (char_length(claim_request_id) BETWEEN 1 AND 200)
 );
 
--- Makes the claim's `ORDER BY status DESC, priority DESC, created_at ASC LIMIT n`
--- an index-ordered top-n, even under a deep mixed-priority backlog for one tool.
-CREATE INDEX idx_gen_tasks_queue ON generation.tasks (tool_id, status DESC, priority DESC, created_at ASC)
+-- Makes the claim's `ORDER BY status DESC, priority DESC, fair_seq, created_at ASC LIMIT n`
+-- an index-ordered top-n, even under a deep mixed-priority backlog for one tool over many keys.
+CREATE INDEX idx_gen_tasks_queue ON generation.tasks (tool_id, status DESC, priority DESC, fair_seq, created_at ASC)
     WHERE status IN ('queued', 'processing');
+
+-- A key's last queued task of a priority (the enqueue's round-robin place for the next one) and the keys a
+-- per-key limit applies to (SetToolKeyConcurrency). Keyless rows are not in it.
+CREATE INDEX idx_gen_tasks_key ON generation.tasks (tool_id, concurrency_key, priority, fair_seq)
+    WHERE concurrency_key IS NOT NULL AND status IN ('scheduled', 'queued');
+
+-- A retried claim's tasks (claim_request_id): only held rows that carry an id.
+CREATE INDEX idx_gen_tasks_claim_request ON generation.tasks (tool_id, claim_request_id)
+    WHERE claim_request_id IS NOT NULL AND status = 'processing';
 
 -- Delayed, backed-off and snoozed tasks, by when they are due: the claim takes a tool's due
 -- ones directly (so none waits for a promotion), PromoteDueTasks flips due ones of every tool to
@@ -154,6 +188,70 @@ CREATE TRIGGER tasks_notify_cancel
     AFTER UPDATE OF status ON generation.tasks
     FOR EACH ROW WHEN (OLD.status = 'processing' AND NEW.status = 'cancelled')
     EXECUTE FUNCTION generation.notify_task_cancel();
+
+-- Claim slots: the tool's global limit (scope '', slots 1..max_running, made by
+-- SetToolConcurrency) and each key's (scope = the key, slots 1..key_max_running, made at
+-- enqueue by tasks_key_slots and by SetToolKeyConcurrency). A slot is free when no live lease
+-- holds it: expires_at (the holder's claim_expires_at, mirrored by tasks_claim_slots) is NULL or
+-- past. The claim locks free slots FOR UPDATE SKIP LOCKED and PostgreSQL re-checks a slot
+-- another claim took meanwhile on its newest version, so concurrent claimers never share one:
+-- the limit holds without a counter that every Complete would have to update.
+CREATE TABLE generation.claim_slots (
+    tool_id uuid NOT NULL REFERENCES generation.tools (id),
+    scope text NOT NULL,
+    slot integer NOT NULL,
+    task_id uuid,
+    expires_at timestamptz,
+    PRIMARY KEY (tool_id, scope, slot)
+);
+
+-- A task's slots follow its lease: a claim takes the slots it names, a heartbeat renews them,
+-- leaving `processing` (complete, fail, snooze, cancel) frees them; a lapsed lease frees them by
+-- its expires_at. A slot since taken by another task is never touched. Fires only for rows that
+-- hold or held a slot, so unlimited tools pay nothing.
+CREATE FUNCTION generation.mirror_claim_slots() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF OLD.claim_slot IS NOT NULL OR OLD.key_slot IS NOT NULL THEN
+        UPDATE generation.claim_slots
+        SET expires_at = CASE WHEN NEW.status = 'processing' AND NEW.lease_token IS NOT DISTINCT FROM OLD.lease_token
+                              THEN NEW.claim_expires_at END
+        WHERE tool_id = OLD.tool_id AND task_id = OLD.id
+          AND ((scope = '' AND slot = OLD.claim_slot) OR (scope = OLD.concurrency_key AND slot = OLD.key_slot));
+    END IF;
+    IF NEW.status = 'processing' AND NEW.lease_token IS DISTINCT FROM OLD.lease_token THEN
+        UPDATE generation.claim_slots SET task_id = NEW.id, expires_at = NEW.claim_expires_at
+        WHERE tool_id = NEW.tool_id
+          AND ((scope = '' AND slot = NEW.claim_slot) OR (scope = NEW.concurrency_key AND slot = NEW.key_slot));
+    END IF;
+    RETURN NULL;
+END
+$$;
+
+CREATE TRIGGER tasks_claim_slots
+    AFTER UPDATE ON generation.tasks
+    FOR EACH ROW WHEN (OLD.claim_slot IS NOT NULL OR OLD.key_slot IS NOT NULL
+                       OR NEW.claim_slot IS NOT NULL OR NEW.key_slot IS NOT NULL)
+    EXECUTE FUNCTION generation.mirror_claim_slots();
+
+-- A new key of a tool with a per-key limit gets its slots when its first task is enqueued.
+CREATE FUNCTION generation.add_key_slots() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO generation.claim_slots (tool_id, scope, slot)
+    SELECT k.tool_id, k.concurrency_key, s.slot
+    FROM (SELECT DISTINCT n.tool_id, n.concurrency_key FROM new_tasks AS n WHERE n.concurrency_key IS NOT NULL) AS k
+    JOIN generation.tools AS tl ON tl.id = k.tool_id AND tl.key_max_running IS NOT NULL
+    CROSS JOIN LATERAL generate_series(1, tl.key_max_running) AS s (slot)
+    ORDER BY 1, 2, 3
+    ON CONFLICT DO NOTHING;
+    RETURN NULL;
+END
+$$;
+
+CREATE TRIGGER tasks_key_slots
+    AFTER INSERT ON generation.tasks
+    REFERENCING NEW TABLE AS new_tasks
+    FOR EACH STATEMENT
+    EXECUTE FUNCTION generation.add_key_slots();
 
 -- Periodic tasks (UpsertPeriodicTask): the reconciler computes each schedule's slots (cron
 -- expression in its time zone) and enqueues each due slot with EnqueuePeriodicTask, which

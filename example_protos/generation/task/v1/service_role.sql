@@ -34,22 +34,27 @@ GRANT USAGE ON SCHEMA generation TO pydb_task_service;
 -- SetToolRetryPolicy, SetToolMaxRuntime, PauseTool / ResumeTool: UPDATE their columns; the claims,
 -- heartbeats and failures read them.
 GRANT SELECT, INSERT (name),
-      UPDATE (name, lease_seconds, retry_base_seconds, retry_cap_seconds, max_runtime_seconds, paused)
+      UPDATE (name, lease_seconds, retry_base_seconds, retry_cap_seconds, max_runtime_seconds, paused,
+              max_running, key_max_running, rate_limit, rate_period_seconds, rate_tokens, rate_updated_at)
     ON generation.tools TO pydb_task_service;
+-- SetToolConcurrency / SetToolKeyConcurrency and the enqueue's key trigger make slots; the claims
+-- lock free ones (FOR UPDATE); the slot trigger (run as the caller) takes, renews and frees them.
+GRANT SELECT, INSERT, UPDATE (task_id, expires_at) ON generation.claim_slots TO pydb_task_service;
 
 -- Every read returns whole rows (RETURNING *, SELECT *).
 GRANT SELECT ON generation.tasks TO pydb_task_service;
 -- QueueTask: the columns a caller may set.
 -- (EnqueuePeriodicTask also the slot columns.)
 GRANT INSERT (tool_id, status, input, priority, max_retries, reserved_token_amount, billing_idempotency_key,
-              w3c_traceparent, lease_seconds, run_at, max_runtime_seconds, periodic_name, periodic_slot_at)
+              w3c_traceparent, lease_seconds, run_at, max_runtime_seconds, periodic_name, periodic_slot_at,
+              concurrency_key, fair_seq)
     ON generation.tasks TO pydb_task_service;
 -- ClaimNextTask / ClaimTasks / HeartbeatTask / CompleteTask(s) / FailTask(s) / SnoozeTask /
 -- CancelTask(s) / PromoteDueTasks / ReapOverdueTasks / RetryTask(s) (the state machine), QueueTask's
 -- idempotent ON CONFLICT DO UPDATE (billing_idempotency_key). FOR UPDATE needs an UPDATE privilege
 -- too, which these give.
 GRANT UPDATE (status, started_at, claim_expires_at, lease_token, retry_count, output, reported_usage, completed_at, error,
-              billing_idempotency_key, run_at, attempted_at, errors)
+              billing_idempotency_key, run_at, attempted_at, errors, claim_slot, key_slot, claim_request_id)
     ON generation.tasks TO pydb_task_service;
 -- PruneTasks: retention deletes terminal rows (the statement's WHERE; the role cannot tell
 -- rows apart, so this is the one table-wide privilege granted for it).

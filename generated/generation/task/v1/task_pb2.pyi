@@ -82,6 +82,12 @@ class Tool(_message.Message):
     RETRY_CAP_SECONDS_FIELD_NUMBER: _builtins.int
     MAX_RUNTIME_SECONDS_FIELD_NUMBER: _builtins.int
     PAUSED_FIELD_NUMBER: _builtins.int
+    MAX_RUNNING_FIELD_NUMBER: _builtins.int
+    KEY_MAX_RUNNING_FIELD_NUMBER: _builtins.int
+    RATE_LIMIT_FIELD_NUMBER: _builtins.int
+    RATE_PERIOD_SECONDS_FIELD_NUMBER: _builtins.int
+    RATE_TOKENS_FIELD_NUMBER: _builtins.int
+    RATE_UPDATED_AT_FIELD_NUMBER: _builtins.int
     id: _builtins.str
     name: _builtins.str
     lease_seconds: _builtins.int
@@ -95,8 +101,23 @@ class Tool(_message.Message):
     """The run-time limit of one attempt, in seconds; unset: none."""
     paused: _builtins.bool
     """PauseTool / ResumeTool: while true no claim returns this tool's tasks."""
+    max_running: _builtins.int
+    """SetToolConcurrency: at most this many of the tool's tasks processing at once, across every
+    worker and server (a lapsed lease frees its slot); unset: unlimited.
+    """
+    key_max_running: _builtins.int
+    """SetToolKeyConcurrency: at most this many running tasks per concurrency_key; unset: unlimited."""
+    rate_limit: _builtins.int
+    """SetToolRateLimit: at most rate_limit claims per rate_period_seconds (a token bucket that
+    starts empty and holds at most rate_limit); unset: unlimited.
+    """
+    rate_period_seconds: _builtins.float
+    rate_tokens: _builtins.float
+    """The bucket's state as of rate_updated_at (kept by the claims)."""
     @_builtins.property
     def created_at(self) -> _timestamp_pb2.Timestamp: ...
+    @_builtins.property
+    def rate_updated_at(self) -> _timestamp_pb2.Timestamp: ...
     def __init__(
         self,
         *,
@@ -108,14 +129,33 @@ class Tool(_message.Message):
         retry_cap_seconds: _builtins.float = ...,
         max_runtime_seconds: _builtins.int | None = ...,
         paused: _builtins.bool = ...,
+        max_running: _builtins.int | None = ...,
+        key_max_running: _builtins.int | None = ...,
+        rate_limit: _builtins.int | None = ...,
+        rate_period_seconds: _builtins.float = ...,
+        rate_tokens: _builtins.float = ...,
+        rate_updated_at: _timestamp_pb2.Timestamp | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_max_runtime_seconds", b"_max_runtime_seconds", "created_at", b"created_at", "max_runtime_seconds", b"max_runtime_seconds"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_key_max_running", b"_key_max_running", "_max_running", b"_max_running", "_max_runtime_seconds", b"_max_runtime_seconds", "_rate_limit", b"_rate_limit", "created_at", b"created_at", "key_max_running", b"key_max_running", "max_running", b"max_running", "max_runtime_seconds", b"max_runtime_seconds", "rate_limit", b"rate_limit", "rate_updated_at", b"rate_updated_at"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_max_runtime_seconds", b"_max_runtime_seconds", "created_at", b"created_at", "id", b"id", "lease_seconds", b"lease_seconds", "max_runtime_seconds", b"max_runtime_seconds", "name", b"name", "paused", b"paused", "retry_base_seconds", b"retry_base_seconds", "retry_cap_seconds", b"retry_cap_seconds"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_key_max_running", b"_key_max_running", "_max_running", b"_max_running", "_max_runtime_seconds", b"_max_runtime_seconds", "_rate_limit", b"_rate_limit", "created_at", b"created_at", "id", b"id", "key_max_running", b"key_max_running", "lease_seconds", b"lease_seconds", "max_running", b"max_running", "max_runtime_seconds", b"max_runtime_seconds", "name", b"name", "paused", b"paused", "rate_limit", b"rate_limit", "rate_period_seconds", b"rate_period_seconds", "rate_tokens", b"rate_tokens", "rate_updated_at", b"rate_updated_at", "retry_base_seconds", b"retry_base_seconds", "retry_cap_seconds", b"retry_cap_seconds"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__key_max_running: _TypeAlias = _typing.Literal["key_max_running"]  # noqa: Y015
+    _WhichOneofArgType__key_max_running: _TypeAlias = _typing.Literal["_key_max_running", b"_key_max_running"]  # noqa: Y015
+    _WhichOneofReturnType__max_running: _TypeAlias = _typing.Literal["max_running"]  # noqa: Y015
+    _WhichOneofArgType__max_running: _TypeAlias = _typing.Literal["_max_running", b"_max_running"]  # noqa: Y015
     _WhichOneofReturnType__max_runtime_seconds: _TypeAlias = _typing.Literal["max_runtime_seconds"]  # noqa: Y015
     _WhichOneofArgType__max_runtime_seconds: _TypeAlias = _typing.Literal["_max_runtime_seconds", b"_max_runtime_seconds"]  # noqa: Y015
+    _WhichOneofReturnType__rate_limit: _TypeAlias = _typing.Literal["rate_limit"]  # noqa: Y015
+    _WhichOneofArgType__rate_limit: _TypeAlias = _typing.Literal["_rate_limit", b"_rate_limit"]  # noqa: Y015
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__key_max_running) -> _WhichOneofReturnType__key_max_running | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__max_running) -> _WhichOneofReturnType__max_running | None: ...
+    @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__max_runtime_seconds) -> _WhichOneofReturnType__max_runtime_seconds | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__rate_limit) -> _WhichOneofReturnType__rate_limit | None: ...
 
 Global___Tool: _TypeAlias = Tool  # noqa: Y015
 
@@ -150,6 +190,11 @@ class Task(_message.Message):
     ERRORS_FIELD_NUMBER: _builtins.int
     PERIODIC_NAME_FIELD_NUMBER: _builtins.int
     PERIODIC_SLOT_AT_FIELD_NUMBER: _builtins.int
+    CONCURRENCY_KEY_FIELD_NUMBER: _builtins.int
+    FAIR_SEQ_FIELD_NUMBER: _builtins.int
+    CLAIM_SLOT_FIELD_NUMBER: _builtins.int
+    KEY_SLOT_FIELD_NUMBER: _builtins.int
+    CLAIM_REQUEST_ID_FIELD_NUMBER: _builtins.int
     id: _builtins.str
     tool_id: _builtins.str
     status: Global___TaskStatus.ValueType
@@ -176,6 +221,21 @@ class Task(_message.Message):
     """JSON text: the failure history kept across redrives (RetryTask), oldest first."""
     periodic_name: _builtins.str
     """A periodic task's schedule name and slot (EnqueuePeriodicTask)."""
+    concurrency_key: _builtins.str
+    """QueueTask's concurrency_key (a user or workspace id): the unit of fairness and of the
+    per-key limit; unset: none.
+    """
+    fair_seq: _builtins.int
+    """The task's place in its tool's round-robin across keys, set at enqueue (the claim orders
+    zombies first, then priority, then fair_seq, then FIFO).
+    """
+    claim_slot: _builtins.int
+    """The claim slots the current attempt holds (the tool's under max_running, the key's under
+    key_max_running); unset: none was needed.
+    """
+    key_slot: _builtins.int
+    claim_request_id: _builtins.str
+    """The request_id of the claim that took the current attempt."""
     @_builtins.property
     def claim_expires_at(self) -> _timestamp_pb2.Timestamp: ...
     @_builtins.property
@@ -222,15 +282,28 @@ class Task(_message.Message):
         errors: _builtins.str = ...,
         periodic_name: _builtins.str | None = ...,
         periodic_slot_at: _timestamp_pb2.Timestamp | None = ...,
+        concurrency_key: _builtins.str | None = ...,
+        fair_seq: _builtins.int = ...,
+        claim_slot: _builtins.int | None = ...,
+        key_slot: _builtins.int | None = ...,
+        claim_request_id: _builtins.str | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_billing_idempotency_key", b"_billing_idempotency_key", "_error", b"_error", "_lease_seconds", b"_lease_seconds", "_lease_token", b"_lease_token", "_max_runtime_seconds", b"_max_runtime_seconds", "_output", b"_output", "_periodic_name", b"_periodic_name", "_reported_usage", b"_reported_usage", "_reserved_token_amount", b"_reserved_token_amount", "_w3c_traceparent", b"_w3c_traceparent", "attempted_at", b"attempted_at", "billing_idempotency_key", b"billing_idempotency_key", "claim_expires_at", b"claim_expires_at", "completed_at", b"completed_at", "created_at", b"created_at", "error", b"error", "lease_seconds", b"lease_seconds", "lease_token", b"lease_token", "max_runtime_seconds", b"max_runtime_seconds", "output", b"output", "periodic_name", b"periodic_name", "periodic_slot_at", b"periodic_slot_at", "reported_usage", b"reported_usage", "reserved_token_amount", b"reserved_token_amount", "run_at", b"run_at", "started_at", b"started_at", "w3c_traceparent", b"w3c_traceparent"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_billing_idempotency_key", b"_billing_idempotency_key", "_claim_request_id", b"_claim_request_id", "_claim_slot", b"_claim_slot", "_concurrency_key", b"_concurrency_key", "_error", b"_error", "_key_slot", b"_key_slot", "_lease_seconds", b"_lease_seconds", "_lease_token", b"_lease_token", "_max_runtime_seconds", b"_max_runtime_seconds", "_output", b"_output", "_periodic_name", b"_periodic_name", "_reported_usage", b"_reported_usage", "_reserved_token_amount", b"_reserved_token_amount", "_w3c_traceparent", b"_w3c_traceparent", "attempted_at", b"attempted_at", "billing_idempotency_key", b"billing_idempotency_key", "claim_expires_at", b"claim_expires_at", "claim_request_id", b"claim_request_id", "claim_slot", b"claim_slot", "completed_at", b"completed_at", "concurrency_key", b"concurrency_key", "created_at", b"created_at", "error", b"error", "key_slot", b"key_slot", "lease_seconds", b"lease_seconds", "lease_token", b"lease_token", "max_runtime_seconds", b"max_runtime_seconds", "output", b"output", "periodic_name", b"periodic_name", "periodic_slot_at", b"periodic_slot_at", "reported_usage", b"reported_usage", "reserved_token_amount", b"reserved_token_amount", "run_at", b"run_at", "started_at", b"started_at", "w3c_traceparent", b"w3c_traceparent"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_billing_idempotency_key", b"_billing_idempotency_key", "_error", b"_error", "_lease_seconds", b"_lease_seconds", "_lease_token", b"_lease_token", "_max_runtime_seconds", b"_max_runtime_seconds", "_output", b"_output", "_periodic_name", b"_periodic_name", "_reported_usage", b"_reported_usage", "_reserved_token_amount", b"_reserved_token_amount", "_w3c_traceparent", b"_w3c_traceparent", "attempted_at", b"attempted_at", "billing_idempotency_key", b"billing_idempotency_key", "claim_expires_at", b"claim_expires_at", "completed_at", b"completed_at", "created_at", b"created_at", "error", b"error", "errors", b"errors", "id", b"id", "input", b"input", "lease_seconds", b"lease_seconds", "lease_token", b"lease_token", "max_retries", b"max_retries", "max_runtime_seconds", b"max_runtime_seconds", "output", b"output", "periodic_name", b"periodic_name", "periodic_slot_at", b"periodic_slot_at", "priority", b"priority", "reported_usage", b"reported_usage", "reserved_token_amount", b"reserved_token_amount", "retry_count", b"retry_count", "run_at", b"run_at", "started_at", b"started_at", "status", b"status", "tool_id", b"tool_id", "w3c_traceparent", b"w3c_traceparent"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_billing_idempotency_key", b"_billing_idempotency_key", "_claim_request_id", b"_claim_request_id", "_claim_slot", b"_claim_slot", "_concurrency_key", b"_concurrency_key", "_error", b"_error", "_key_slot", b"_key_slot", "_lease_seconds", b"_lease_seconds", "_lease_token", b"_lease_token", "_max_runtime_seconds", b"_max_runtime_seconds", "_output", b"_output", "_periodic_name", b"_periodic_name", "_reported_usage", b"_reported_usage", "_reserved_token_amount", b"_reserved_token_amount", "_w3c_traceparent", b"_w3c_traceparent", "attempted_at", b"attempted_at", "billing_idempotency_key", b"billing_idempotency_key", "claim_expires_at", b"claim_expires_at", "claim_request_id", b"claim_request_id", "claim_slot", b"claim_slot", "completed_at", b"completed_at", "concurrency_key", b"concurrency_key", "created_at", b"created_at", "error", b"error", "errors", b"errors", "fair_seq", b"fair_seq", "id", b"id", "input", b"input", "key_slot", b"key_slot", "lease_seconds", b"lease_seconds", "lease_token", b"lease_token", "max_retries", b"max_retries", "max_runtime_seconds", b"max_runtime_seconds", "output", b"output", "periodic_name", b"periodic_name", "periodic_slot_at", b"periodic_slot_at", "priority", b"priority", "reported_usage", b"reported_usage", "reserved_token_amount", b"reserved_token_amount", "retry_count", b"retry_count", "run_at", b"run_at", "started_at", b"started_at", "status", b"status", "tool_id", b"tool_id", "w3c_traceparent", b"w3c_traceparent"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__billing_idempotency_key: _TypeAlias = _typing.Literal["billing_idempotency_key"]  # noqa: Y015
     _WhichOneofArgType__billing_idempotency_key: _TypeAlias = _typing.Literal["_billing_idempotency_key", b"_billing_idempotency_key"]  # noqa: Y015
+    _WhichOneofReturnType__claim_request_id: _TypeAlias = _typing.Literal["claim_request_id"]  # noqa: Y015
+    _WhichOneofArgType__claim_request_id: _TypeAlias = _typing.Literal["_claim_request_id", b"_claim_request_id"]  # noqa: Y015
+    _WhichOneofReturnType__claim_slot: _TypeAlias = _typing.Literal["claim_slot"]  # noqa: Y015
+    _WhichOneofArgType__claim_slot: _TypeAlias = _typing.Literal["_claim_slot", b"_claim_slot"]  # noqa: Y015
+    _WhichOneofReturnType__concurrency_key: _TypeAlias = _typing.Literal["concurrency_key"]  # noqa: Y015
+    _WhichOneofArgType__concurrency_key: _TypeAlias = _typing.Literal["_concurrency_key", b"_concurrency_key"]  # noqa: Y015
     _WhichOneofReturnType__error: _TypeAlias = _typing.Literal["error"]  # noqa: Y015
     _WhichOneofArgType__error: _TypeAlias = _typing.Literal["_error", b"_error"]  # noqa: Y015
+    _WhichOneofReturnType__key_slot: _TypeAlias = _typing.Literal["key_slot"]  # noqa: Y015
+    _WhichOneofArgType__key_slot: _TypeAlias = _typing.Literal["_key_slot", b"_key_slot"]  # noqa: Y015
     _WhichOneofReturnType__lease_seconds: _TypeAlias = _typing.Literal["lease_seconds"]  # noqa: Y015
     _WhichOneofArgType__lease_seconds: _TypeAlias = _typing.Literal["_lease_seconds", b"_lease_seconds"]  # noqa: Y015
     _WhichOneofReturnType__lease_token: _TypeAlias = _typing.Literal["lease_token"]  # noqa: Y015
@@ -250,7 +323,15 @@ class Task(_message.Message):
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__billing_idempotency_key) -> _WhichOneofReturnType__billing_idempotency_key | None: ...
     @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__claim_request_id) -> _WhichOneofReturnType__claim_request_id | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__claim_slot) -> _WhichOneofReturnType__claim_slot | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__concurrency_key) -> _WhichOneofReturnType__concurrency_key | None: ...
+    @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__error) -> _WhichOneofReturnType__error | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__key_slot) -> _WhichOneofReturnType__key_slot | None: ...
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__lease_seconds) -> _WhichOneofReturnType__lease_seconds | None: ...
     @_typing.overload
@@ -366,6 +447,7 @@ class QueueTaskRequest(_message.Message):
     LEASE_SECONDS_FIELD_NUMBER: _builtins.int
     RUN_AT_FIELD_NUMBER: _builtins.int
     MAX_RUNTIME_SECONDS_FIELD_NUMBER: _builtins.int
+    CONCURRENCY_KEY_FIELD_NUMBER: _builtins.int
     tool_id: _builtins.str
     input: _builtins.str
     """JSON text; unset means {}."""
@@ -384,6 +466,10 @@ class QueueTaskRequest(_message.Message):
     """This task's lease in seconds (1..86400), for work unlike its tool's; unset: the tool's."""
     max_runtime_seconds: _builtins.int
     """This task's run-time limit per attempt in seconds (1..604800); unset: its tool's."""
+    concurrency_key: _builtins.str
+    """The tenant (user, workspace) this task runs for: claims interleave keys round-robin (within
+    a priority) and the tool's per-key limit counts by it. Unset or "": no key (plain FIFO).
+    """
     @_builtins.property
     def run_at(self) -> _timestamp_pb2.Timestamp:
         """Not claimed before this; unset: now. A future run_at queues the task `scheduled`."""
@@ -401,13 +487,16 @@ class QueueTaskRequest(_message.Message):
         lease_seconds: _builtins.int | None = ...,
         run_at: _timestamp_pb2.Timestamp | None = ...,
         max_runtime_seconds: _builtins.int | None = ...,
+        concurrency_key: _builtins.str | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_billing_idempotency_key", b"_billing_idempotency_key", "_input", b"_input", "_lease_seconds", b"_lease_seconds", "_max_retries", b"_max_retries", "_max_runtime_seconds", b"_max_runtime_seconds", "_reserved_token_amount", b"_reserved_token_amount", "_w3c_traceparent", b"_w3c_traceparent", "billing_idempotency_key", b"billing_idempotency_key", "input", b"input", "lease_seconds", b"lease_seconds", "max_retries", b"max_retries", "max_runtime_seconds", b"max_runtime_seconds", "reserved_token_amount", b"reserved_token_amount", "run_at", b"run_at", "w3c_traceparent", b"w3c_traceparent"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_billing_idempotency_key", b"_billing_idempotency_key", "_concurrency_key", b"_concurrency_key", "_input", b"_input", "_lease_seconds", b"_lease_seconds", "_max_retries", b"_max_retries", "_max_runtime_seconds", b"_max_runtime_seconds", "_reserved_token_amount", b"_reserved_token_amount", "_w3c_traceparent", b"_w3c_traceparent", "billing_idempotency_key", b"billing_idempotency_key", "concurrency_key", b"concurrency_key", "input", b"input", "lease_seconds", b"lease_seconds", "max_retries", b"max_retries", "max_runtime_seconds", b"max_runtime_seconds", "reserved_token_amount", b"reserved_token_amount", "run_at", b"run_at", "w3c_traceparent", b"w3c_traceparent"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_billing_idempotency_key", b"_billing_idempotency_key", "_input", b"_input", "_lease_seconds", b"_lease_seconds", "_max_retries", b"_max_retries", "_max_runtime_seconds", b"_max_runtime_seconds", "_reserved_token_amount", b"_reserved_token_amount", "_w3c_traceparent", b"_w3c_traceparent", "billing_idempotency_key", b"billing_idempotency_key", "input", b"input", "lease_seconds", b"lease_seconds", "max_retries", b"max_retries", "max_runtime_seconds", b"max_runtime_seconds", "priority", b"priority", "reserved_token_amount", b"reserved_token_amount", "run_at", b"run_at", "tool_id", b"tool_id", "w3c_traceparent", b"w3c_traceparent"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_billing_idempotency_key", b"_billing_idempotency_key", "_concurrency_key", b"_concurrency_key", "_input", b"_input", "_lease_seconds", b"_lease_seconds", "_max_retries", b"_max_retries", "_max_runtime_seconds", b"_max_runtime_seconds", "_reserved_token_amount", b"_reserved_token_amount", "_w3c_traceparent", b"_w3c_traceparent", "billing_idempotency_key", b"billing_idempotency_key", "concurrency_key", b"concurrency_key", "input", b"input", "lease_seconds", b"lease_seconds", "max_retries", b"max_retries", "max_runtime_seconds", b"max_runtime_seconds", "priority", b"priority", "reserved_token_amount", b"reserved_token_amount", "run_at", b"run_at", "tool_id", b"tool_id", "w3c_traceparent", b"w3c_traceparent"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__billing_idempotency_key: _TypeAlias = _typing.Literal["billing_idempotency_key"]  # noqa: Y015
     _WhichOneofArgType__billing_idempotency_key: _TypeAlias = _typing.Literal["_billing_idempotency_key", b"_billing_idempotency_key"]  # noqa: Y015
+    _WhichOneofReturnType__concurrency_key: _TypeAlias = _typing.Literal["concurrency_key"]  # noqa: Y015
+    _WhichOneofArgType__concurrency_key: _TypeAlias = _typing.Literal["_concurrency_key", b"_concurrency_key"]  # noqa: Y015
     _WhichOneofReturnType__input: _TypeAlias = _typing.Literal["input"]  # noqa: Y015
     _WhichOneofArgType__input: _TypeAlias = _typing.Literal["_input", b"_input"]  # noqa: Y015
     _WhichOneofReturnType__lease_seconds: _TypeAlias = _typing.Literal["lease_seconds"]  # noqa: Y015
@@ -422,6 +511,8 @@ class QueueTaskRequest(_message.Message):
     _WhichOneofArgType__w3c_traceparent: _TypeAlias = _typing.Literal["_w3c_traceparent", b"_w3c_traceparent"]  # noqa: Y015
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__billing_idempotency_key) -> _WhichOneofReturnType__billing_idempotency_key | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__concurrency_key) -> _WhichOneofReturnType__concurrency_key | None: ...
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__input) -> _WhichOneofReturnType__input | None: ...
     @_typing.overload
@@ -476,6 +567,7 @@ class QueueTasksRequest(_message.Message):
     LEASE_SECONDS_FIELD_NUMBER: _builtins.int
     RUN_AT_UNIX_FIELD_NUMBER: _builtins.int
     MAX_RUNTIME_SECONDS_FIELD_NUMBER: _builtins.int
+    CONCURRENCY_KEYS_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def tool_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
     @_builtins.property
@@ -506,6 +598,10 @@ class QueueTasksRequest(_message.Message):
     def max_runtime_seconds(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
         """0 means unset: the tool's run-time limit."""
 
+    @_builtins.property
+    def concurrency_keys(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """QueueTask's concurrency_key per task; "" means none."""
+
     def __init__(
         self,
         *,
@@ -519,10 +615,11 @@ class QueueTasksRequest(_message.Message):
         lease_seconds: _abc.Iterable[_builtins.int] | None = ...,
         run_at_unix: _abc.Iterable[_builtins.float] | None = ...,
         max_runtime_seconds: _abc.Iterable[_builtins.int] | None = ...,
+        concurrency_keys: _abc.Iterable[_builtins.str] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["billing_idempotency_keys", b"billing_idempotency_keys", "inputs", b"inputs", "lease_seconds", b"lease_seconds", "max_retries", b"max_retries", "max_runtime_seconds", b"max_runtime_seconds", "priorities", b"priorities", "reserved_token_amounts", b"reserved_token_amounts", "run_at_unix", b"run_at_unix", "tool_ids", b"tool_ids", "w3c_traceparents", b"w3c_traceparents"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["billing_idempotency_keys", b"billing_idempotency_keys", "concurrency_keys", b"concurrency_keys", "inputs", b"inputs", "lease_seconds", b"lease_seconds", "max_retries", b"max_retries", "max_runtime_seconds", b"max_runtime_seconds", "priorities", b"priorities", "reserved_token_amounts", b"reserved_token_amounts", "run_at_unix", b"run_at_unix", "tool_ids", b"tool_ids", "w3c_traceparents", b"w3c_traceparents"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -558,20 +655,24 @@ class ClaimNextTaskRequest(_message.Message):
 
     TOOL_ID_FIELD_NUMBER: _builtins.int
     MAX_BYTES_FIELD_NUMBER: _builtins.int
+    REQUEST_ID_FIELD_NUMBER: _builtins.int
     tool_id: _builtins.str
     max_bytes: _builtins.int
     """At most about this many bytes of task in the answer, as in ClaimTasksRequest (0: the server's
     send limit): a task whose answer could not reach the caller is left queued, not claimed.
     """
+    request_id: _builtins.str
+    """As in ClaimTasksRequest: a retry with the same id returns the task the lost answer held."""
     def __init__(
         self,
         *,
         tool_id: _builtins.str = ...,
         max_bytes: _builtins.int = ...,
+        request_id: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["max_bytes", b"max_bytes", "tool_id", b"tool_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["max_bytes", b"max_bytes", "request_id", b"request_id", "tool_id", b"tool_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -606,6 +707,7 @@ class ClaimTasksRequest(_message.Message):
     TOOL_ID_FIELD_NUMBER: _builtins.int
     LIMIT_FIELD_NUMBER: _builtins.int
     MAX_BYTES_FIELD_NUMBER: _builtins.int
+    REQUEST_ID_FIELD_NUMBER: _builtins.int
     tool_id: _builtins.str
     limit: _builtins.int
     """At most this many tasks (0 claims none)."""
@@ -615,16 +717,24 @@ class ClaimTasksRequest(_message.Message):
     the server's send limit (--max-send-message-bytes, 4 MiB by default): the runtime caps it.
     A task larger than the budget on its own is left queued.
     """
+    request_id: _builtins.str
+    """Chosen by the client, fresh for each claim attempt and reused when retrying it (at most 200
+    characters; "": none). While tasks claimed under this id are still held (processing, lease not
+    lapsed), a claim with the same id returns them as they are (same lease tokens, no retry burnt)
+    and claims nothing more: a claim whose answer was lost (DEADLINE_EXCEEDED, CANCELLED,
+    UNAVAILABLE after commit) is retried safely.
+    """
     def __init__(
         self,
         *,
         tool_id: _builtins.str = ...,
         limit: _builtins.int = ...,
         max_bytes: _builtins.int = ...,
+        request_id: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["limit", b"limit", "max_bytes", b"max_bytes", "tool_id", b"tool_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["limit", b"limit", "max_bytes", b"max_bytes", "request_id", b"request_id", "tool_id", b"tool_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -649,6 +759,145 @@ class ClaimTasksResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___ClaimTasksResponse: _TypeAlias = ClaimTasksResponse  # noqa: Y015
+
+@_typing.final
+class SetToolConcurrencyRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TOOL_ID_FIELD_NUMBER: _builtins.int
+    MAX_RUNNING_FIELD_NUMBER: _builtins.int
+    tool_id: _builtins.str
+    max_running: _builtins.int
+    """1..10000; unset: unlimited."""
+    def __init__(
+        self,
+        *,
+        tool_id: _builtins.str = ...,
+        max_running: _builtins.int | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_max_running", b"_max_running", "max_running", b"max_running"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_max_running", b"_max_running", "max_running", b"max_running", "tool_id", b"tool_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__max_running: _TypeAlias = _typing.Literal["max_running"]  # noqa: Y015
+    _WhichOneofArgType__max_running: _TypeAlias = _typing.Literal["_max_running", b"_max_running"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__max_running) -> _WhichOneofReturnType__max_running | None: ...
+
+Global___SetToolConcurrencyRequest: _TypeAlias = SetToolConcurrencyRequest  # noqa: Y015
+
+@_typing.final
+class SetToolConcurrencyResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TOOL_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def tool(self) -> Global___Tool: ...
+    def __init__(
+        self,
+        *,
+        tool: Global___Tool | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["tool", b"tool"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["tool", b"tool"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___SetToolConcurrencyResponse: _TypeAlias = SetToolConcurrencyResponse  # noqa: Y015
+
+@_typing.final
+class SetToolKeyConcurrencyRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TOOL_ID_FIELD_NUMBER: _builtins.int
+    KEY_MAX_RUNNING_FIELD_NUMBER: _builtins.int
+    tool_id: _builtins.str
+    key_max_running: _builtins.int
+    """1..1000 running tasks per concurrency_key; unset: unlimited."""
+    def __init__(
+        self,
+        *,
+        tool_id: _builtins.str = ...,
+        key_max_running: _builtins.int | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_key_max_running", b"_key_max_running", "key_max_running", b"key_max_running"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_key_max_running", b"_key_max_running", "key_max_running", b"key_max_running", "tool_id", b"tool_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__key_max_running: _TypeAlias = _typing.Literal["key_max_running"]  # noqa: Y015
+    _WhichOneofArgType__key_max_running: _TypeAlias = _typing.Literal["_key_max_running", b"_key_max_running"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__key_max_running) -> _WhichOneofReturnType__key_max_running | None: ...
+
+Global___SetToolKeyConcurrencyRequest: _TypeAlias = SetToolKeyConcurrencyRequest  # noqa: Y015
+
+@_typing.final
+class SetToolKeyConcurrencyResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TOOL_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def tool(self) -> Global___Tool: ...
+    def __init__(
+        self,
+        *,
+        tool: Global___Tool | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["tool", b"tool"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["tool", b"tool"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___SetToolKeyConcurrencyResponse: _TypeAlias = SetToolKeyConcurrencyResponse  # noqa: Y015
+
+@_typing.final
+class SetToolRateLimitRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TOOL_ID_FIELD_NUMBER: _builtins.int
+    RATE_LIMIT_FIELD_NUMBER: _builtins.int
+    PERIOD_SECONDS_FIELD_NUMBER: _builtins.int
+    tool_id: _builtins.str
+    rate_limit: _builtins.int
+    """At most this many claims (1..1000000) per period_seconds; unset: unlimited."""
+    period_seconds: _builtins.float
+    """The period, in seconds (unset or 0: 1 s)."""
+    def __init__(
+        self,
+        *,
+        tool_id: _builtins.str = ...,
+        rate_limit: _builtins.int | None = ...,
+        period_seconds: _builtins.float = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_rate_limit", b"_rate_limit", "rate_limit", b"rate_limit"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_rate_limit", b"_rate_limit", "period_seconds", b"period_seconds", "rate_limit", b"rate_limit", "tool_id", b"tool_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__rate_limit: _TypeAlias = _typing.Literal["rate_limit"]  # noqa: Y015
+    _WhichOneofArgType__rate_limit: _TypeAlias = _typing.Literal["_rate_limit", b"_rate_limit"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__rate_limit) -> _WhichOneofReturnType__rate_limit | None: ...
+
+Global___SetToolRateLimitRequest: _TypeAlias = SetToolRateLimitRequest  # noqa: Y015
+
+@_typing.final
+class SetToolRateLimitResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TOOL_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def tool(self) -> Global___Tool: ...
+    def __init__(
+        self,
+        *,
+        tool: Global___Tool | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["tool", b"tool"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["tool", b"tool"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___SetToolRateLimitResponse: _TypeAlias = SetToolRateLimitResponse  # noqa: Y015
 
 @_typing.final
 class HeartbeatTaskRequest(_message.Message):

@@ -64,6 +64,21 @@ class GenerationDataServiceStub:
                 request_serializer=generation_dot_task_dot_v1_dot_task__pb2.ClaimTasksRequest.SerializeToString,
                 response_deserializer=generation_dot_task_dot_v1_dot_task__pb2.ClaimTasksResponse.FromString,
                 _registered_method=True)
+        self.SetToolConcurrency = channel.unary_unary(
+                '/generation.task.v1.GenerationDataService/SetToolConcurrency',
+                request_serializer=generation_dot_task_dot_v1_dot_task__pb2.SetToolConcurrencyRequest.SerializeToString,
+                response_deserializer=generation_dot_task_dot_v1_dot_task__pb2.SetToolConcurrencyResponse.FromString,
+                _registered_method=True)
+        self.SetToolKeyConcurrency = channel.unary_unary(
+                '/generation.task.v1.GenerationDataService/SetToolKeyConcurrency',
+                request_serializer=generation_dot_task_dot_v1_dot_task__pb2.SetToolKeyConcurrencyRequest.SerializeToString,
+                response_deserializer=generation_dot_task_dot_v1_dot_task__pb2.SetToolKeyConcurrencyResponse.FromString,
+                _registered_method=True)
+        self.SetToolRateLimit = channel.unary_unary(
+                '/generation.task.v1.GenerationDataService/SetToolRateLimit',
+                request_serializer=generation_dot_task_dot_v1_dot_task__pb2.SetToolRateLimitRequest.SerializeToString,
+                response_deserializer=generation_dot_task_dot_v1_dot_task__pb2.SetToolRateLimitResponse.FromString,
+                _registered_method=True)
         self.HeartbeatTask = channel.unary_unary(
                 '/generation.task.v1.GenerationDataService/HeartbeatTask',
                 request_serializer=generation_dot_task_dot_v1_dot_task__pb2.HeartbeatTaskRequest.SerializeToString,
@@ -266,21 +281,50 @@ class GenerationDataServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def ClaimNextTask(self, request, context):
-        """Claims the tool's next task: a reclaimable zombie first, then by priority, then FIFO; when
-        nothing queued is claimable, a scheduled task already due (no promotion needed). Nothing while
-        the tool is paused. Reclaiming a zombie (lease lapsed while processing) burns one retry.
+        """Claims the tool's next task: ClaimTasks with a limit of 1 (the same order, limits and
+        request_id). Nothing while the tool is paused. Reclaiming a zombie (lease lapsed while
+        processing) burns one retry.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def ClaimTasks(self, request, context):
-        """The same claim for up to `limit` tasks at once, and at most about `max_bytes` of them: a
+        """Claims up to `limit` tasks of a tool at once, and at most about `max_bytes` of them: a
         locked candidate that would not fit the answer is left untouched (unlocked at commit), so no
         claim is committed that cannot reach the caller. The size bound over-estimates the encoded Task
-        (the JSON text and strings plus 512 bytes for ids, numbers and timestamps). The tool's due
-        scheduled tasks (delayed, backed off, snoozed; `due`, from idx_gen_tasks_scheduled_tool) are
-        ranked with its queued ones; nothing is claimed while the tool is paused.
+        (the JSON text and strings plus 512 bytes for ids, numbers and timestamps).
+        The order: a reclaimable zombie first, then priority, then fair_seq (round-robin across
+        concurrency keys), then FIFO; the tool's due scheduled tasks (delayed, backed off, snoozed;
+        `due`, from idx_gen_tasks_scheduled_tool) are ranked with its queued ones. Then the limits, in
+        that order: a candidate is claimed only with a free slot of its key (key_max_running), a free
+        slot of its tool (max_running) and a token of the tool's bucket (rate_limit); those left over
+        stay queued. A repeated request_id returns the tasks it still holds instead (`held`). Nothing
+        is claimed while the tool is paused.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def SetToolConcurrency(self, request, context):
+        """Sets (or, unset, clears) a tool's global concurrency limit: its slots 1..max_running are made
+        here (kept when lowered: slots past the limit are never taken again).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def SetToolKeyConcurrency(self, request, context):
+        """Sets (or, unset, clears) a tool's limit of running tasks per concurrency_key; the slots of
+        the keys already queued are made here, a new key's at its first enqueue (tasks_key_slots).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def SetToolRateLimit(self, request, context):
+        """Sets (or, unset, clears) a tool's rate limit: a token bucket of rate_limit claims per
+        period_seconds, refilled continuously, starting empty.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -614,6 +658,21 @@ def add_GenerationDataServiceServicer_to_server(servicer, server):
                     request_deserializer=generation_dot_task_dot_v1_dot_task__pb2.ClaimTasksRequest.FromString,
                     response_serializer=generation_dot_task_dot_v1_dot_task__pb2.ClaimTasksResponse.SerializeToString,
             ),
+            'SetToolConcurrency': grpc.unary_unary_rpc_method_handler(
+                    servicer.SetToolConcurrency,
+                    request_deserializer=generation_dot_task_dot_v1_dot_task__pb2.SetToolConcurrencyRequest.FromString,
+                    response_serializer=generation_dot_task_dot_v1_dot_task__pb2.SetToolConcurrencyResponse.SerializeToString,
+            ),
+            'SetToolKeyConcurrency': grpc.unary_unary_rpc_method_handler(
+                    servicer.SetToolKeyConcurrency,
+                    request_deserializer=generation_dot_task_dot_v1_dot_task__pb2.SetToolKeyConcurrencyRequest.FromString,
+                    response_serializer=generation_dot_task_dot_v1_dot_task__pb2.SetToolKeyConcurrencyResponse.SerializeToString,
+            ),
+            'SetToolRateLimit': grpc.unary_unary_rpc_method_handler(
+                    servicer.SetToolRateLimit,
+                    request_deserializer=generation_dot_task_dot_v1_dot_task__pb2.SetToolRateLimitRequest.FromString,
+                    response_serializer=generation_dot_task_dot_v1_dot_task__pb2.SetToolRateLimitResponse.SerializeToString,
+            ),
             'HeartbeatTask': grpc.unary_unary_rpc_method_handler(
                     servicer.HeartbeatTask,
                     request_deserializer=generation_dot_task_dot_v1_dot_task__pb2.HeartbeatTaskRequest.FromString,
@@ -942,6 +1001,87 @@ class GenerationDataService:
             '/generation.task.v1.GenerationDataService/ClaimTasks',
             generation_dot_task_dot_v1_dot_task__pb2.ClaimTasksRequest.SerializeToString,
             generation_dot_task_dot_v1_dot_task__pb2.ClaimTasksResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SetToolConcurrency(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/generation.task.v1.GenerationDataService/SetToolConcurrency',
+            generation_dot_task_dot_v1_dot_task__pb2.SetToolConcurrencyRequest.SerializeToString,
+            generation_dot_task_dot_v1_dot_task__pb2.SetToolConcurrencyResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SetToolKeyConcurrency(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/generation.task.v1.GenerationDataService/SetToolKeyConcurrency',
+            generation_dot_task_dot_v1_dot_task__pb2.SetToolKeyConcurrencyRequest.SerializeToString,
+            generation_dot_task_dot_v1_dot_task__pb2.SetToolKeyConcurrencyResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SetToolRateLimit(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/generation.task.v1.GenerationDataService/SetToolRateLimit',
+            generation_dot_task_dot_v1_dot_task__pb2.SetToolRateLimitRequest.SerializeToString,
+            generation_dot_task_dot_v1_dot_task__pb2.SetToolRateLimitResponse.FromString,
             options,
             channel_credentials,
             insecure,

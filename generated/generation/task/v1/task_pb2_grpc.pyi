@@ -53,17 +53,34 @@ class GenerationDataServiceStub:
     NOTIFYs of one transaction are folded by PostgreSQL: one wake per tool per batch.
     """
     ClaimNextTask: _grpc.UnaryUnaryMultiCallable[_task_pb2.ClaimNextTaskRequest, _task_pb2.ClaimNextTaskResponse]
-    """Claims the tool's next task: a reclaimable zombie first, then by priority, then FIFO; when
-    nothing queued is claimable, a scheduled task already due (no promotion needed). Nothing while
-    the tool is paused. Reclaiming a zombie (lease lapsed while processing) burns one retry.
+    """Claims the tool's next task: ClaimTasks with a limit of 1 (the same order, limits and
+    request_id). Nothing while the tool is paused. Reclaiming a zombie (lease lapsed while
+    processing) burns one retry.
     """
     ClaimTasks: _grpc.UnaryUnaryMultiCallable[_task_pb2.ClaimTasksRequest, _task_pb2.ClaimTasksResponse]
-    """The same claim for up to `limit` tasks at once, and at most about `max_bytes` of them: a
+    """Claims up to `limit` tasks of a tool at once, and at most about `max_bytes` of them: a
     locked candidate that would not fit the answer is left untouched (unlocked at commit), so no
     claim is committed that cannot reach the caller. The size bound over-estimates the encoded Task
-    (the JSON text and strings plus 512 bytes for ids, numbers and timestamps). The tool's due
-    scheduled tasks (delayed, backed off, snoozed; `due`, from idx_gen_tasks_scheduled_tool) are
-    ranked with its queued ones; nothing is claimed while the tool is paused.
+    (the JSON text and strings plus 512 bytes for ids, numbers and timestamps).
+    The order: a reclaimable zombie first, then priority, then fair_seq (round-robin across
+    concurrency keys), then FIFO; the tool's due scheduled tasks (delayed, backed off, snoozed;
+    `due`, from idx_gen_tasks_scheduled_tool) are ranked with its queued ones. Then the limits, in
+    that order: a candidate is claimed only with a free slot of its key (key_max_running), a free
+    slot of its tool (max_running) and a token of the tool's bucket (rate_limit); those left over
+    stay queued. A repeated request_id returns the tasks it still holds instead (`held`). Nothing
+    is claimed while the tool is paused.
+    """
+    SetToolConcurrency: _grpc.UnaryUnaryMultiCallable[_task_pb2.SetToolConcurrencyRequest, _task_pb2.SetToolConcurrencyResponse]
+    """Sets (or, unset, clears) a tool's global concurrency limit: its slots 1..max_running are made
+    here (kept when lowered: slots past the limit are never taken again).
+    """
+    SetToolKeyConcurrency: _grpc.UnaryUnaryMultiCallable[_task_pb2.SetToolKeyConcurrencyRequest, _task_pb2.SetToolKeyConcurrencyResponse]
+    """Sets (or, unset, clears) a tool's limit of running tasks per concurrency_key; the slots of
+    the keys already queued are made here, a new key's at its first enqueue (tasks_key_slots).
+    """
+    SetToolRateLimit: _grpc.UnaryUnaryMultiCallable[_task_pb2.SetToolRateLimitRequest, _task_pb2.SetToolRateLimitResponse]
+    """Sets (or, unset, clears) a tool's rate limit: a token bucket of rate_limit claims per
+    period_seconds, refilled continuously, starting empty.
     """
     HeartbeatTask: _grpc.UnaryUnaryMultiCallable[_task_pb2.HeartbeatTaskRequest, _task_pb2.HeartbeatTaskResponse]
     """Extends the lease of a task still held under lease_token, and tells its worker whether the
@@ -238,17 +255,34 @@ class GenerationDataServiceAsyncStub(GenerationDataServiceStub):
     NOTIFYs of one transaction are folded by PostgreSQL: one wake per tool per batch.
     """
     ClaimNextTask: _aio.UnaryUnaryMultiCallable[_task_pb2.ClaimNextTaskRequest, _task_pb2.ClaimNextTaskResponse]  # type: ignore[assignment]
-    """Claims the tool's next task: a reclaimable zombie first, then by priority, then FIFO; when
-    nothing queued is claimable, a scheduled task already due (no promotion needed). Nothing while
-    the tool is paused. Reclaiming a zombie (lease lapsed while processing) burns one retry.
+    """Claims the tool's next task: ClaimTasks with a limit of 1 (the same order, limits and
+    request_id). Nothing while the tool is paused. Reclaiming a zombie (lease lapsed while
+    processing) burns one retry.
     """
     ClaimTasks: _aio.UnaryUnaryMultiCallable[_task_pb2.ClaimTasksRequest, _task_pb2.ClaimTasksResponse]  # type: ignore[assignment]
-    """The same claim for up to `limit` tasks at once, and at most about `max_bytes` of them: a
+    """Claims up to `limit` tasks of a tool at once, and at most about `max_bytes` of them: a
     locked candidate that would not fit the answer is left untouched (unlocked at commit), so no
     claim is committed that cannot reach the caller. The size bound over-estimates the encoded Task
-    (the JSON text and strings plus 512 bytes for ids, numbers and timestamps). The tool's due
-    scheduled tasks (delayed, backed off, snoozed; `due`, from idx_gen_tasks_scheduled_tool) are
-    ranked with its queued ones; nothing is claimed while the tool is paused.
+    (the JSON text and strings plus 512 bytes for ids, numbers and timestamps).
+    The order: a reclaimable zombie first, then priority, then fair_seq (round-robin across
+    concurrency keys), then FIFO; the tool's due scheduled tasks (delayed, backed off, snoozed;
+    `due`, from idx_gen_tasks_scheduled_tool) are ranked with its queued ones. Then the limits, in
+    that order: a candidate is claimed only with a free slot of its key (key_max_running), a free
+    slot of its tool (max_running) and a token of the tool's bucket (rate_limit); those left over
+    stay queued. A repeated request_id returns the tasks it still holds instead (`held`). Nothing
+    is claimed while the tool is paused.
+    """
+    SetToolConcurrency: _aio.UnaryUnaryMultiCallable[_task_pb2.SetToolConcurrencyRequest, _task_pb2.SetToolConcurrencyResponse]  # type: ignore[assignment]
+    """Sets (or, unset, clears) a tool's global concurrency limit: its slots 1..max_running are made
+    here (kept when lowered: slots past the limit are never taken again).
+    """
+    SetToolKeyConcurrency: _aio.UnaryUnaryMultiCallable[_task_pb2.SetToolKeyConcurrencyRequest, _task_pb2.SetToolKeyConcurrencyResponse]  # type: ignore[assignment]
+    """Sets (or, unset, clears) a tool's limit of running tasks per concurrency_key; the slots of
+    the keys already queued are made here, a new key's at its first enqueue (tasks_key_slots).
+    """
+    SetToolRateLimit: _aio.UnaryUnaryMultiCallable[_task_pb2.SetToolRateLimitRequest, _task_pb2.SetToolRateLimitResponse]  # type: ignore[assignment]
+    """Sets (or, unset, clears) a tool's rate limit: a token bucket of rate_limit claims per
+    period_seconds, refilled continuously, starting empty.
     """
     HeartbeatTask: _aio.UnaryUnaryMultiCallable[_task_pb2.HeartbeatTaskRequest, _task_pb2.HeartbeatTaskResponse]  # type: ignore[assignment]
     """Extends the lease of a task still held under lease_token, and tells its worker whether the
@@ -450,9 +484,9 @@ class GenerationDataServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _task_pb2.ClaimNextTaskRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_task_pb2.ClaimNextTaskResponse, _abc.Awaitable[_task_pb2.ClaimNextTaskResponse]]:
-        """Claims the tool's next task: a reclaimable zombie first, then by priority, then FIFO; when
-        nothing queued is claimable, a scheduled task already due (no promotion needed). Nothing while
-        the tool is paused. Reclaiming a zombie (lease lapsed while processing) burns one retry.
+        """Claims the tool's next task: ClaimTasks with a limit of 1 (the same order, limits and
+        request_id). Nothing while the tool is paused. Reclaiming a zombie (lease lapsed while
+        processing) burns one retry.
         """
 
     @_abc_1.abstractmethod
@@ -461,12 +495,47 @@ class GenerationDataServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _task_pb2.ClaimTasksRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_task_pb2.ClaimTasksResponse, _abc.Awaitable[_task_pb2.ClaimTasksResponse]]:
-        """The same claim for up to `limit` tasks at once, and at most about `max_bytes` of them: a
+        """Claims up to `limit` tasks of a tool at once, and at most about `max_bytes` of them: a
         locked candidate that would not fit the answer is left untouched (unlocked at commit), so no
         claim is committed that cannot reach the caller. The size bound over-estimates the encoded Task
-        (the JSON text and strings plus 512 bytes for ids, numbers and timestamps). The tool's due
-        scheduled tasks (delayed, backed off, snoozed; `due`, from idx_gen_tasks_scheduled_tool) are
-        ranked with its queued ones; nothing is claimed while the tool is paused.
+        (the JSON text and strings plus 512 bytes for ids, numbers and timestamps).
+        The order: a reclaimable zombie first, then priority, then fair_seq (round-robin across
+        concurrency keys), then FIFO; the tool's due scheduled tasks (delayed, backed off, snoozed;
+        `due`, from idx_gen_tasks_scheduled_tool) are ranked with its queued ones. Then the limits, in
+        that order: a candidate is claimed only with a free slot of its key (key_max_running), a free
+        slot of its tool (max_running) and a token of the tool's bucket (rate_limit); those left over
+        stay queued. A repeated request_id returns the tasks it still holds instead (`held`). Nothing
+        is claimed while the tool is paused.
+        """
+
+    @_abc_1.abstractmethod
+    def SetToolConcurrency(
+        self,
+        request: _task_pb2.SetToolConcurrencyRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_task_pb2.SetToolConcurrencyResponse, _abc.Awaitable[_task_pb2.SetToolConcurrencyResponse]]:
+        """Sets (or, unset, clears) a tool's global concurrency limit: its slots 1..max_running are made
+        here (kept when lowered: slots past the limit are never taken again).
+        """
+
+    @_abc_1.abstractmethod
+    def SetToolKeyConcurrency(
+        self,
+        request: _task_pb2.SetToolKeyConcurrencyRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_task_pb2.SetToolKeyConcurrencyResponse, _abc.Awaitable[_task_pb2.SetToolKeyConcurrencyResponse]]:
+        """Sets (or, unset, clears) a tool's limit of running tasks per concurrency_key; the slots of
+        the keys already queued are made here, a new key's at its first enqueue (tasks_key_slots).
+        """
+
+    @_abc_1.abstractmethod
+    def SetToolRateLimit(
+        self,
+        request: _task_pb2.SetToolRateLimitRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_task_pb2.SetToolRateLimitResponse, _abc.Awaitable[_task_pb2.SetToolRateLimitResponse]]:
+        """Sets (or, unset, clears) a tool's rate limit: a token bucket of rate_limit claims per
+        period_seconds, refilled continuously, starting empty.
         """
 
     @_abc_1.abstractmethod

@@ -54,6 +54,12 @@ def _tool_from_row(row: tuple[Any, ...]) -> task_pb2.Tool:
         retry_cap_seconds=row[5],  # retry_cap_seconds float8
         max_runtime_seconds=row[6],  # max_runtime_seconds int4 (nullable)
         paused=row[7],  # paused bool
+        max_running=row[8],  # max_running int4 (nullable)
+        key_max_running=row[9],  # key_max_running int4 (nullable)
+        rate_limit=row[10],  # rate_limit int4 (nullable)
+        rate_period_seconds=row[11],  # rate_period_seconds float8
+        rate_tokens=row[12],  # rate_tokens float8
+        rate_updated_at=rt.timestamp_value(row[13]),  # rate_updated_at timestamptz
     )
 
 
@@ -85,6 +91,11 @@ def _task_from_row(row: tuple[Any, ...]) -> task_pb2.Task:
         errors=row[22],  # errors jsonb
         periodic_name=row[23],  # periodic_name text (nullable)
         periodic_slot_at=None if row[24] is None else rt.timestamp_value(row[24]),  # periodic_slot_at timestamptz (nullable)
+        concurrency_key=row[25],  # concurrency_key text (nullable)
+        fair_seq=row[26],  # fair_seq int8
+        claim_slot=row[27],  # claim_slot int4 (nullable)
+        key_slot=row[28],  # key_slot int4 (nullable)
+        claim_request_id=row[29],  # claim_request_id text (nullable)
     )
 
 
@@ -92,8 +103,8 @@ def _heartbeat_task_response_from_row(row: tuple[Any, ...]) -> task_pb2.Heartbea
     """A result row as a generation.task.v1.HeartbeatTaskResponse."""
     return task_pb2.HeartbeatTaskResponse(
         task=_task_from_row(row),  # task: a joined row
-        cancel_requested=row[25],  # cancel_requested bool
-        runtime_exceeded=row[26],  # runtime_exceeded bool
+        cancel_requested=row[30],  # cancel_requested bool
+        runtime_exceeded=row[31],  # runtime_exceeded bool
     )
 
 
@@ -204,7 +215,9 @@ REGISTER_TOOL_SQL = """\
 INSERT INTO generation.tools (name) VALUES (%(name)s)
 ON CONFLICT (name) DO UPDATE SET name = EXCLUDED.name
 RETURNING tools.id, tools.name, tools.created_at, tools.lease_seconds, tools.retry_base_seconds,
-  tools.retry_cap_seconds, tools.max_runtime_seconds, tools.paused
+  tools.retry_cap_seconds, tools.max_runtime_seconds, tools.paused, tools.max_running,
+  tools.key_max_running, tools.rate_limit, tools.rate_period_seconds, tools.rate_tokens,
+  tools.rate_updated_at
 """
 REGISTER_TOOL_LOADERS = rt.loaders(text=("uuid",), timestamps=("timestamptz",))
 
@@ -231,7 +244,9 @@ SET_TOOL_LEASE_SQL = """\
 UPDATE generation.tools SET lease_seconds = %(lease_seconds)s
 WHERE id = %(tool_id)s
 RETURNING tools.id, tools.name, tools.created_at, tools.lease_seconds, tools.retry_base_seconds,
-  tools.retry_cap_seconds, tools.max_runtime_seconds, tools.paused
+  tools.retry_cap_seconds, tools.max_runtime_seconds, tools.paused, tools.max_running,
+  tools.key_max_running, tools.rate_limit, tools.rate_period_seconds, tools.rate_tokens,
+  tools.rate_updated_at
 """
 SET_TOOL_LEASE_EXISTS_SQL = "SELECT 1 FROM generation.tools WHERE id = %(tool_id)s"
 SET_TOOL_LEASE_LOADERS = rt.loaders(text=("uuid",), timestamps=("timestamptz",))
@@ -265,12 +280,22 @@ async def set_tool_lease(
 QUEUE_TASK_SQL = """\
 INSERT INTO generation.tasks
   (tool_id, status, input, priority, max_retries, reserved_token_amount,
-   billing_idempotency_key, w3c_traceparent, lease_seconds, run_at, max_runtime_seconds)
+   billing_idempotency_key, w3c_traceparent, lease_seconds, run_at, max_runtime_seconds, concurrency_key, fair_seq)
 VALUES
   (%(tool_id)s, CASE WHEN %(run_at)s::timestamptz > now() THEN 'scheduled' ELSE 'queued' END::generation.task_status,
    COALESCE(%(input)s::jsonb, '{}'), %(priority)s, COALESCE(%(max_retries)s, 3),
    %(reserved_token_amount)s, NULLIF(%(billing_idempotency_key)s, ''), %(w3c_traceparent)s, %(lease_seconds)s,
-   COALESCE(%(run_at)s::timestamptz, now()), %(max_runtime_seconds)s)
+   COALESCE(%(run_at)s::timestamptz, now()), %(max_runtime_seconds)s, NULLIF(%(concurrency_key)s, ''),
+   -- Round-robin across keys: one past the key's last queued task of this priority, never behind
+   -- the priority's head; a keyless task takes the head's place (FIFO among keyless tasks).
+   (SELECT CASE WHEN NULLIF(%(concurrency_key)s, '') IS NULL THEN head.seq
+                ELSE GREATEST(head.seq, COALESCE((SELECT k.fair_seq FROM generation.tasks AS k
+                                                  WHERE k.tool_id = %(tool_id)s AND k.concurrency_key = %(concurrency_key)s
+                                                    AND k.priority = %(priority)s AND k.status IN ('scheduled', 'queued')
+                                                  ORDER BY k.fair_seq DESC LIMIT 1), 0)) + 1 END
+    FROM (SELECT COALESCE((SELECT h.fair_seq FROM generation.tasks AS h
+                           WHERE h.tool_id = %(tool_id)s AND h.status = 'queued' AND h.priority = %(priority)s
+                           ORDER BY h.fair_seq LIMIT 1), 0) AS seq) AS head))
 -- A retried enqueue touches the existing row so RETURNING yields it.
 ON CONFLICT (billing_idempotency_key)
   DO UPDATE SET billing_idempotency_key = EXCLUDED.billing_idempotency_key
@@ -279,7 +304,8 @@ RETURNING tasks.id, tasks.tool_id, tasks.status, tasks.priority, tasks.retry_cou
   tasks.reserved_token_amount, tasks.billing_idempotency_key, tasks.w3c_traceparent,
   tasks.lease_token, tasks.claim_expires_at, tasks.created_at, tasks.started_at, tasks.completed_at,
   tasks.lease_seconds, tasks.run_at, tasks.attempted_at, tasks.max_runtime_seconds, tasks.errors,
-  tasks.periodic_name, tasks.periodic_slot_at
+  tasks.periodic_name, tasks.periodic_slot_at, tasks.concurrency_key, tasks.fair_seq,
+  tasks.claim_slot, tasks.key_slot, tasks.claim_request_id
 """
 QUEUE_TASK_LOADERS = rt.loaders(text=("jsonb", "uuid"), timestamps=("timestamptz",))
 
@@ -302,6 +328,7 @@ async def queue_task(
         "w3c_traceparent": request.w3c_traceparent if request.HasField("w3c_traceparent") else None,
         "lease_seconds": request.lease_seconds if request.HasField("lease_seconds") else None,
         "max_runtime_seconds": request.max_runtime_seconds if request.HasField("max_runtime_seconds") else None,
+        "concurrency_key": request.concurrency_key if request.HasField("concurrency_key") else None,
     }
     async with rt.cursor(conn, QUEUE_TASK_LOADERS) as cur:
         await cur.execute(QUEUE_TASK_SQL, params, prepare=True)
@@ -314,7 +341,7 @@ async def queue_task(
 QUEUE_TASKS_SQL = """\
 INSERT INTO generation.tasks
   (tool_id, status, input, priority, max_retries, reserved_token_amount,
-   billing_idempotency_key, w3c_traceparent, lease_seconds, run_at, max_runtime_seconds)
+   billing_idempotency_key, w3c_traceparent, lease_seconds, run_at, max_runtime_seconds, concurrency_key, fair_seq)
 SELECT DISTINCT ON (NULLIF(q.idempotency_key, ''), CASE WHEN COALESCE(q.idempotency_key, '') = '' THEN q.ord END)
   q.tool_id,
   CASE WHEN q.run_at_unix > 0 AND to_timestamp(q.run_at_unix) > now() THEN 'scheduled' ELSE 'queued' END
@@ -322,12 +349,26 @@ SELECT DISTINCT ON (NULLIF(q.idempotency_key, ''), CASE WHEN COALESCE(q.idempote
   COALESCE(NULLIF(q.input, '')::jsonb, '{}'), COALESCE(q.priority, 0),
   COALESCE(q.max_retries, 3), q.reserved_token_amount, NULLIF(q.idempotency_key, ''),
   NULLIF(q.traceparent, ''), NULLIF(q.lease_seconds, 0),
-  CASE WHEN q.run_at_unix > 0 THEN to_timestamp(q.run_at_unix) ELSE now() END, NULLIF(q.max_runtime_seconds, 0)
-FROM unnest(%(tool_ids)s::uuid[], %(inputs)s::text[], %(priorities)s::int4[], %(max_retries)s::int4[],
-            %(reserved_token_amounts)s::int8[], %(billing_idempotency_keys)s::text[], %(w3c_traceparents)s::text[],
-            %(lease_seconds)s::int4[], %(run_at_unix)s::float8[], %(max_runtime_seconds)s::int4[])
-  WITH ORDINALITY AS q (tool_id, input, priority, max_retries, reserved_token_amount, idempotency_key, traceparent,
-                        lease_seconds, run_at_unix, max_runtime_seconds, ord)
+  CASE WHEN q.run_at_unix > 0 THEN to_timestamp(q.run_at_unix) ELSE now() END, NULLIF(q.max_runtime_seconds, 0),
+  NULLIF(q.concurrency_key, ''),
+  -- QueueTask's round-robin place, the batch's entries of one key and priority in turn.
+  CASE WHEN NULLIF(q.concurrency_key, '') IS NULL THEN q.head
+       ELSE GREATEST(q.head, COALESCE((SELECT k.fair_seq FROM generation.tasks AS k
+                                       WHERE k.tool_id = q.tool_id AND k.concurrency_key = q.concurrency_key
+                                         AND k.priority = COALESCE(q.priority, 0) AND k.status IN ('scheduled', 'queued')
+                                       ORDER BY k.fair_seq DESC LIMIT 1), 0)) + q.key_nth END
+FROM (
+  SELECT u.*,
+    row_number() OVER (PARTITION BY u.tool_id, NULLIF(u.concurrency_key, ''), COALESCE(u.priority, 0) ORDER BY u.ord) AS key_nth,
+    COALESCE((SELECT h.fair_seq FROM generation.tasks AS h
+              WHERE h.tool_id = u.tool_id AND h.status = 'queued' AND h.priority = COALESCE(u.priority, 0)
+              ORDER BY h.fair_seq LIMIT 1), 0) AS head
+  FROM unnest(%(tool_ids)s::uuid[], %(inputs)s::text[], %(priorities)s::int4[], %(max_retries)s::int4[],
+              %(reserved_token_amounts)s::int8[], %(billing_idempotency_keys)s::text[], %(w3c_traceparents)s::text[],
+              %(lease_seconds)s::int4[], %(run_at_unix)s::float8[], %(max_runtime_seconds)s::int4[], %(concurrency_keys)s::text[])
+    WITH ORDINALITY AS u (tool_id, input, priority, max_retries, reserved_token_amount, idempotency_key, traceparent,
+                          lease_seconds, run_at_unix, max_runtime_seconds, concurrency_key, ord)
+) AS q
 WHERE q.tool_id IS NOT NULL
 ORDER BY NULLIF(q.idempotency_key, ''), CASE WHEN COALESCE(q.idempotency_key, '') = '' THEN q.ord END
 ON CONFLICT (billing_idempotency_key)
@@ -337,7 +378,8 @@ RETURNING tasks.id, tasks.tool_id, tasks.status, tasks.priority, tasks.retry_cou
   tasks.reserved_token_amount, tasks.billing_idempotency_key, tasks.w3c_traceparent,
   tasks.lease_token, tasks.claim_expires_at, tasks.created_at, tasks.started_at, tasks.completed_at,
   tasks.lease_seconds, tasks.run_at, tasks.attempted_at, tasks.max_runtime_seconds, tasks.errors,
-  tasks.periodic_name, tasks.periodic_slot_at
+  tasks.periodic_name, tasks.periodic_slot_at, tasks.concurrency_key, tasks.fair_seq,
+  tasks.claim_slot, tasks.key_slot, tasks.claim_request_id
 """
 QUEUE_TASKS_LOADERS = rt.loaders(text=("jsonb", "uuid"), timestamps=("timestamptz",))
 
@@ -363,6 +405,7 @@ async def queue_tasks(
         "lease_seconds": list(request.lease_seconds),
         "run_at_unix": list(request.run_at_unix),
         "max_runtime_seconds": list(request.max_runtime_seconds),
+        "concurrency_keys": list(request.concurrency_keys),
     }
     async with rt.cursor(conn, QUEUE_TASKS_LOADERS) as cur:
         await cur.execute(QUEUE_TASKS_SQL, params, prepare=True)
@@ -371,48 +414,145 @@ async def queue_tasks(
 
 
 CLAIM_NEXT_TASK_SQL = """\
-UPDATE generation.tasks AS t
-SET status = 'processing',
-    started_at = COALESCE(t.started_at, now()),
-    attempted_at = now(),
-    claim_expires_at = now() + COALESCE(t.lease_seconds, tl.lease_seconds) * INTERVAL '1 second',
-    lease_token = gen_random_uuid(),
-    retry_count = CASE WHEN t.status = 'processing' THEN t.retry_count + 1 ELSE t.retry_count END
-FROM generation.tools AS tl
-WHERE tl.id = t.tool_id AND t.id = COALESCE((
+WITH held AS MATERIALIZED (
+  -- A retried claim (the same request_id): the tasks its lost answer holds, as they are.
   SELECT id FROM generation.tasks
+  WHERE tool_id = %(tool_id)s AND claim_request_id = NULLIF(%(request_id)s, '')
+    AND status = 'processing' AND claim_expires_at >= now()
+), tool AS MATERIALIZED (
+  SELECT paused, max_running, key_max_running FROM generation.tools WHERE id = %(tool_id)s
+), picked AS MATERIALIZED (
+  SELECT id, status, priority, fair_seq, created_at, concurrency_key,
+         512 + octet_length(input::text) + COALESCE(octet_length(output::text), 0)
+               + COALESCE(octet_length(error), 0) + COALESCE(octet_length(reported_usage::text), 0)
+               + COALESCE(octet_length(billing_idempotency_key), 0) + COALESCE(octet_length(w3c_traceparent), 0)
+               + COALESCE(octet_length(concurrency_key), 0) + octet_length(errors::text)
+           AS answer_bytes
+  FROM generation.tasks
   WHERE tool_id = %(tool_id)s
     AND retry_count < max_retries
     AND (status = 'queued' OR (status = 'processing' AND claim_expires_at < now()))
+    -- A task larger than the whole budget is passed over (left queued), not claimed.
     AND 512 + octet_length(input::text) + COALESCE(octet_length(output::text), 0)
           + COALESCE(octet_length(error), 0) + COALESCE(octet_length(reported_usage::text), 0)
           + COALESCE(octet_length(billing_idempotency_key), 0) + COALESCE(octet_length(w3c_traceparent), 0)
-          + octet_length(errors::text)
+          + COALESCE(octet_length(concurrency_key), 0) + octet_length(errors::text)
         <= COALESCE(NULLIF(%(max_bytes)s, 0), 4000000)
-    AND NOT (SELECT paused FROM generation.tools WHERE id = %(tool_id)s)
-  ORDER BY status DESC, priority DESC, created_at ASC
+    AND NOT (SELECT paused FROM tool) AND NOT EXISTS (SELECT FROM held)
+  ORDER BY status DESC, priority DESC, fair_seq, created_at ASC
   LIMIT 1
   FOR UPDATE SKIP LOCKED
-), (
-  SELECT id FROM generation.tasks
+), due AS MATERIALIZED (
+  SELECT id, 'queued'::generation.task_status AS status, priority, fair_seq, created_at, concurrency_key,
+         512 + octet_length(input::text) + COALESCE(octet_length(output::text), 0)
+               + COALESCE(octet_length(error), 0) + COALESCE(octet_length(reported_usage::text), 0)
+               + COALESCE(octet_length(billing_idempotency_key), 0) + COALESCE(octet_length(w3c_traceparent), 0)
+               + COALESCE(octet_length(concurrency_key), 0) + octet_length(errors::text)
+           AS answer_bytes
+  FROM generation.tasks
   WHERE tool_id = %(tool_id)s AND status = 'scheduled' AND run_at <= now()
     AND retry_count < max_retries
+    -- A task larger than the whole budget is passed over (left queued), not claimed.
     AND 512 + octet_length(input::text) + COALESCE(octet_length(output::text), 0)
           + COALESCE(octet_length(error), 0) + COALESCE(octet_length(reported_usage::text), 0)
           + COALESCE(octet_length(billing_idempotency_key), 0) + COALESCE(octet_length(w3c_traceparent), 0)
-          + octet_length(errors::text)
+          + COALESCE(octet_length(concurrency_key), 0) + octet_length(errors::text)
         <= COALESCE(NULLIF(%(max_bytes)s, 0), 4000000)
-    AND NOT (SELECT paused FROM generation.tools WHERE id = %(tool_id)s)
+    AND NOT (SELECT paused FROM tool) AND NOT EXISTS (SELECT FROM held)
   ORDER BY run_at
   LIMIT 1
   FOR UPDATE SKIP LOCKED
-))
-RETURNING t.id, t.tool_id, t.status, t.priority, t.retry_count, t.max_retries, t.input, t.output, t.error,
+), fitting AS MATERIALIZED (
+  SELECT id, concurrency_key, rank FROM (
+    SELECT id, concurrency_key, row_number() OVER w AS rank, sum(answer_bytes) OVER w AS running_bytes
+    FROM (SELECT * FROM picked UNION ALL SELECT * FROM due) AS c
+    WINDOW w AS (ORDER BY status DESC, priority DESC, fair_seq, created_at ASC, id)
+  ) AS r
+  WHERE rank <= 1 AND running_bytes <= COALESCE(NULLIF(%(max_bytes)s, 0), 4000000)
+), key_free AS MATERIALIZED (
+  -- Free slots of the candidates' keys, under a per-key limit: a primary-key range per key.
+  SELECT s.scope, s.slot
+  FROM (SELECT DISTINCT concurrency_key FROM fitting
+        WHERE concurrency_key IS NOT NULL AND (SELECT key_max_running FROM tool) IS NOT NULL) AS k,
+    LATERAL (SELECT scope, slot FROM generation.claim_slots
+             WHERE tool_id = %(tool_id)s AND scope = k.concurrency_key AND slot <= (SELECT key_max_running FROM tool)
+               AND (expires_at IS NULL OR expires_at < now())
+             FOR UPDATE SKIP LOCKED) AS s
+), keyed AS MATERIALIZED (
+  -- Each candidate gets its key's n-th free slot when it is its key's n-th candidate.
+  SELECT f.id, f.rank, ks.slot AS key_slot
+  FROM (SELECT id, rank, concurrency_key, row_number() OVER (PARTITION BY concurrency_key ORDER BY rank) AS nth
+        FROM fitting) AS f
+  LEFT JOIN (SELECT scope, slot, row_number() OVER (PARTITION BY scope ORDER BY slot) AS nth FROM key_free) AS ks
+    ON ks.scope = f.concurrency_key AND ks.nth = f.nth
+  WHERE f.concurrency_key IS NULL OR (SELECT key_max_running FROM tool) IS NULL OR ks.slot IS NOT NULL
+), global_free AS MATERIALIZED (
+  -- Free slots of the tool, under its global limit.
+  SELECT slot FROM generation.claim_slots
+  WHERE tool_id = %(tool_id)s AND scope = '' AND slot <= (SELECT max_running FROM tool)
+    AND (expires_at IS NULL OR expires_at < now())
+  ORDER BY slot
+  LIMIT 1
+  FOR UPDATE SKIP LOCKED
+), slotted AS MATERIALIZED (
+  SELECT k.id, k.key_slot, g.slot AS claim_slot, k.nth
+  FROM (SELECT id, key_slot, row_number() OVER (ORDER BY rank) AS nth FROM keyed) AS k
+  LEFT JOIN (SELECT slot, row_number() OVER (ORDER BY slot) AS nth FROM global_free) AS g ON g.nth = k.nth
+  WHERE (SELECT max_running FROM tool) IS NULL OR g.slot IS NOT NULL
+), bucket AS MATERIALIZED (
+  -- The tool's rate limit: tokens refilled since the last claim, read under the row's lock (a
+  -- claim whose transaction began before the last spend refills nothing: time never runs back).
+  SELECT LEAST(rate_limit::float8, rate_tokens + rate_limit * GREATEST(extract(epoch FROM now() - rate_updated_at)::float8, 0)
+                                                  / rate_period_seconds) AS tokens
+  FROM generation.tools
+  WHERE id = %(tool_id)s AND rate_limit IS NOT NULL AND EXISTS (SELECT FROM slotted)
+  FOR NO KEY UPDATE
+), granted AS MATERIALIZED (
+  SELECT id, key_slot, claim_slot FROM slotted
+  WHERE NOT EXISTS (SELECT FROM bucket) OR nth <= (SELECT floor(tokens) FROM bucket)
+), spent AS (
+  UPDATE generation.tools
+  SET rate_tokens = bucket.tokens - (SELECT count(*) FROM granted), rate_updated_at = GREATEST(rate_updated_at, now())
+  FROM bucket
+  WHERE id = %(tool_id)s
+  RETURNING 1
+), claimed AS (
+  UPDATE generation.tasks AS t
+  SET status = 'processing',
+      started_at = COALESCE(t.started_at, now()),
+      attempted_at = now(),
+      claim_expires_at = now() + COALESCE(t.lease_seconds, tl.lease_seconds) * INTERVAL '1 second',
+      lease_token = gen_random_uuid(),
+      retry_count = CASE WHEN t.status = 'processing' THEN t.retry_count + 1 ELSE t.retry_count END,
+      claim_slot = granted.claim_slot,
+      key_slot = granted.key_slot,
+      claim_request_id = NULLIF(%(request_id)s, '')
+  FROM granted, generation.tools AS tl
+  WHERE t.id = granted.id AND tl.id = t.tool_id
+  RETURNING t.id, t.tool_id, t.status, t.priority, t.retry_count, t.max_retries, t.input, t.output, t.error,
+    t.reported_usage, t.reserved_token_amount, t.billing_idempotency_key, t.w3c_traceparent, t.lease_token,
+    t.claim_expires_at, t.created_at, t.started_at, t.completed_at,
+    COALESCE(t.lease_seconds, tl.lease_seconds) AS lease_seconds, t.run_at, t.attempted_at,
+    COALESCE(t.max_runtime_seconds, tl.max_runtime_seconds) AS max_runtime_seconds, t.errors, t.periodic_name,
+    t.periodic_slot_at, t.concurrency_key, t.fair_seq, t.claim_slot, t.key_slot, t.claim_request_id
+)
+SELECT claimed.id, claimed.tool_id, claimed.status, claimed.priority, claimed.retry_count,
+  claimed.max_retries, claimed.input, claimed.output, claimed.error, claimed.reported_usage,
+  claimed.reserved_token_amount, claimed.billing_idempotency_key, claimed.w3c_traceparent,
+  claimed.lease_token, claimed.claim_expires_at, claimed.created_at, claimed.started_at,
+  claimed.completed_at, claimed.lease_seconds, claimed.run_at, claimed.attempted_at,
+  claimed.max_runtime_seconds, claimed.errors, claimed.periodic_name, claimed.periodic_slot_at,
+  claimed.concurrency_key, claimed.fair_seq, claimed.claim_slot, claimed.key_slot,
+  claimed.claim_request_id FROM claimed
+UNION ALL
+SELECT t.id, t.tool_id, t.status, t.priority, t.retry_count, t.max_retries, t.input, t.output, t.error,
   t.reported_usage, t.reserved_token_amount, t.billing_idempotency_key, t.w3c_traceparent, t.lease_token,
   t.claim_expires_at, t.created_at, t.started_at, t.completed_at,
   COALESCE(t.lease_seconds, tl.lease_seconds) AS lease_seconds, t.run_at, t.attempted_at,
   COALESCE(t.max_runtime_seconds, tl.max_runtime_seconds) AS max_runtime_seconds, t.errors, t.periodic_name,
-  t.periodic_slot_at
+  t.periodic_slot_at, t.concurrency_key, t.fair_seq, t.claim_slot, t.key_slot, t.claim_request_id
+FROM generation.tasks AS t JOIN generation.tools AS tl ON tl.id = t.tool_id
+WHERE t.id IN (SELECT id FROM held)
 """
 CLAIM_NEXT_TASK_LOADERS = rt.loaders(text=("jsonb", "uuid"), timestamps=("timestamptz",))
 
@@ -420,15 +560,15 @@ CLAIM_NEXT_TASK_LOADERS = rt.loaders(text=("jsonb", "uuid"), timestamps=("timest
 async def claim_next_task(
     conn: AsyncConnection[Any], request: task_pb2.ClaimNextTaskRequest
 ) -> task_pb2.ClaimNextTaskResponse:
-    """ClaimNextTask: Claims the tool's next task: a reclaimable zombie first, then by priority,
-    then FIFO; when nothing queued is claimable, a scheduled task already due (no promotion needed).
-    Nothing while the tool is paused. Reclaiming a zombie (lease lapsed while processing) burns one
-    retry.
+    """ClaimNextTask: Claims the tool's next task: ClaimTasks with a limit of 1 (the same order,
+    limits and request_id). Nothing while the tool is paused. Reclaiming a zombie (lease lapsed
+    while processing) burns one retry.
 
     Zero or one row, into `task` (left unset when there is none).
     """
     params = {
         "tool_id": rt.parse_uuid(request.tool_id, "tool_id"),
+        "request_id": request.request_id,
         "max_bytes": request.max_bytes,
     }
     async with rt.cursor(conn, CLAIM_NEXT_TASK_LOADERS) as cur:
@@ -440,58 +580,145 @@ async def claim_next_task(
 
 
 CLAIM_TASKS_SQL = """\
-WITH picked AS MATERIALIZED (
-  SELECT id, status, priority, created_at,
+WITH held AS MATERIALIZED (
+  -- A retried claim (the same request_id): the tasks its lost answer holds, as they are.
+  SELECT id FROM generation.tasks
+  WHERE tool_id = %(tool_id)s AND claim_request_id = NULLIF(%(request_id)s, '')
+    AND status = 'processing' AND claim_expires_at >= now()
+), tool AS MATERIALIZED (
+  SELECT paused, max_running, key_max_running FROM generation.tools WHERE id = %(tool_id)s
+), picked AS MATERIALIZED (
+  SELECT id, status, priority, fair_seq, created_at, concurrency_key,
          512 + octet_length(input::text) + COALESCE(octet_length(output::text), 0)
                + COALESCE(octet_length(error), 0) + COALESCE(octet_length(reported_usage::text), 0)
                + COALESCE(octet_length(billing_idempotency_key), 0) + COALESCE(octet_length(w3c_traceparent), 0)
-               + octet_length(errors::text)
+               + COALESCE(octet_length(concurrency_key), 0) + octet_length(errors::text)
            AS answer_bytes
   FROM generation.tasks
   WHERE tool_id = %(tool_id)s
     AND retry_count < max_retries
     AND (status = 'queued' OR (status = 'processing' AND claim_expires_at < now()))
-    AND NOT (SELECT paused FROM generation.tools WHERE id = %(tool_id)s)
-  ORDER BY status DESC, priority DESC, created_at ASC
+    -- A task larger than the whole budget is passed over (left queued), not claimed.
+    AND 512 + octet_length(input::text) + COALESCE(octet_length(output::text), 0)
+          + COALESCE(octet_length(error), 0) + COALESCE(octet_length(reported_usage::text), 0)
+          + COALESCE(octet_length(billing_idempotency_key), 0) + COALESCE(octet_length(w3c_traceparent), 0)
+          + COALESCE(octet_length(concurrency_key), 0) + octet_length(errors::text)
+        <= COALESCE(NULLIF(%(max_bytes)s, 0), 4000000)
+    AND NOT (SELECT paused FROM tool) AND NOT EXISTS (SELECT FROM held)
+  ORDER BY status DESC, priority DESC, fair_seq, created_at ASC
   LIMIT %(limit)s
   FOR UPDATE SKIP LOCKED
 ), due AS MATERIALIZED (
-  SELECT id, 'queued'::generation.task_status AS status, priority, created_at,
+  SELECT id, 'queued'::generation.task_status AS status, priority, fair_seq, created_at, concurrency_key,
          512 + octet_length(input::text) + COALESCE(octet_length(output::text), 0)
                + COALESCE(octet_length(error), 0) + COALESCE(octet_length(reported_usage::text), 0)
                + COALESCE(octet_length(billing_idempotency_key), 0) + COALESCE(octet_length(w3c_traceparent), 0)
-               + octet_length(errors::text)
+               + COALESCE(octet_length(concurrency_key), 0) + octet_length(errors::text)
            AS answer_bytes
   FROM generation.tasks
   WHERE tool_id = %(tool_id)s AND status = 'scheduled' AND run_at <= now()
     AND retry_count < max_retries
-    AND NOT (SELECT paused FROM generation.tools WHERE id = %(tool_id)s)
+    -- A task larger than the whole budget is passed over (left queued), not claimed.
+    AND 512 + octet_length(input::text) + COALESCE(octet_length(output::text), 0)
+          + COALESCE(octet_length(error), 0) + COALESCE(octet_length(reported_usage::text), 0)
+          + COALESCE(octet_length(billing_idempotency_key), 0) + COALESCE(octet_length(w3c_traceparent), 0)
+          + COALESCE(octet_length(concurrency_key), 0) + octet_length(errors::text)
+        <= COALESCE(NULLIF(%(max_bytes)s, 0), 4000000)
+    AND NOT (SELECT paused FROM tool) AND NOT EXISTS (SELECT FROM held)
   ORDER BY run_at
   LIMIT %(limit)s
   FOR UPDATE SKIP LOCKED
-), fitting AS (
-  SELECT id, row_number() OVER w AS rank, sum(answer_bytes) OVER w AS running_bytes
-  FROM (SELECT * FROM picked UNION ALL SELECT * FROM due) AS c
-  WHERE answer_bytes <= COALESCE(NULLIF(%(max_bytes)s, 0), 4000000)
-  WINDOW w AS (ORDER BY status DESC, priority DESC, created_at ASC, id)
+), fitting AS MATERIALIZED (
+  SELECT id, concurrency_key, rank FROM (
+    SELECT id, concurrency_key, row_number() OVER w AS rank, sum(answer_bytes) OVER w AS running_bytes
+    FROM (SELECT * FROM picked UNION ALL SELECT * FROM due) AS c
+    WINDOW w AS (ORDER BY status DESC, priority DESC, fair_seq, created_at ASC, id)
+  ) AS r
+  WHERE rank <= %(limit)s AND running_bytes <= COALESCE(NULLIF(%(max_bytes)s, 0), 4000000)
+), key_free AS MATERIALIZED (
+  -- Free slots of the candidates' keys, under a per-key limit: a primary-key range per key.
+  SELECT s.scope, s.slot
+  FROM (SELECT DISTINCT concurrency_key FROM fitting
+        WHERE concurrency_key IS NOT NULL AND (SELECT key_max_running FROM tool) IS NOT NULL) AS k,
+    LATERAL (SELECT scope, slot FROM generation.claim_slots
+             WHERE tool_id = %(tool_id)s AND scope = k.concurrency_key AND slot <= (SELECT key_max_running FROM tool)
+               AND (expires_at IS NULL OR expires_at < now())
+             FOR UPDATE SKIP LOCKED) AS s
+), keyed AS MATERIALIZED (
+  -- Each candidate gets its key's n-th free slot when it is its key's n-th candidate.
+  SELECT f.id, f.rank, ks.slot AS key_slot
+  FROM (SELECT id, rank, concurrency_key, row_number() OVER (PARTITION BY concurrency_key ORDER BY rank) AS nth
+        FROM fitting) AS f
+  LEFT JOIN (SELECT scope, slot, row_number() OVER (PARTITION BY scope ORDER BY slot) AS nth FROM key_free) AS ks
+    ON ks.scope = f.concurrency_key AND ks.nth = f.nth
+  WHERE f.concurrency_key IS NULL OR (SELECT key_max_running FROM tool) IS NULL OR ks.slot IS NOT NULL
+), global_free AS MATERIALIZED (
+  -- Free slots of the tool, under its global limit.
+  SELECT slot FROM generation.claim_slots
+  WHERE tool_id = %(tool_id)s AND scope = '' AND slot <= (SELECT max_running FROM tool)
+    AND (expires_at IS NULL OR expires_at < now())
+  ORDER BY slot
+  LIMIT %(limit)s
+  FOR UPDATE SKIP LOCKED
+), slotted AS MATERIALIZED (
+  SELECT k.id, k.key_slot, g.slot AS claim_slot, k.nth
+  FROM (SELECT id, key_slot, row_number() OVER (ORDER BY rank) AS nth FROM keyed) AS k
+  LEFT JOIN (SELECT slot, row_number() OVER (ORDER BY slot) AS nth FROM global_free) AS g ON g.nth = k.nth
+  WHERE (SELECT max_running FROM tool) IS NULL OR g.slot IS NOT NULL
+), bucket AS MATERIALIZED (
+  -- The tool's rate limit: tokens refilled since the last claim, read under the row's lock (a
+  -- claim whose transaction began before the last spend refills nothing: time never runs back).
+  SELECT LEAST(rate_limit::float8, rate_tokens + rate_limit * GREATEST(extract(epoch FROM now() - rate_updated_at)::float8, 0)
+                                                  / rate_period_seconds) AS tokens
+  FROM generation.tools
+  WHERE id = %(tool_id)s AND rate_limit IS NOT NULL AND EXISTS (SELECT FROM slotted)
+  FOR NO KEY UPDATE
+), granted AS MATERIALIZED (
+  SELECT id, key_slot, claim_slot FROM slotted
+  WHERE NOT EXISTS (SELECT FROM bucket) OR nth <= (SELECT floor(tokens) FROM bucket)
+), spent AS (
+  UPDATE generation.tools
+  SET rate_tokens = bucket.tokens - (SELECT count(*) FROM granted), rate_updated_at = GREATEST(rate_updated_at, now())
+  FROM bucket
+  WHERE id = %(tool_id)s
+  RETURNING 1
+), claimed AS (
+  UPDATE generation.tasks AS t
+  SET status = 'processing',
+      started_at = COALESCE(t.started_at, now()),
+      attempted_at = now(),
+      claim_expires_at = now() + COALESCE(t.lease_seconds, tl.lease_seconds) * INTERVAL '1 second',
+      lease_token = gen_random_uuid(),
+      retry_count = CASE WHEN t.status = 'processing' THEN t.retry_count + 1 ELSE t.retry_count END,
+      claim_slot = granted.claim_slot,
+      key_slot = granted.key_slot,
+      claim_request_id = NULLIF(%(request_id)s, '')
+  FROM granted, generation.tools AS tl
+  WHERE t.id = granted.id AND tl.id = t.tool_id
+  RETURNING t.id, t.tool_id, t.status, t.priority, t.retry_count, t.max_retries, t.input, t.output, t.error,
+    t.reported_usage, t.reserved_token_amount, t.billing_idempotency_key, t.w3c_traceparent, t.lease_token,
+    t.claim_expires_at, t.created_at, t.started_at, t.completed_at,
+    COALESCE(t.lease_seconds, tl.lease_seconds) AS lease_seconds, t.run_at, t.attempted_at,
+    COALESCE(t.max_runtime_seconds, tl.max_runtime_seconds) AS max_runtime_seconds, t.errors, t.periodic_name,
+    t.periodic_slot_at, t.concurrency_key, t.fair_seq, t.claim_slot, t.key_slot, t.claim_request_id
 )
-UPDATE generation.tasks AS t
-SET status = 'processing',
-    started_at = COALESCE(t.started_at, now()),
-    attempted_at = now(),
-    claim_expires_at = now() + COALESCE(t.lease_seconds, tl.lease_seconds) * INTERVAL '1 second',
-    lease_token = gen_random_uuid(),
-    retry_count = CASE WHEN t.status = 'processing' THEN t.retry_count + 1 ELSE t.retry_count END
-FROM fitting, generation.tools AS tl
-WHERE t.id = fitting.id AND tl.id = t.tool_id
-  AND fitting.rank <= %(limit)s
-  AND fitting.running_bytes <= COALESCE(NULLIF(%(max_bytes)s, 0), 4000000)
-RETURNING t.id, t.tool_id, t.status, t.priority, t.retry_count, t.max_retries, t.input, t.output, t.error,
+SELECT claimed.id, claimed.tool_id, claimed.status, claimed.priority, claimed.retry_count,
+  claimed.max_retries, claimed.input, claimed.output, claimed.error, claimed.reported_usage,
+  claimed.reserved_token_amount, claimed.billing_idempotency_key, claimed.w3c_traceparent,
+  claimed.lease_token, claimed.claim_expires_at, claimed.created_at, claimed.started_at,
+  claimed.completed_at, claimed.lease_seconds, claimed.run_at, claimed.attempted_at,
+  claimed.max_runtime_seconds, claimed.errors, claimed.periodic_name, claimed.periodic_slot_at,
+  claimed.concurrency_key, claimed.fair_seq, claimed.claim_slot, claimed.key_slot,
+  claimed.claim_request_id FROM claimed
+UNION ALL
+SELECT t.id, t.tool_id, t.status, t.priority, t.retry_count, t.max_retries, t.input, t.output, t.error,
   t.reported_usage, t.reserved_token_amount, t.billing_idempotency_key, t.w3c_traceparent, t.lease_token,
   t.claim_expires_at, t.created_at, t.started_at, t.completed_at,
   COALESCE(t.lease_seconds, tl.lease_seconds) AS lease_seconds, t.run_at, t.attempted_at,
   COALESCE(t.max_runtime_seconds, tl.max_runtime_seconds) AS max_runtime_seconds, t.errors, t.periodic_name,
-  t.periodic_slot_at
+  t.periodic_slot_at, t.concurrency_key, t.fair_seq, t.claim_slot, t.key_slot, t.claim_request_id
+FROM generation.tasks AS t JOIN generation.tools AS tl ON tl.id = t.tool_id
+WHERE t.id IN (SELECT id FROM held)
 """
 CLAIM_TASKS_LOADERS = rt.loaders(text=("jsonb", "uuid"), timestamps=("timestamptz",))
 
@@ -499,24 +726,163 @@ CLAIM_TASKS_LOADERS = rt.loaders(text=("jsonb", "uuid"), timestamps=("timestampt
 async def claim_tasks(
     conn: AsyncConnection[Any], request: task_pb2.ClaimTasksRequest
 ) -> task_pb2.ClaimTasksResponse:
-    """ClaimTasks: The same claim for up to `limit` tasks at once, and at most about `max_bytes` of
+    """ClaimTasks: Claims up to `limit` tasks of a tool at once, and at most about `max_bytes` of
     them: a locked candidate that would not fit the answer is left untouched (unlocked at commit),
     so no claim is committed that cannot reach the caller. The size bound over-estimates the encoded
-    Task (the JSON text and strings plus 512 bytes for ids, numbers and timestamps). The tool's due
-    scheduled tasks (delayed, backed off, snoozed; `due`, from idx_gen_tasks_scheduled_tool) are
-    ranked with its queued ones; nothing is claimed while the tool is paused.
+    Task (the JSON text and strings plus 512 bytes for ids, numbers and timestamps). The order: a
+    reclaimable zombie first, then priority, then fair_seq (round-robin across concurrency keys),
+    then FIFO; the tool's due scheduled tasks (delayed, backed off, snoozed; `due`, from
+    idx_gen_tasks_scheduled_tool) are ranked with its queued ones. Then the limits, in that order: a
+    candidate is claimed only with a free slot of its key (key_max_running), a free slot of its tool
+    (max_running) and a token of the tool's bucket (rate_limit); those left over stay queued. A
+    repeated request_id returns the tasks it still holds instead (`held`). Nothing is claimed while
+    the tool is paused.
 
     Any number of rows, into `tasks`.
     """
     params = {
         "tool_id": rt.parse_uuid(request.tool_id, "tool_id"),
-        "limit": request.limit,
+        "request_id": request.request_id,
         "max_bytes": request.max_bytes,
+        "limit": request.limit,
     }
     async with rt.cursor(conn, CLAIM_TASKS_LOADERS) as cur:
         await cur.execute(CLAIM_TASKS_SQL, params, prepare=True)
         rows = await cur.fetchall()
         return task_pb2.ClaimTasksResponse(tasks=[_task_from_row(row) for row in rows])
+
+
+SET_TOOL_CONCURRENCY_SQL = """\
+WITH slots AS (
+  INSERT INTO generation.claim_slots (tool_id, scope, slot)
+  SELECT tl.id, '', s.slot FROM generation.tools AS tl, generate_series(1, LEAST(%(max_running)s, 10000)) AS s (slot)
+  WHERE tl.id = %(tool_id)s
+  ON CONFLICT DO NOTHING
+)
+UPDATE generation.tools SET max_running = %(max_running)s
+WHERE id = %(tool_id)s
+RETURNING tools.id, tools.name, tools.created_at, tools.lease_seconds, tools.retry_base_seconds,
+  tools.retry_cap_seconds, tools.max_runtime_seconds, tools.paused, tools.max_running,
+  tools.key_max_running, tools.rate_limit, tools.rate_period_seconds, tools.rate_tokens,
+  tools.rate_updated_at
+"""
+SET_TOOL_CONCURRENCY_EXISTS_SQL = "SELECT 1 FROM generation.tools WHERE id = %(tool_id)s"
+SET_TOOL_CONCURRENCY_LOADERS = rt.loaders(text=("uuid",), timestamps=("timestamptz",))
+
+
+async def set_tool_concurrency(
+    conn: AsyncConnection[Any], request: task_pb2.SetToolConcurrencyRequest
+) -> task_pb2.SetToolConcurrencyResponse:
+    """SetToolConcurrency: Sets (or, unset, clears) a tool's global concurrency limit: its slots
+    1..max_running are made here (kept when lowered: slots past the limit are never taken again).
+
+    Exactly one row, into `tool`. No row: NOT_FOUND when the generation.tools row does not exist, else FAILED_PRECONDITION.
+    """
+    params = {
+        "max_running": request.max_running if request.HasField("max_running") else None,
+        "tool_id": rt.parse_uuid(request.tool_id, "tool_id"),
+    }
+    async with rt.cursor(conn, SET_TOOL_CONCURRENCY_LOADERS) as cur:
+        await cur.execute(SET_TOOL_CONCURRENCY_SQL, params, prepare=True)
+        row = await cur.fetchone()
+        if row is None:
+            # Nothing matched: tell a missing row from one not in the state this call needs.
+            await cur.execute(SET_TOOL_CONCURRENCY_EXISTS_SQL, {"tool_id": params["tool_id"]}, prepare=True)
+            if await cur.fetchone() is None:
+                raise rt.NotFound(f"generation.tools {params['tool_id']} does not exist")
+            raise rt.FailedPrecondition(
+                f"SetToolConcurrency does not apply to generation.tools {params['tool_id']} in its current state"
+            )
+        return task_pb2.SetToolConcurrencyResponse(tool=_tool_from_row(row))
+
+
+SET_TOOL_KEY_CONCURRENCY_SQL = """\
+WITH slots AS (
+  INSERT INTO generation.claim_slots (tool_id, scope, slot)
+  SELECT k.tool_id, k.concurrency_key, s.slot
+  FROM (SELECT DISTINCT tool_id, concurrency_key FROM generation.tasks
+        WHERE tool_id = %(tool_id)s AND concurrency_key IS NOT NULL AND status IN ('scheduled', 'queued')) AS k,
+       generate_series(1, LEAST(%(key_max_running)s, 1000)) AS s (slot)
+  ORDER BY 1, 2, 3
+  ON CONFLICT DO NOTHING
+)
+UPDATE generation.tools SET key_max_running = %(key_max_running)s
+WHERE id = %(tool_id)s
+RETURNING tools.id, tools.name, tools.created_at, tools.lease_seconds, tools.retry_base_seconds,
+  tools.retry_cap_seconds, tools.max_runtime_seconds, tools.paused, tools.max_running,
+  tools.key_max_running, tools.rate_limit, tools.rate_period_seconds, tools.rate_tokens,
+  tools.rate_updated_at
+"""
+SET_TOOL_KEY_CONCURRENCY_EXISTS_SQL = "SELECT 1 FROM generation.tools WHERE id = %(tool_id)s"
+SET_TOOL_KEY_CONCURRENCY_LOADERS = rt.loaders(text=("uuid",), timestamps=("timestamptz",))
+
+
+async def set_tool_key_concurrency(
+    conn: AsyncConnection[Any], request: task_pb2.SetToolKeyConcurrencyRequest
+) -> task_pb2.SetToolKeyConcurrencyResponse:
+    """SetToolKeyConcurrency: Sets (or, unset, clears) a tool's limit of running tasks per
+    concurrency_key; the slots of the keys already queued are made here, a new key's at its first
+    enqueue (tasks_key_slots).
+
+    Exactly one row, into `tool`. No row: NOT_FOUND when the generation.tools row does not exist, else FAILED_PRECONDITION.
+    """
+    params = {
+        "tool_id": rt.parse_uuid(request.tool_id, "tool_id"),
+        "key_max_running": request.key_max_running if request.HasField("key_max_running") else None,
+    }
+    async with rt.cursor(conn, SET_TOOL_KEY_CONCURRENCY_LOADERS) as cur:
+        await cur.execute(SET_TOOL_KEY_CONCURRENCY_SQL, params, prepare=True)
+        row = await cur.fetchone()
+        if row is None:
+            # Nothing matched: tell a missing row from one not in the state this call needs.
+            await cur.execute(SET_TOOL_KEY_CONCURRENCY_EXISTS_SQL, {"tool_id": params["tool_id"]}, prepare=True)
+            if await cur.fetchone() is None:
+                raise rt.NotFound(f"generation.tools {params['tool_id']} does not exist")
+            raise rt.FailedPrecondition(
+                f"SetToolKeyConcurrency does not apply to generation.tools {params['tool_id']} in its current state"
+            )
+        return task_pb2.SetToolKeyConcurrencyResponse(tool=_tool_from_row(row))
+
+
+SET_TOOL_RATE_LIMIT_SQL = """\
+UPDATE generation.tools
+SET rate_limit = %(rate_limit)s, rate_period_seconds = COALESCE(NULLIF(%(period_seconds)s::float8, 0), 1),
+    rate_tokens = 0, rate_updated_at = now()
+WHERE id = %(tool_id)s
+RETURNING tools.id, tools.name, tools.created_at, tools.lease_seconds, tools.retry_base_seconds,
+  tools.retry_cap_seconds, tools.max_runtime_seconds, tools.paused, tools.max_running,
+  tools.key_max_running, tools.rate_limit, tools.rate_period_seconds, tools.rate_tokens,
+  tools.rate_updated_at
+"""
+SET_TOOL_RATE_LIMIT_EXISTS_SQL = "SELECT 1 FROM generation.tools WHERE id = %(tool_id)s"
+SET_TOOL_RATE_LIMIT_LOADERS = rt.loaders(text=("uuid",), timestamps=("timestamptz",))
+
+
+async def set_tool_rate_limit(
+    conn: AsyncConnection[Any], request: task_pb2.SetToolRateLimitRequest
+) -> task_pb2.SetToolRateLimitResponse:
+    """SetToolRateLimit: Sets (or, unset, clears) a tool's rate limit: a token bucket of rate_limit
+    claims per period_seconds, refilled continuously, starting empty.
+
+    Exactly one row, into `tool`. No row: NOT_FOUND when the generation.tools row does not exist, else FAILED_PRECONDITION.
+    """
+    params = {
+        "rate_limit": request.rate_limit if request.HasField("rate_limit") else None,
+        "period_seconds": request.period_seconds,
+        "tool_id": rt.parse_uuid(request.tool_id, "tool_id"),
+    }
+    async with rt.cursor(conn, SET_TOOL_RATE_LIMIT_LOADERS) as cur:
+        await cur.execute(SET_TOOL_RATE_LIMIT_SQL, params, prepare=True)
+        row = await cur.fetchone()
+        if row is None:
+            # Nothing matched: tell a missing row from one not in the state this call needs.
+            await cur.execute(SET_TOOL_RATE_LIMIT_EXISTS_SQL, {"tool_id": params["tool_id"]}, prepare=True)
+            if await cur.fetchone() is None:
+                raise rt.NotFound(f"generation.tools {params['tool_id']} does not exist")
+            raise rt.FailedPrecondition(
+                f"SetToolRateLimit does not apply to generation.tools {params['tool_id']} in its current state"
+            )
+        return task_pb2.SetToolRateLimitResponse(tool=_tool_from_row(row))
 
 
 HEARTBEAT_TASK_SQL = """\
@@ -532,7 +898,8 @@ RETURNING task.id, task.tool_id, task.status, task.priority, task.retry_count, t
   task.billing_idempotency_key, task.w3c_traceparent, task.lease_token, task.claim_expires_at,
   task.created_at, task.started_at, task.completed_at, task.lease_seconds, task.run_at,
   task.attempted_at, task.max_runtime_seconds, task.errors, task.periodic_name,
-  task.periodic_slot_at, task.status = 'cancelled' AS cancel_requested,
+  task.periodic_slot_at, task.concurrency_key, task.fair_seq, task.claim_slot, task.key_slot,
+  task.claim_request_id, task.status = 'cancelled' AS cancel_requested,
   task.status = 'processing' AND COALESCE(task.attempted_at + COALESCE(task.max_runtime_seconds, tl.max_runtime_seconds) * INTERVAL '1 second' <= now(), false) AS runtime_exceeded
 """
 HEARTBEAT_TASK_EXISTS_SQL = "SELECT 1 FROM generation.tasks WHERE id = %(task_id)s"
@@ -579,7 +946,8 @@ RETURNING tasks.id, tasks.tool_id, tasks.status, tasks.priority, tasks.retry_cou
   tasks.reserved_token_amount, tasks.billing_idempotency_key, tasks.w3c_traceparent,
   tasks.lease_token, tasks.claim_expires_at, tasks.created_at, tasks.started_at, tasks.completed_at,
   tasks.lease_seconds, tasks.run_at, tasks.attempted_at, tasks.max_runtime_seconds, tasks.errors,
-  tasks.periodic_name, tasks.periodic_slot_at
+  tasks.periodic_name, tasks.periodic_slot_at, tasks.concurrency_key, tasks.fair_seq,
+  tasks.claim_slot, tasks.key_slot, tasks.claim_request_id
 """
 COMPLETE_TASK_EXISTS_SQL = "SELECT 1 FROM generation.tasks WHERE id = %(task_id)s"
 COMPLETE_TASK_LOADERS = rt.loaders(text=("jsonb", "uuid"), timestamps=("timestamptz",))
@@ -635,7 +1003,8 @@ WHERE t.id = done.id AND t.id = free.id AND t.lease_token = done.lease_token AND
 RETURNING t.id, t.tool_id, t.status, t.priority, t.retry_count, t.max_retries, t.input, t.output,
   t.error, t.reported_usage, t.reserved_token_amount, t.billing_idempotency_key, t.w3c_traceparent,
   t.lease_token, t.claim_expires_at, t.created_at, t.started_at, t.completed_at, t.lease_seconds,
-  t.run_at, t.attempted_at, t.max_runtime_seconds, t.errors, t.periodic_name, t.periodic_slot_at
+  t.run_at, t.attempted_at, t.max_runtime_seconds, t.errors, t.periodic_name, t.periodic_slot_at,
+  t.concurrency_key, t.fair_seq, t.claim_slot, t.key_slot, t.claim_request_id
 """
 COMPLETE_TASKS_LOADERS = rt.loaders(text=("jsonb", "uuid"), timestamps=("timestamptz",))
 
@@ -693,7 +1062,8 @@ RETURNING tasks.id, tasks.tool_id, tasks.status, tasks.priority, tasks.retry_cou
   tasks.reserved_token_amount, tasks.billing_idempotency_key, tasks.w3c_traceparent,
   tasks.lease_token, tasks.claim_expires_at, tasks.created_at, tasks.started_at, tasks.completed_at,
   tasks.lease_seconds, tasks.run_at, tasks.attempted_at, tasks.max_runtime_seconds, tasks.errors,
-  tasks.periodic_name, tasks.periodic_slot_at
+  tasks.periodic_name, tasks.periodic_slot_at, tasks.concurrency_key, tasks.fair_seq,
+  tasks.claim_slot, tasks.key_slot, tasks.claim_request_id
 """
 FAIL_TASK_EXISTS_SQL = "SELECT 1 FROM generation.tasks WHERE id = %(task_id)s"
 FAIL_TASK_LOADERS = rt.loaders(text=("jsonb", "uuid"), timestamps=("timestamptz",))
@@ -760,7 +1130,8 @@ WHERE t.id = f.id AND t.id = free.id AND t.lease_token = f.lease_token AND t.sta
 RETURNING t.id, t.tool_id, t.status, t.priority, t.retry_count, t.max_retries, t.input, t.output,
   t.error, t.reported_usage, t.reserved_token_amount, t.billing_idempotency_key, t.w3c_traceparent,
   t.lease_token, t.claim_expires_at, t.created_at, t.started_at, t.completed_at, t.lease_seconds,
-  t.run_at, t.attempted_at, t.max_runtime_seconds, t.errors, t.periodic_name, t.periodic_slot_at
+  t.run_at, t.attempted_at, t.max_runtime_seconds, t.errors, t.periodic_name, t.periodic_slot_at,
+  t.concurrency_key, t.fair_seq, t.claim_slot, t.key_slot, t.claim_request_id
 """
 FAIL_TASKS_LOADERS = rt.loaders(text=("jsonb", "uuid"), timestamps=("timestamptz",))
 
@@ -792,7 +1163,9 @@ SET_TOOL_RETRY_POLICY_SQL = """\
 UPDATE generation.tools SET retry_base_seconds = %(retry_base_seconds)s, retry_cap_seconds = %(retry_cap_seconds)s
 WHERE id = %(tool_id)s
 RETURNING tools.id, tools.name, tools.created_at, tools.lease_seconds, tools.retry_base_seconds,
-  tools.retry_cap_seconds, tools.max_runtime_seconds, tools.paused
+  tools.retry_cap_seconds, tools.max_runtime_seconds, tools.paused, tools.max_running,
+  tools.key_max_running, tools.rate_limit, tools.rate_period_seconds, tools.rate_tokens,
+  tools.rate_updated_at
 """
 SET_TOOL_RETRY_POLICY_EXISTS_SQL = "SELECT 1 FROM generation.tools WHERE id = %(tool_id)s"
 SET_TOOL_RETRY_POLICY_LOADERS = rt.loaders(text=("uuid",), timestamps=("timestamptz",))
@@ -829,7 +1202,9 @@ SET_TOOL_MAX_RUNTIME_SQL = """\
 UPDATE generation.tools SET max_runtime_seconds = %(max_runtime_seconds)s
 WHERE id = %(tool_id)s
 RETURNING tools.id, tools.name, tools.created_at, tools.lease_seconds, tools.retry_base_seconds,
-  tools.retry_cap_seconds, tools.max_runtime_seconds, tools.paused
+  tools.retry_cap_seconds, tools.max_runtime_seconds, tools.paused, tools.max_running,
+  tools.key_max_running, tools.rate_limit, tools.rate_period_seconds, tools.rate_tokens,
+  tools.rate_updated_at
 """
 SET_TOOL_MAX_RUNTIME_EXISTS_SQL = "SELECT 1 FROM generation.tools WHERE id = %(tool_id)s"
 SET_TOOL_MAX_RUNTIME_LOADERS = rt.loaders(text=("uuid",), timestamps=("timestamptz",))
@@ -864,7 +1239,9 @@ PAUSE_TOOL_SQL = """\
 UPDATE generation.tools SET paused = true
 WHERE id = %(tool_id)s
 RETURNING tools.id, tools.name, tools.created_at, tools.lease_seconds, tools.retry_base_seconds,
-  tools.retry_cap_seconds, tools.max_runtime_seconds, tools.paused
+  tools.retry_cap_seconds, tools.max_runtime_seconds, tools.paused, tools.max_running,
+  tools.key_max_running, tools.rate_limit, tools.rate_period_seconds, tools.rate_tokens,
+  tools.rate_updated_at
 """
 PAUSE_TOOL_EXISTS_SQL = "SELECT 1 FROM generation.tools WHERE id = %(tool_id)s"
 PAUSE_TOOL_LOADERS = rt.loaders(text=("uuid",), timestamps=("timestamptz",))
@@ -899,7 +1276,9 @@ RESUME_TOOL_SQL = """\
 UPDATE generation.tools SET paused = false
 WHERE id = %(tool_id)s
 RETURNING tools.id, tools.name, tools.created_at, tools.lease_seconds, tools.retry_base_seconds,
-  tools.retry_cap_seconds, tools.max_runtime_seconds, tools.paused
+  tools.retry_cap_seconds, tools.max_runtime_seconds, tools.paused, tools.max_running,
+  tools.key_max_running, tools.rate_limit, tools.rate_period_seconds, tools.rate_tokens,
+  tools.rate_updated_at
 """
 RESUME_TOOL_EXISTS_SQL = "SELECT 1 FROM generation.tools WHERE id = %(tool_id)s"
 RESUME_TOOL_LOADERS = rt.loaders(text=("uuid",), timestamps=("timestamptz",))
@@ -942,7 +1321,8 @@ RETURNING tasks.id, tasks.tool_id, tasks.status, tasks.priority, tasks.retry_cou
   tasks.reserved_token_amount, tasks.billing_idempotency_key, tasks.w3c_traceparent,
   tasks.lease_token, tasks.claim_expires_at, tasks.created_at, tasks.started_at, tasks.completed_at,
   tasks.lease_seconds, tasks.run_at, tasks.attempted_at, tasks.max_runtime_seconds, tasks.errors,
-  tasks.periodic_name, tasks.periodic_slot_at
+  tasks.periodic_name, tasks.periodic_slot_at, tasks.concurrency_key, tasks.fair_seq,
+  tasks.claim_slot, tasks.key_slot, tasks.claim_request_id
 """
 SNOOZE_TASK_EXISTS_SQL = "SELECT 1 FROM generation.tasks WHERE id = %(task_id)s"
 SNOOZE_TASK_LOADERS = rt.loaders(text=("jsonb", "uuid"), timestamps=("timestamptz",))
@@ -988,7 +1368,8 @@ RETURNING tasks.id, tasks.tool_id, tasks.status, tasks.priority, tasks.retry_cou
   tasks.reserved_token_amount, tasks.billing_idempotency_key, tasks.w3c_traceparent,
   tasks.lease_token, tasks.claim_expires_at, tasks.created_at, tasks.started_at, tasks.completed_at,
   tasks.lease_seconds, tasks.run_at, tasks.attempted_at, tasks.max_runtime_seconds, tasks.errors,
-  tasks.periodic_name, tasks.periodic_slot_at
+  tasks.periodic_name, tasks.periodic_slot_at, tasks.concurrency_key, tasks.fair_seq,
+  tasks.claim_slot, tasks.key_slot, tasks.claim_request_id
 """
 CANCEL_TASK_EXISTS_SQL = "SELECT 1 FROM generation.tasks WHERE id = %(task_id)s"
 CANCEL_TASK_LOADERS = rt.loaders(text=("jsonb", "uuid"), timestamps=("timestamptz",))
@@ -1036,7 +1417,8 @@ RETURNING tasks.id, tasks.tool_id, tasks.status, tasks.priority, tasks.retry_cou
   tasks.reserved_token_amount, tasks.billing_idempotency_key, tasks.w3c_traceparent,
   tasks.lease_token, tasks.claim_expires_at, tasks.created_at, tasks.started_at, tasks.completed_at,
   tasks.lease_seconds, tasks.run_at, tasks.attempted_at, tasks.max_runtime_seconds, tasks.errors,
-  tasks.periodic_name, tasks.periodic_slot_at
+  tasks.periodic_name, tasks.periodic_slot_at, tasks.concurrency_key, tasks.fair_seq,
+  tasks.claim_slot, tasks.key_slot, tasks.claim_request_id
 """
 CANCEL_TASKS_LOADERS = rt.loaders(text=("jsonb", "uuid"), timestamps=("timestamptz",))
 
@@ -1152,7 +1534,8 @@ RETURNING tasks.id, tasks.tool_id, tasks.status, tasks.priority, tasks.retry_cou
   tasks.reserved_token_amount, tasks.billing_idempotency_key, tasks.w3c_traceparent,
   tasks.lease_token, tasks.claim_expires_at, tasks.created_at, tasks.started_at, tasks.completed_at,
   tasks.lease_seconds, tasks.run_at, tasks.attempted_at, tasks.max_runtime_seconds, tasks.errors,
-  tasks.periodic_name, tasks.periodic_slot_at
+  tasks.periodic_name, tasks.periodic_slot_at, tasks.concurrency_key, tasks.fair_seq,
+  tasks.claim_slot, tasks.key_slot, tasks.claim_request_id
 """
 RETRY_TASK_EXISTS_SQL = "SELECT 1 FROM generation.tasks WHERE id = %(task_id)s"
 RETRY_TASK_LOADERS = rt.loaders(text=("jsonb", "uuid"), timestamps=("timestamptz",))
@@ -1351,7 +1734,8 @@ RETURNING tasks.id, tasks.tool_id, tasks.status, tasks.priority, tasks.retry_cou
   tasks.reserved_token_amount, tasks.billing_idempotency_key, tasks.w3c_traceparent,
   tasks.lease_token, tasks.claim_expires_at, tasks.created_at, tasks.started_at, tasks.completed_at,
   tasks.lease_seconds, tasks.run_at, tasks.attempted_at, tasks.max_runtime_seconds, tasks.errors,
-  tasks.periodic_name, tasks.periodic_slot_at
+  tasks.periodic_name, tasks.periodic_slot_at, tasks.concurrency_key, tasks.fair_seq,
+  tasks.claim_slot, tasks.key_slot, tasks.claim_request_id
 """
 ENQUEUE_PERIODIC_TASK_LOADERS = rt.loaders(text=("jsonb", "uuid"), timestamps=("timestamptz",))
 
@@ -1470,7 +1854,8 @@ SELECT tasks.id, tasks.tool_id, tasks.status, tasks.priority, tasks.retry_count,
   tasks.billing_idempotency_key, tasks.w3c_traceparent, tasks.lease_token, tasks.claim_expires_at,
   tasks.created_at, tasks.started_at, tasks.completed_at, tasks.lease_seconds, tasks.run_at,
   tasks.attempted_at, tasks.max_runtime_seconds, tasks.errors, tasks.periodic_name,
-  tasks.periodic_slot_at FROM generation.tasks WHERE id = %(task_id)s
+  tasks.periodic_slot_at, tasks.concurrency_key, tasks.fair_seq, tasks.claim_slot, tasks.key_slot,
+  tasks.claim_request_id FROM generation.tasks WHERE id = %(task_id)s
 """
 GET_TASK_LOADERS = rt.loaders(text=("jsonb", "uuid"), timestamps=("timestamptz",))
 
@@ -1616,8 +2001,9 @@ async def purge_task_events(
 
 LIST_TOOLS_SQL = """\
 SELECT tools.id, tools.name, tools.created_at, tools.lease_seconds, tools.retry_base_seconds,
-  tools.retry_cap_seconds, tools.max_runtime_seconds, tools.paused
-FROM generation.tools ORDER BY name, id
+  tools.retry_cap_seconds, tools.max_runtime_seconds, tools.paused, tools.max_running,
+  tools.key_max_running, tools.rate_limit, tools.rate_period_seconds, tools.rate_tokens,
+  tools.rate_updated_at FROM generation.tools ORDER BY name, id
 """
 LIST_TOOLS_LOADERS = rt.loaders(text=("uuid",), timestamps=("timestamptz",))
 
@@ -1815,6 +2201,30 @@ class GenerationDataServiceHandlers(task_pb2_grpc.GenerationDataServiceServicer)
     ) -> task_pb2.ClaimTasksResponse:
         # May write: on the primary.
         return await self.db.run(context, "ClaimTasks", claim_tasks, request, replica=False)
+
+    async def SetToolConcurrency(
+        self, request: task_pb2.SetToolConcurrencyRequest, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> task_pb2.SetToolConcurrencyResponse:
+        # May write: on the primary.
+        # One row by its key: calls on it take turns in the process (one pooled connection per row).
+        row = ("generation.tools", "tool_id")
+        return await self.db.run(context, "SetToolConcurrency", set_tool_concurrency, request, replica=False, row=row)
+
+    async def SetToolKeyConcurrency(
+        self, request: task_pb2.SetToolKeyConcurrencyRequest, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> task_pb2.SetToolKeyConcurrencyResponse:
+        # May write: on the primary.
+        # One row by its key: calls on it take turns in the process (one pooled connection per row).
+        row = ("generation.tools", "tool_id")
+        return await self.db.run(context, "SetToolKeyConcurrency", set_tool_key_concurrency, request, replica=False, row=row)
+
+    async def SetToolRateLimit(
+        self, request: task_pb2.SetToolRateLimitRequest, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> task_pb2.SetToolRateLimitResponse:
+        # May write: on the primary.
+        # One row by its key: calls on it take turns in the process (one pooled connection per row).
+        row = ("generation.tools", "tool_id")
+        return await self.db.run(context, "SetToolRateLimit", set_tool_rate_limit, request, replica=False, row=row)
 
     async def HeartbeatTask(
         self, request: task_pb2.HeartbeatTaskRequest, context: grpc.aio.ServicerContext[Any, Any]
