@@ -21,7 +21,7 @@ from sqlglot.errors import ParseError, TokenError
 
 from ...diagnostics import Problem, SqlSpan, sqlglot_limit
 from ..bridge.call_standins import with_call_standins
-from ..bridge.operator_standins import sqlglot_text
+from ..bridge.operator_standins import GENERIC_OPERATORS, sqlglot_text
 from ..bridge.type_standins import (
     PositionedPostgres,
     resolve_type_name,
@@ -62,7 +62,7 @@ class Analyzer:
         self.casts = CastsAndLiterals(state)
         self.operators = Operators(state, self.casts)
         self.functions = FunctionCalls(state, self.operators)
-        self.from_items = FromItems(state)
+        self.from_items = FromItems(state, self.functions)
         self.expr = ExpressionTyping(state, self.casts, self.operators, self.functions, self.from_items)
         self.queries = Statements(state, self.expr, self.from_items, self.grouping)
         self.writes = Writes(state, self.queries, self.expr, self.from_items, self.grouping)
@@ -95,6 +95,8 @@ class Analyzer:
         _fold_identifiers(stmt)
         _unwrap_parameters(stmt)
         _row_constructors(stmt)
+        _quantified_all(stmt)
+        _arrow_operators(stmt)
         self.state.top_level = {id(node) for node in _result_lists(stmt)}
         scope = Scope()
         key_param: str | None = None
@@ -252,6 +254,57 @@ def _row_constructors(stmt: exp.Expr) -> None:
     for call in list(stmt.find_all(exp.Anonymous)):
         if str(call.this).lower() == "row" and call.parent is not None:
             call.replace(exp.Tuple(expressions=list(call.expressions)))
+
+
+def _quantified_all(stmt: exp.Expr) -> None:
+    """`x op ALL(array)` as PostgreSQL's tree has it: a quantified comparison (sqlglot reads a
+    call of a function all, which the reserved word cannot name unquoted)."""
+    for call in list(stmt.find_all(exp.Anonymous)):
+        if str(call.this).upper() == "ALL" and len(call.expressions) == 1 and isinstance(call.parent, exp.Binary):
+            call.replace(exp.All(this=call.expressions[0]))
+
+
+#: Operators PostgreSQL binds more loosely than `->` (any other operator binds as tightly, and
+#: groups to the left): the left operand of each of these is where a misread `->` belongs.
+_LOOSER_THAN_ARROW = (
+    exp.JSONExtract,
+    exp.JSONExtractScalar,
+    exp.JSONBExtract,
+    exp.JSONBExtractScalar,
+    exp.JSONBDeleteAtPath,
+    exp.DPipe,
+    exp.Predicate,
+    exp.Connector,
+    exp.Is,
+    exp.Between,
+    exp.In,
+    *GENERIC_OPERATORS,
+)
+
+
+def _arrow_operators(stmt: exp.Expr) -> None:
+    """`f(doc->'a'->>'b')` as PostgreSQL's tree has it: `(doc -> 'a') ->> 'b'`. In a call's
+    arguments sqlglot reads `doc -> ...` as a lambda of parameter doc (PostgreSQL has none):
+    the operand of the lambda's leftmost looser operator is the key of `doc -> key`."""
+    for lam in list(stmt.find_all(exp.Lambda)):
+        params = lam.expressions
+        if len(params) != 1 or not isinstance(params[0], exp.Identifier) or lam.parent is None:
+            continue
+        name = params[0]
+        body = lam.this
+        for ident in list(body.find_all(exp.Identifier)):
+            # sqlglot made the lambda's own parameter of each column reference of that name
+            if ident.this == name.this and not isinstance(ident.parent, (exp.Column, exp.Dot, exp.Table)):
+                ident.replace(exp.Column(this=ident.copy()))
+        node = body
+        while isinstance(node, _LOOSER_THAN_ARROW) and isinstance(node.this, exp.Expr):
+            node = node.this
+        arrow = exp.JSONExtract(this=exp.Column(this=name), expression=node.copy(), only_json_types=True)
+        if node is body:
+            lam.replace(arrow)
+        else:
+            node.replace(arrow)
+            lam.replace(body)
 
 
 def _unwrap_parameters(stmt: exp.Expr) -> None:

@@ -37,10 +37,18 @@ class FunctionCalls:
 
     def function(self, node: exp.Func, scope: Scope) -> Typed:
         name = function_name(node)
+        operands: list[exp.Expr] = list(node.iter_expressions())
+        if not isinstance(node, (exp.ArrayAgg, exp.GroupConcat)) and any(isinstance(a, exp.Order) for a in operands):
+            # agg(x ORDER BY y) that sqlglot models (json_agg): the argument is x, y is typed here.
+            for order in operands:
+                if isinstance(order, exp.Order):
+                    for ordered in order.expressions:
+                        self.expr.infer(ordered.this if isinstance(ordered, exp.Ordered) else ordered, scope)
+            operands = [a.this if isinstance(a, exp.Order) and isinstance(a.this, exp.Expr) else a for a in operands]
         # agg(DISTINCT x): the argument is x.
         args: list[exp.Expr] = [
             a.expressions[0] if isinstance(a, exp.Distinct) and len(a.expressions) == 1 else a
-            for a in node.iter_expressions()
+            for a in operands
             if not isinstance(a, (exp.Order, exp.Var))
         ]
         if isinstance(node, exp.Count):
@@ -75,7 +83,10 @@ class FunctionCalls:
             # array_agg(x ORDER BY y): sqlglot wraps the argument in its ORDER BY.
             for ordered in node.this.expressions:
                 self.expr.infer(ordered.this if isinstance(ordered, exp.Ordered) else ordered, scope)
-            element = self.expr.infer(node.this.this, scope)
+            value = node.this.this
+            if isinstance(value, exp.Distinct) and len(value.expressions) == 1:
+                value = value.expressions[0]
+            element = self.expr.infer(value, scope)
             array = element.type.array() if element.type is not None else None
             return Typed(array, element.nullable if self.state.window_depth else True)
         if isinstance(node, exp.Extract):  # extract(field FROM source): numeric
@@ -106,7 +117,8 @@ class FunctionCalls:
         # operands sqlglot keeps.
         variadic = any(isinstance(a, exp.Variadic) for a in args)
         args = [a.this if isinstance(a, exp.Variadic) else a for a in args]
-        return self.call(node, self.written_name(node, name), None, args, scope, variadic=variadic)
+        schema, _, written = self.written_name(node, name).rpartition(".")  # `util.f(x)`: in schema util
+        return self.call(node, written, schema or None, args, scope, variadic=variadic)
 
     def resolved_call(self, node: exp.Expr, call: ast.FuncCall, scope: Scope) -> Typed | None:
         """A call PostgreSQL's parse tree shows, typed by PostgreSQL's overload resolution.
@@ -116,6 +128,10 @@ class FunctionCalls:
         if args is None:
             return None
         arg_names = [a.name if isinstance(a, ast.NamedArgExpr) else None for a in call.args or ()]
+        for order in node.iter_expressions():
+            if isinstance(order, exp.Order):  # the aggregate's ORDER BY keys
+                for ordered in order.expressions:
+                    self.expr.infer(ordered.this if isinstance(ordered, exp.Ordered) else ordered, scope)
         return self.call(
             node,
             names[-1],
@@ -216,10 +232,19 @@ class FunctionCalls:
         cast of `a / b`). None when they do not match PostgreSQL's `count` arguments."""
         current: exp.Expr = node
         for _ in range(3):
-            children = [c for c in current.iter_expressions() if not isinstance(c, (exp.DataType, exp.Order))]
+            # `agg(x ORDER BY y)`: sqlglot wraps the last argument in its ORDER BY (typed by the caller).
+            children = [
+                c.this if isinstance(c, exp.Order) and isinstance(c.this, exp.Expr) else c
+                for c in current.iter_expressions()
+            ]
+            children = [c for c in children if not isinstance(c, (exp.DataType, exp.Order))]
             # `name => value` and `VARIADIC arr`: the value (PostgreSQL's tree has the name, the flag).
             children = [c.expression if isinstance(c, exp.Kwarg) else c for c in children]
             children = [c.this if isinstance(c, exp.Variadic) else c for c in children]
+            # agg(DISTINCT x): the argument is x.
+            children = [
+                c.expressions[0] if isinstance(c, exp.Distinct) and len(c.expressions) == 1 else c for c in children
+            ]
             if any(isinstance(c, (exp.Var, exp.Star)) for c in children):
                 return None
             if len(children) == count:
@@ -286,8 +311,14 @@ class FunctionCalls:
     def written_name(self, node: exp.Func, fallback: str) -> str:
         """A function's name as the statement spells it (sqlglot renames some it models)."""
         span = span_of(node)
-        if span is not None:
+        if span is not None and "start" in node.meta:
             m = re.match(r"\s*([A-Za-z_][\w.]*)\s*\(", self.state.sql[span.start :])
+            if m is not None:
+                return m.group(1).lower()
+        elif span is not None:
+            # sqlglot placed the call's operands only (`decode(NULLIF(a, ''), 'hex')`): the
+            # name is the word before the `(` that opens the first of them.
+            m = re.search(r"([A-Za-z_][\w.]*)\s*\((?:\s|\()*$", self.state.sql[: span.start])
             if m is not None:
                 return m.group(1).lower()
         return fallback

@@ -446,6 +446,11 @@ class ExpressionTyping:
     def generic_operator(self, node: exp.Binary, scope: Scope, allow_output: bool) -> Typed:
         return self.operators.operator(self.operator_written(node), node.this, node.expression, node, scope)
 
+    @infers(exp.JSONBDeleteAtPath)
+    def delete_at_path(self, node: exp.JSONBDeleteAtPath, scope: Scope, allow_output: bool) -> Typed:
+        """jsonb `#-` text[]: an operator, as PostgreSQL resolves it."""
+        return self.operators.operator("#-", node.this, node.expression, node, scope)
+
     @infers(exp.MatchAgainst)
     def text_match(self, node: exp.MatchAgainst, scope: Scope, allow_output: bool) -> Typed:
         if len(node.expressions) == 1:
@@ -480,9 +485,18 @@ class ExpressionTyping:
     @infers(exp.Bracket)
     def subscript(self, node: exp.Bracket, scope: Scope, allow_output: bool) -> Typed:
         base = self.infer(node.this, scope)
+        sliced = False
         for e in node.expressions:
-            self.expect(e, t.INT4, scope)
-        return Typed(base.type.element if base.type is not None and base.type.is_array else None, True)
+            if isinstance(e, exp.Slice):  # a[2:], a[:n], a[i:j]: a slice of the array's type
+                sliced = True
+                for bound in (e.this, e.args.get("expression")):
+                    if isinstance(bound, exp.Expr):
+                        self.expect(bound, t.INT4, scope)
+            else:
+                self.expect(e, t.INT4, scope)
+        if base.type is None or not base.type.is_array:
+            return Typed(None, True)
+        return Typed(base.type if sliced else base.type.element, True)
 
     @infers(exp.Array)
     def array(self, node: exp.Array, scope: Scope, allow_output: bool) -> Typed:

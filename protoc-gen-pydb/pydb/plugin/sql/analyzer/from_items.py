@@ -3,10 +3,12 @@ a statement and how column references resolve in them."""
 
 from __future__ import annotations
 
+from pglast import ast
 from sqlglot import exp
 
 from ...diagnostics import SqlSpan
 from ..bridge.call_standins import SQL_VALUE_KEYWORDS, function_name
+from ..bridge.type_standins import resolve_type_name
 from ..catalog import types as t
 from ..catalog.builtins import BUILTIN_RELATION_SCHEMAS
 from ..catalog.identifiers import closest, did_you_mean, quote_ident
@@ -14,8 +16,9 @@ from ..catalog.model import Catalog, Table
 from ..catalog.types import PgType
 from ..rules.casts import describe
 from ..rules.coercion import ResolveError, common_type
+from .calls import FunctionCalls
 from .recursion import TypesExpressions, TypesQueries, TypesStatements
-from .scope import Relation, Scope, StarColumn, Typed, all_relations, rename, system_columns
+from .scope import Relation, Scope, StarColumn, Typed, all_relations, rename, row_type_columns, system_columns
 from .state import StatementState
 
 
@@ -34,7 +37,8 @@ def _suggest_table(schema: str | None, name: str, catalog: Catalog) -> str:
 
 class FromItems:
     """FROM items, joins, CTEs and column references: builds the `Scope` of a query and
-    resolves names in it. Types ON conditions and function arguments through `self.expr`,
+    resolves names in it. Types ON conditions and function arguments through `self.expr`, a
+    schema-qualified function by `self.functions`,
     subqueries and VALUES through `self.queries`, a CTE's statement through `self.writes`."""
 
     #: The operands' typing: `ExpressionTyping` (connected by `Analyzer.__init__`).
@@ -44,8 +48,9 @@ class FromItems:
     #: A data-modifying CTE's typing: `Writes` (connected by `Analyzer.__init__`).
     writes: TypesStatements
 
-    def __init__(self, state: StatementState) -> None:
+    def __init__(self, state: StatementState, functions: FunctionCalls) -> None:
         self.state = state
+        self.functions = functions
 
     def with_ctes(self, node: exp.Expr, scope: Scope) -> Scope:
         with_ = node.args.get("with_") or node.args.get("with")
@@ -146,6 +151,9 @@ class FromItems:
         ]
 
     def add_source(self, source: exp.Expr, scope: Scope, nullable: bool) -> None:
+        if isinstance(source, exp.Subquery) and isinstance(source.this, exp.Table) and source.this.args.get("joins"):
+            self.nested_join(source, scope, nullable)
+            return
         rel = self.relation_of(source, scope)
         if rel is None:
             return
@@ -155,6 +163,38 @@ class FromItems:
             if existing.alias == rel.alias:
                 self.state.error(f"table name {rel.alias} is specified more than once; give one an alias", source)
         scope.add_relation(rel)
+
+    def nested_join(self, source: exp.Subquery, scope: Scope, nullable: bool) -> None:
+        """`FROM (a JOIN b ON ...) JOIN c`: the parenthesised join tree is joined as a unit (on
+        the far side of an outer join, all of it may be absent); with an alias, `(a JOIN b) AS j`,
+        it is one relation whose columns are the join's."""
+        inner = Scope(parent=scope)
+        first = source.this.copy()
+        first.set("joins", None)
+        self.add_source(first, inner, nullable=False)
+        for join in source.this.args["joins"]:
+            self.join(join, inner)
+        if source.alias:
+            columns = [(c.name, c.typed) for c in inner.star]
+            rels = [Relation(source.alias, (source.alias,), columns, incomplete=inner.lenient())]
+        else:
+            rels = inner.relations
+            scope.merged.update(inner.merged)
+            scope.merged_as.update(inner.merged_as)
+        for rel in rels:
+            if nullable:
+                rel.make_optional()
+            if any(existing.alias == rel.alias for existing in scope.relations):
+                self.state.error(f"table name {rel.alias} is specified more than once; give one an alias", source)
+            scope.relations.append(rel)
+        star = [
+            StarColumn(c.name, Typed(c.typed.type, True, c.typed.embedded), c.sql) if nullable else c
+            for c in inner.star
+        ]
+        if source.alias:
+            star = rels[0].star()
+        scope.star.extend(star)
+        scope.broken = scope.broken or inner.broken
 
     def relation_of(self, source: exp.Expr, scope: Scope) -> Relation | None:
         alias = source.args.get("alias")
@@ -190,10 +230,17 @@ class FromItems:
             cols = rename(cols, col_aliases)
             name = alias_name or "?subquery?"
             return Relation(name, (name,), cols, incomplete=len(self.state.problems) > errors_before)
+        definitions = self.column_definitions(alias)
         if isinstance(source, exp.Table) and isinstance(source.this, (exp.Unnest, exp.Anonymous, exp.Func)):
-            return self.function_source(source.this, alias_name, col_aliases, scope)
+            db = source.args.get("db")
+            at = self.state.span(db) if isinstance(db, exp.Expr) else None
+            # `schema.fn(...)`: sqlglot places the name after the dot, PostgreSQL the schema.
+            qualified = self.state.calls.get(at.start) if at is not None else None
+            return self.function_source(
+                source.this, alias_name, col_aliases, scope, qualified=qualified, definitions=definitions
+            )
         if isinstance(source, (exp.Unnest, exp.Func)):
-            return self.function_source(source, alias_name, col_aliases, scope)
+            return self.function_source(source, alias_name, col_aliases, scope, definitions=definitions)
         if isinstance(source, exp.Values):
             rows = self.queries.values_rows(source, scope)
             cols = rename([(n, typed) for n, typed, _ in rows], col_aliases)
@@ -209,11 +256,38 @@ class FromItems:
                 cols = rename([(n, typed) for n, typed, _ in rows], col_aliases)
                 return Relation(name, (name,), cols, incomplete=len(self.state.problems) > errors_before)
             if isinstance(inner, (exp.Unnest, exp.Func)):
-                return self.function_source(inner, alias_name, col_aliases, scope)
+                return self.function_source(inner, alias_name, col_aliases, scope, definitions=definitions)
         self.state.error(f"unsupported FROM item {type(source).__name__}", source)
         return None
 
-    def function_source(self, func: exp.Expr, alias: str | None, col_aliases: list[str], scope: Scope) -> Relation:
+    def column_definitions(self, alias: exp.Expr | None) -> list[tuple[str, Typed]] | None:
+        """A column definition list, `AS t(a int, b text)` (a function returning record): each
+        column's name and the type PostgreSQL's TypeName at its place names."""
+        if not isinstance(alias, exp.TableAlias):
+            return None
+        out = []
+        for col in alias.columns:
+            kind = col.args.get("kind") if isinstance(col, exp.ColumnDef) else None
+            if not isinstance(kind, exp.DataType):
+                return None
+            start = kind.meta.get("start")
+            type_name = self.state.type_names_at.get(start) if isinstance(start, int) else None
+            pgtype = resolve_type_name(type_name, self.state.catalog) if type_name is not None else None
+            if pgtype is None:
+                self.state.error(f"pydb cannot read the type {kind.sql(dialect='postgres')}", kind)
+            out.append((col.name, Typed(pgtype, True)))
+        return out or None
+
+    def function_source(
+        self,
+        func: exp.Expr,
+        alias: str | None,
+        col_aliases: list[str],
+        scope: Scope,
+        *,
+        qualified: ast.FuncCall | None = None,
+        definitions: list[tuple[str, Typed]] | None = None,
+    ) -> Relation:
         if isinstance(func, exp.Unnest):
             cols: list[tuple[str, Typed]] = []
             for i, arg in enumerate(func.expressions):
@@ -238,14 +312,26 @@ class FromItems:
                     (ordinality.name if isinstance(ordinality, exp.Identifier) else "ordinality", Typed(t.INT8, False))
                 )
             name = alias or "unnest"
+            if alias and not col_aliases and len(cols) == 1 and not isinstance(ordinality, exp.Expr):
+                # `unnest(a) AS u`: a function of one column, which the alias names too
+                return Relation(name, (name,), [(name, cols[0][1])], scalar=True)
             return Relation(name, (name,), cols)
         errors_before = len(self.state.problems)
-        typed = self.expr.infer(func, scope)
+        typed = (
+            self.functions.resolved_call(func, qualified, scope) if qualified is not None else None
+        ) or self.expr.infer(func, scope)
         incomplete = len(self.state.problems) > errors_before  # its columns are not known: no follow-on errors
         name = alias or (function_name(func) if isinstance(func, exp.Func) else "function")
+        if definitions is not None:  # jsonb_to_recordset(j) AS x(id int8, name text)
+            return Relation(name, (name,), definitions, incomplete=incomplete)
         out = self.state.row_columns.get(id(func))
-        if out is not None:  # jsonb_each(j): key, value; a function's OUT or TABLE columns
-            return Relation(name, (name,), rename([(n, Typed(pgtype, True)) for n, pgtype in out], col_aliases))
+        row_type = None
+        if out is None and typed.type is not None:
+            out = row_type_columns(self.state.catalog, typed.type)
+            row_type = typed.type if out is not None else None
+        if out is not None:  # jsonb_each(j): key, value; a function's OUT or TABLE columns, or row type's
+            cols = rename([(n, Typed(pgtype, True)) for n, pgtype in out], col_aliases)
+            return Relation(name, (name,), cols, row_type=row_type)
         out_name = self.state.out_names.get(id(func))
         if out_name:  # f(..., OUT id int): the column is id, NULL when the body assigns none
             typed = Typed(typed.type, True)
@@ -330,7 +416,11 @@ class FromItems:
                 # A table's (or view's) row is of its row type, as PostgreSQL describes it; any
                 # other FROM item's (a subquery, a CTE, a function) is a record.
                 table = whole_row.table
-                row_type = PgType(f"{table.schema}.{table.name}") if table is not None else PgType("record")
+                row_type = (
+                    PgType(f"{table.schema}.{table.name}")
+                    if table is not None
+                    else whole_row.row_type or PgType("record")
+                )
                 return Typed(row_type, whole_row.optional, tuple(whole_row.row_columns()))
             s = s.parent
         if scope.lenient():

@@ -86,7 +86,7 @@ class Grouping:
                 if rel is not None:
                     grouped_cols.add((id(rel), g.name))
         order = node.args.get("order")
-        items = [*results, *([o for o in order.expressions] if order is not None else [])]
+        items = [*results, *(_input_order_keys(order, set(scope.output)) if order is not None else [])]
         for item in items:
             for col in _free_columns(item.this if isinstance(item, exp.Alias) else item, grouped_sql):
                 if not col.table and col.name in scope.merged:  # a USING column: one side's, or a COALESCE
@@ -112,6 +112,21 @@ class Grouping:
                     col,
                 )
                 return
+
+
+def _input_order_keys(order: exp.Expr, outputs: set[str]) -> list[exp.Expr]:
+    """The ORDER BY keys that are expressions over the input rows: PostgreSQL reads a bare
+    name that an output column has as that output column (an alias wins over an input column
+    of its name), and a number as an output position; those are checked as the outputs."""
+    keys = []
+    for o in order.expressions:
+        key = o.this if isinstance(o, exp.Ordered) else o
+        if isinstance(key, exp.Column) and not key.table and key.name in outputs:
+            continue
+        if isinstance(key, exp.Literal) and not key.is_string:
+            continue
+        keys.append(o)
+    return keys
 
 
 def is_aggregate(node: exp.Expr) -> bool:

@@ -78,6 +78,13 @@ class CastsAndLiterals:
         while isinstance(inner, exp.Paren):  # `(@p)::uuid[]`: PostgreSQL's tree has no parentheses
             inner = inner.this
         if isinstance(inner, exp.Parameter):
+            current = self.params.types.get(inner.name)
+            if current is not None and target is not None and current != target:
+                # An earlier use typed the parameter (PostgreSQL types it once, at its first
+                # use): this is a cast of that value, `@p::bigint ... @p::text` casts a bigint.
+                if not castable(current, target):
+                    self.state.error(f"cannot cast type {describe(current)} to {describe(target)}", node)
+                return Typed(target, inner.name in self.params.nullable)
             self.params.bind(inner, target)
             return Typed(target, inner.name in self.params.nullable)
         if isinstance(inner, exp.Literal) and target is not None:

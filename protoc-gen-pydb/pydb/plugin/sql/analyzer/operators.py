@@ -139,6 +139,10 @@ class Operators:
         known = lt.type if lt.type not in (None, t.UNKNOWN, t.NULL) else rt.type
         if known is None or known in (t.UNKNOWN, t.NULL):
             known = t.JSONB if op != "&&" else None
+        if known is not None and not known.is_array and known.name not in t.JSON:
+            # ranges and multiranges (`@>` an element, `&&`, `<@`), geometry, tsquery...:
+            # PostgreSQL's operator resolution over the operators the database has.
+            return self.operator(op, left, right, node, scope)
         if known is not None:
             if not known.is_array and (known.name not in t.JSON or op == "&&"):
                 self.state.error(f"operator does not exist: {describe(known)} {op} ...; it takes arrays or jsonb", node)

@@ -10,7 +10,7 @@ from sqlglot import exp
 
 from ..catalog.builtins import load_builtins
 from ..catalog.identifiers import quote_ident
-from ..catalog.model import Table
+from ..catalog.model import Catalog, Table
 from ..catalog.types import PgType
 
 
@@ -57,6 +57,9 @@ class Relation:
     system: list[tuple[str, Typed]] = field(default_factory=list)
     #: A function in FROM returning one value: a reference to its alias is that value.
     scalar: bool = False
+    #: A function in FROM returning a table's row type or a composite (`RETURNS SETOF events`):
+    #: a whole-row reference to its alias is of that type.
+    row_type: PgType | None = None
 
     def make_optional(self) -> None:
         if not self.optional:
@@ -143,3 +146,14 @@ def all_relations(scope: Scope) -> list[Relation]:
         out.extend(s.relations)
         s = s.parent
     return out
+
+
+def row_type_columns(catalog: Catalog, pgtype: PgType | None) -> tuple[tuple[str, PgType], ...] | None:
+    """The fields of a table's row type or of a composite type (`RETURNS SETOF events`, `(f).*`)."""
+    if pgtype is None or pgtype.is_array:
+        return None
+    table = catalog.tables.get(pgtype.name)
+    if table is not None:
+        return tuple((c.name, c.type) for c in table.columns)
+    composite = catalog.composites.get(pgtype.name)
+    return composite.attributes if composite is not None else None

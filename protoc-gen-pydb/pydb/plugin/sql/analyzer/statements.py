@@ -8,6 +8,7 @@ from sqlglot import exp
 
 from ...diagnostics import SqlSpan
 from ..catalog import types as t
+from ..catalog.identifiers import quote_ident
 from ..catalog.types import PgType, span_of
 from ..rules.casts import assignable, describe, is_untyped
 from ..rules.coercion import ResolveError, common_type, require_equality
@@ -16,7 +17,7 @@ from .expressions import ExpressionTyping, output_name
 from .from_items import FromItems
 from .grouping import Grouping, grouping_items, sometimes_grouped
 from .result import Expansion
-from .scope import Relation, Scope, StarColumn, Typed, all_relations, local_column_names
+from .scope import Relation, Scope, StarColumn, Typed, all_relations, local_column_names, row_type_columns
 from .state import StatementState
 
 
@@ -274,6 +275,8 @@ class Statements:
             elif isinstance(item, exp.Column) and isinstance(item.this, exp.Star):
                 star_rel = self.from_items.find_relation(item.table, scope, item)
                 star = star_rel.star() if star_rel is not None else []
+            elif isinstance(item, exp.Dot) and isinstance(item.expression, exp.Star):
+                star = self.field_star(item, scope)
             if star is not None:
                 typed_items.append(star)
                 if top:
@@ -294,6 +297,23 @@ class Statements:
             else:
                 out.append((names[position] if names is not None else output_name(item), found, span_of(item)))
         return out
+
+    def field_star(self, item: exp.Dot, scope: Scope) -> list[StarColumn]:
+        """`(composite).*`: a column per field of the value's row type, each NULL when the value
+        or the field is (`(f(x)).*`, `(t).*`)."""
+        base = self.expr.infer(item.this, scope)
+        fields = row_type_columns(self.state.catalog, base.type)
+        if fields is None and base.embedded is not None:
+            fields = tuple((n, typed.type) for n, typed in base.embedded if typed.type is not None)
+        span = self.state.span(item.this)
+        if fields is None or span is None:
+            if base.type is not None:
+                self.state.error(f"type {describe(base.type)} is not composite", item)
+            return []
+        value = self.state.sql[span.start : span.end + 1]
+        if not value.startswith("("):
+            value = f"({value})"
+        return [StarColumn(n, Typed(ty, True), f"{value}.{quote_ident(n)}") for n, ty in fields]
 
     def expand(self, item: exp.Expr, star: list[StarColumn]) -> None:
         span = span_of(item)

@@ -150,7 +150,18 @@ class Writes:
             keys = [k.this if isinstance(k, exp.Ordered) else k for k in conflict.args.get("conflict_keys") or []]
             key_names = []
             unknown_key = False
-            for k in keys:
+            written = self.inference_keys(conflict)
+            for position, k in enumerate(keys):
+                if not isinstance(k, exp.Column) and position < len(written):
+                    # ON CONFLICT (lower(email)): an expression key, matched against a unique
+                    # index's expression as the catalog deparses it.
+                    key_scope = Scope(parent=scope)
+                    key_scope.add_relation(rel)
+                    errors_before = len(self.state.problems)
+                    self.expr.infer(k, key_scope)
+                    unknown_key = unknown_key or len(self.state.problems) > errors_before
+                    key_names.append(written[position])
+                    continue
                 kname = k.name
                 key_names.append(kname)
                 if table.column(kname) is None:
@@ -188,6 +199,17 @@ class Writes:
         ret_scope = Scope(parent=scope)
         ret_scope.add_relation(rel)
         return table, self.returning(node, ret_scope), do_nothing
+
+    def inference_keys(self, conflict: exp.OnConflict) -> list[str]:
+        """The keys of the ON CONFLICT (...) that `conflict` is, from PostgreSQL's tree: the
+        inference clause written nearest to it."""
+        span = self.state.span(conflict)
+        clauses = [c for c in nodes_of(self.state.grammar.tree, ast.InferClause) if c.location is not None]
+        if not clauses:
+            return []
+        start = span.start if span is not None else 0
+        clause = min(clauses, key=lambda c: abs(self.state.grammar.original_offset(c.location or 0) - start))
+        return [inference_key(e) for e in clause.indexElems or () if isinstance(e, ast.IndexElem)]
 
     def assignments(self, items: list[exp.Expr], table: Table, scope: Scope) -> None:
         """SET col = v, SET (a, b) = (v, w), = ROW(v, w) or = (SELECT ...), SET arr[i] = v."""
@@ -376,6 +398,14 @@ def _key_param(where: exp.Expr | None, table: Table | None, rel: Relation | None
             ):
                 return param.name
     return None
+
+
+def inference_key(elem: ast.IndexElem) -> str:
+    """An ON CONFLICT key as the catalog writes an index key: a column's name, an expression
+    deparsed in parentheses."""
+    if elem.name or elem.expr is None:
+        return str(elem.name or "")
+    return f"({RawStream()(elem.expr)})"
 
 
 def conflict_conjuncts(tree: ast.Node | None) -> set[str]:
