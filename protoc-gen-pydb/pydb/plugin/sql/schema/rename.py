@@ -293,8 +293,7 @@ def _move_relation(state: State, rv: PgNode, schema: str | None, new_name: str, 
             state.missing_relation(rv)
         return
     new_key = f"{schema or key.split('.', 1)[0]}.{new_name}"
-    if state.relation_exists(new_key):
-        state.error(f"relation {new_key} already exists", rv.location)
+    if state.relation_taken(new_key, rv):  # PostgreSQL's "relation ... already exists"
         return
     if key in state.indexes:
         state.indexes[new_key] = replace(state.indexes.pop(key), name=new_key)
