@@ -38,8 +38,8 @@ def _suggest_table(schema: str | None, name: str, catalog: Catalog) -> str:
 class FromItems:
     """FROM items, joins, CTEs and column references: builds the `Scope` of a query and
     resolves names in it. Types ON conditions and function arguments through `self.expr`, a
-    schema-qualified function by `self.functions`,
-    subqueries and VALUES through `self.queries`, a CTE's statement through `self.writes`."""
+    schema-qualified function in FROM by `self.functions`, subqueries and VALUES through
+    `self.queries`, a CTE's statement through `self.writes`."""
 
     #: The operands' typing: `ExpressionTyping` (connected by `Analyzer.__init__`).
     expr: TypesExpressions
