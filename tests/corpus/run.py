@@ -236,8 +236,9 @@ def pg_type_names(conn: psycopg.Connection) -> dict[int, str]:
         name, elem, schema, kind = raw[oid]
         if name.startswith("_") and elem:
             return spell(elem) + "[]"
-        # enums, row types and domains qualified, as the analyzer spells them
-        return f"{schema}.{name}" if kind in ("e", "c", "d") else name
+        # enums, row types, domains and the schema's range types qualified, as the analyzer spells them
+        qualified = kind in ("e", "c", "d") or (kind in ("r", "m") and schema != "pg_catalog")
+        return f"{schema}.{name}" if qualified else name
 
     return {oid: spell(oid) for oid in raw}
 

@@ -263,6 +263,10 @@ class ExpressionTyping:
 
     @infers(exp.Column)
     def column_ref(self, node: exp.Column, scope: Scope, allow_output: bool) -> Typed:
+        if isinstance(node.this, exp.Star) and node.table and isinstance(node.parent, exp.Func):
+            # `json_agg(t.*)`: as an argument, PostgreSQL reads `t.*` as the whole row of t
+            whole_row = node.args["table"].copy()
+            return self.from_items.column(exp.Column(this=whole_row), scope, allow_output)
         if isinstance(node.this, exp.Star):
             return Typed(None, False)
         return self.from_items.column(node, scope, allow_output)

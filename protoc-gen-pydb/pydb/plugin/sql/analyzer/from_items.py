@@ -271,7 +271,11 @@ class FromItems:
             if not isinstance(kind, exp.DataType):
                 return None
             start = kind.meta.get("start")
-            type_name = self.state.type_names_at.get(start) if isinstance(start, int) else None
+            type_name = (
+                (self.state.type_names_at.get(start) or self.state.type_names_at.get(start - 1))
+                if isinstance(start, int)
+                else None
+            )
             pgtype = resolve_type_name(type_name, self.state.catalog) if type_name is not None else None
             if pgtype is None:
                 self.state.error(f"pydb cannot read the type {kind.sql(dialect='postgres')}", kind)
@@ -331,7 +335,10 @@ class FromItems:
             row_type = typed.type if out is not None else None
         if out is not None:  # jsonb_each(j): key, value; a function's OUT or TABLE columns, or row type's
             cols = rename([(n, Typed(pgtype, True)) for n, pgtype in out], col_aliases)
-            return Relation(name, (name,), cols, row_type=row_type)
+            # one OUT column (jsonb_array_elements(j) AS e): the function returns that type, and
+            # a reference to the alias is the value, as PostgreSQL reads `e->>'k'`
+            scalar = row_type is None and len(cols) == 1
+            return Relation(name, (name,), cols, row_type=row_type, scalar=scalar)
         out_name = self.state.out_names.get(id(func))
         if out_name:  # f(..., OUT id int): the column is id, NULL when the body assigns none
             typed = Typed(typed.type, True)

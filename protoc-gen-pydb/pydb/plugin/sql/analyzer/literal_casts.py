@@ -118,7 +118,11 @@ class CastsAndLiterals:
         for a DataType sqlglot made up without a place in the text, its rendering read by
         PostgreSQL's grammar. Either way one resolution: `typenames.resolve_type_name`."""
         start = to.meta.get("start")
-        type_name = self.state.type_names_at.get(start) if isinstance(start, int) else None
+        type_name = (
+            (self.state.type_names_at.get(start) or self.state.type_names_at.get(start - 1))
+            if isinstance(start, int)
+            else None
+        )
         if type_name is None:
             type_name = parse_type_name(to.sql(dialect="postgres"))
         if type_name is None:

@@ -10,6 +10,7 @@ from sqlglot import exp
 from ..catalog import types as t
 from ..catalog.types import PgType
 from ..rules.casts import assignable, describe, is_untyped, same_family, wider
+from ..rules.ranges import range_operator
 from ..rules.resolution import ResolveError, resolve_operator
 from .literal_casts import CastsAndLiterals
 from .recursion import TypesExpressions, TypesQueries
@@ -81,6 +82,15 @@ class Operators:
                 sides.append(self.expr.infer(side, scope))
         if sides[0].type is None or sides[1].type is None:
             return Typed(None, True)
+        ranges = {name: r.subtype for name, r in self.state.catalog.ranges.items()}
+        on_range = range_operator(symbol, sides[0].type, sides[1].type, ranges)
+        if on_range is not None:  # a range type the schema declares, under pg_catalog's anyrange operators
+            result, left_type, right_type = on_range
+            nullable = False
+            for side, given, operand_type in ((left, sides[0], left_type), (right, sides[1], right_type)):
+                operand = self.expr.expect(side, operand_type, scope) if is_untyped(side) else given
+                nullable = nullable or operand.nullable
+            return Typed(left_type if value_of_left else result, nullable)
         try:
             resolution = resolve_operator(
                 symbol, self.state.builtins.operators(symbol), sides[0].type, sides[1].type, env=self.state.builtins
@@ -310,6 +320,10 @@ class Operators:
         left, right = node.this, node.expression
         lt = self.expr.infer(left, scope)
         rt = self.expr.infer(right, scope)
+        if any(
+            s.type is not None and not s.type.is_array and s.type.name in self.state.catalog.ranges for s in (lt, rt)
+        ):
+            return self.operator(_op(node), left, right, node, scope)  # union, intersection, difference
         nullable = lt.nullable or rt.nullable
         a, b = lt.type, rt.type
         # An untyped parameter next to a date, time or interval: PostgreSQL's operator

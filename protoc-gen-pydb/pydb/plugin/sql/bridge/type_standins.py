@@ -93,7 +93,9 @@ def with_type_standins(text: str, grammar: GrammarCheck) -> str:
             spans.append((start, end))
     chars = list(text)
     for start, end in spans:
-        chars[start : end + 1] = "int".ljust(end - start + 1)
+        # `CAST(x AS"Kind"[])`: the stand-in keeps a word before it apart (` int`, one place on)
+        glued = start > 0 and (text[start - 1].isalnum() or text[start - 1] == "_") and end - start + 1 >= 4
+        chars[start : end + 1] = (" int" if glued else "int").ljust(end - start + 1)
     return "".join(chars)
 
 
