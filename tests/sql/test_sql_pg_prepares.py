@@ -184,6 +184,14 @@ PREPARED: list[tuple[str, list[bool]]] = [
         "SELECT p.id, json_agg(t.*) AS tasks, count(t.*) AS n FROM people p JOIN tasks t ON t.person_id = p.id GROUP BY p.id",
         [False, True, False],
     ),
+    (
+        "SELECT t.*, count(n.*) AS notes FROM tasks t LEFT JOIN notes n ON n.task_id = t.id GROUP BY t.id",
+        [False] * 5 + [False],
+    ),
+    (
+        "SELECT s.*, count(*) AS n FROM (SELECT title, person_id FROM tasks) s GROUP BY s.title, s.person_id",
+        [False] * 3,
+    ),
     # a cast's type name glued to AS
     ('SELECT unnest(cast(@levels::text[] as"Level"[])) AS level, cast(\'low\' as"Level") AS low', [False, False]),
     # array slices
@@ -227,6 +235,8 @@ REJECTED = [
     "SELECT p.title FROM (people p JOIN tasks t ON t.person_id = p.id) AS j",
     "SELECT * FROM nosuch.grid(3)",
     "SELECT decode(NULLIF(@hex, 1), 'hex')",
+    "SELECT to_jsonb(t.*) AS row, count(*) AS n FROM tasks t",
+    "SELECT t.*, count(*) AS n FROM tasks t GROUP BY t.title",
 ]
 
 

@@ -107,8 +107,16 @@ class Grouping:
                     and all((id(rel), k) in grouped_cols for k in table.primary_key)
                 ):
                     continue  # grouped by the primary key: every column is functionally dependent
+                if isinstance(col.this, exp.Star) and all((id(rel), n) in grouped_cols for n, _ in rel.columns):
+                    continue  # every column of t grouped
+                name = col.name
+                if isinstance(col.this, exp.Star):
+                    if col is item:  # a select-list `t.*` is its columns: PostgreSQL names the first not grouped
+                        name = next((n for n, _ in rel.columns if (id(rel), n) not in grouped_cols), name)
+                    else:
+                        name = "*"
                 self.state.error(
-                    f"column {rel.alias}.{col.name} must appear in the GROUP BY clause or be used in an aggregate function",
+                    f"column {rel.alias}.{name} must appear in the GROUP BY clause or be used in an aggregate function",
                     col,
                 )
                 return
@@ -166,7 +174,9 @@ def _free_columns(node: exp.Expr, grouped_sql: set[str]) -> Iterator[exp.Column]
     if node.sql(dialect="postgres") in grouped_sql:
         return
     if isinstance(node, exp.Column):
-        if not isinstance(node.this, exp.Star):
+        # `t.*` (in the select list, or `to_jsonb(t.*)`) is every column of t: grouped only by
+        # t's primary key; a bare `*` is checked column by column by PostgreSQL, not here
+        if not isinstance(node.this, exp.Star) or node.table:
             yield node
         return
     if isinstance(node, (exp.Subquery, exp.Select, exp.Exists)) or is_aggregate(node):
