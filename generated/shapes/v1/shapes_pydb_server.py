@@ -33,11 +33,15 @@ def register(
 ) -> None:
     """Add every service of shapes/v1/shapes.proto to `grpc_server`, served from `pool` (the primary)
     and, for its read-only RPCs, from `replica` when there is one."""
-    shapes_pb2_grpc.add_ShapesServiceServicer_to_server(handlers.ShapesServiceHandlers(pool, replica), grpc_server)
+    shapes_pb2_grpc.add_ShapesServiceServicer_to_server(
+        handlers.ShapesServiceHandlers(pool, replica), grpc_server
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
-    return server.main(argv, register=register, service_names=SERVICE_NAMES, prog="shapes.v1.shapes_pydb_server")
+    return server.main(
+        argv, register=register, service_names=SERVICE_NAMES, prog="shapes.v1.shapes_pydb_server"
+    )
 
 
 if __name__ == "__main__":

@@ -68,7 +68,8 @@ def _task_from_row(row: tuple[Any, ...]) -> task_pb2.Task:
     return task_pb2.Task(
         id=row[0],  # id uuid
         tool_id=row[1],  # tool_id uuid
-        status=_TASK_STATUS_FROM_PG.get(row[2], task_pb2.TASK_STATUS_UNSPECIFIED),  # status generation.task_status
+        # status generation.task_status
+        status=_TASK_STATUS_FROM_PG.get(row[2], task_pb2.TASK_STATUS_UNSPECIFIED),
         priority=row[3],  # priority int4
         retry_count=row[4],  # retry_count int4
         max_retries=row[5],  # max_retries int4
@@ -80,17 +81,22 @@ def _task_from_row(row: tuple[Any, ...]) -> task_pb2.Task:
         billing_idempotency_key=row[11],  # billing_idempotency_key text (nullable)
         w3c_traceparent=row[12],  # w3c_traceparent text (nullable)
         lease_token=row[13],  # lease_token uuid (nullable)
-        claim_expires_at=None if row[14] is None else rt.timestamp_value(row[14]),  # claim_expires_at timestamptz (nullable)
+        # claim_expires_at timestamptz (nullable)
+        claim_expires_at=None if row[14] is None else rt.timestamp_value(row[14]),
         created_at=rt.timestamp_value(row[15]),  # created_at timestamptz
-        started_at=None if row[16] is None else rt.timestamp_value(row[16]),  # started_at timestamptz (nullable)
-        completed_at=None if row[17] is None else rt.timestamp_value(row[17]),  # completed_at timestamptz (nullable)
+        # started_at timestamptz (nullable)
+        started_at=None if row[16] is None else rt.timestamp_value(row[16]),
+        # completed_at timestamptz (nullable)
+        completed_at=None if row[17] is None else rt.timestamp_value(row[17]),
         lease_seconds=row[18],  # lease_seconds int4 (nullable)
         run_at=rt.timestamp_value(row[19]),  # run_at timestamptz
-        attempted_at=None if row[20] is None else rt.timestamp_value(row[20]),  # attempted_at timestamptz (nullable)
+        # attempted_at timestamptz (nullable)
+        attempted_at=None if row[20] is None else rt.timestamp_value(row[20]),
         max_runtime_seconds=row[21],  # max_runtime_seconds int4 (nullable)
         errors=row[22],  # errors jsonb
         periodic_name=row[23],  # periodic_name text (nullable)
-        periodic_slot_at=None if row[24] is None else rt.timestamp_value(row[24]),  # periodic_slot_at timestamptz (nullable)
+        # periodic_slot_at timestamptz (nullable)
+        periodic_slot_at=None if row[24] is None else rt.timestamp_value(row[24]),
         concurrency_key=row[25],  # concurrency_key text (nullable)
         fair_seq=row[26],  # fair_seq int8
         claim_slot=row[27],  # claim_slot int4 (nullable)
@@ -141,7 +147,8 @@ def _periodic_task_from_row(row: tuple[Any, ...]) -> task_pb2.PeriodicTask:
         max_retries=row[6],  # max_retries int4
         created_at=rt.timestamp_value(row[7]),  # created_at timestamptz
         updated_at=rt.timestamp_value(row[8]),  # updated_at timestamptz
-        last_slot_at=None if row[9] is None else rt.timestamp_value(row[9]),  # last_slot_at timestamptz (nullable)
+        # last_slot_at timestamptz (nullable)
+        last_slot_at=None if row[9] is None else rt.timestamp_value(row[9]),
     )
 
 
@@ -150,7 +157,8 @@ def _stale_task_from_row(row: tuple[Any, ...]) -> task_pb2.StaleTask:
     return task_pb2.StaleTask(
         id=row[0],  # id uuid
         tool_id=row[1],  # tool_id uuid
-        status=_TASK_STATUS_FROM_PG.get(row[2], task_pb2.TASK_STATUS_UNSPECIFIED),  # status generation.task_status
+        # status generation.task_status
+        status=_TASK_STATUS_FROM_PG.get(row[2], task_pb2.TASK_STATUS_UNSPECIFIED),
         retry_count=row[3],  # retry_count int4
         max_retries=row[4],  # max_retries int4
         created_at=rt.timestamp_value(row[5]),  # created_at timestamptz
@@ -180,14 +188,17 @@ def _listed_task_from_row(row: tuple[Any, ...]) -> task_pb2.ListedTask:
     return task_pb2.ListedTask(
         id=row[0],  # id uuid
         tool_id=row[1],  # tool_id uuid
-        status=_TASK_STATUS_FROM_PG.get(row[2], task_pb2.TASK_STATUS_UNSPECIFIED),  # status generation.task_status
+        # status generation.task_status
+        status=_TASK_STATUS_FROM_PG.get(row[2], task_pb2.TASK_STATUS_UNSPECIFIED),
         priority=row[3],  # priority int4
         retry_count=row[4],  # retry_count int4
         max_retries=row[5],  # max_retries int4
         error=row[6],  # error text (nullable)
         created_at=rt.timestamp_value(row[7]),  # created_at timestamptz
-        started_at=None if row[8] is None else rt.timestamp_value(row[8]),  # started_at timestamptz (nullable)
-        completed_at=None if row[9] is None else rt.timestamp_value(row[9]),  # completed_at timestamptz (nullable)
+        # started_at timestamptz (nullable)
+        started_at=None if row[8] is None else rt.timestamp_value(row[8]),
+        # completed_at timestamptz (nullable)
+        completed_at=None if row[9] is None else rt.timestamp_value(row[9]),
     )
 
 
@@ -195,7 +206,8 @@ def _queue_stat_from_row(row: tuple[Any, ...]) -> task_pb2.QueueStat:
     """A result row as a generation.task.v1.QueueStat."""
     return task_pb2.QueueStat(
         tool_id=row[0],  # tool_id uuid
-        status=_TASK_STATUS_FROM_PG.get(row[1], task_pb2.TASK_STATUS_UNSPECIFIED),  # status generation.task_status
+        # status generation.task_status
+        status=_TASK_STATUS_FROM_PG.get(row[1], task_pb2.TASK_STATUS_UNSPECIFIED),
         tasks=row[2],  # tasks int8
         oldest_age_seconds=row[3],  # oldest_age_seconds float8
     )
@@ -257,7 +269,8 @@ async def set_tool_lease(
 ) -> task_pb2.SetToolLeaseResponse:
     """SetToolLease: Sets the lease length of a tool's claims (the schema's default is 120 s).
 
-    Exactly one row, into `tool`. No row: NOT_FOUND when the generation.tools row does not exist, else FAILED_PRECONDITION.
+    Exactly one row, into `tool`. No row: NOT_FOUND when the generation.tools row does not exist,
+    else FAILED_PRECONDITION.
     """
     params = {
         "lease_seconds": request.lease_seconds,
@@ -268,7 +281,9 @@ async def set_tool_lease(
         row = await cur.fetchone()
         if row is None:
             # Nothing matched: tell a missing row from one not in the state this call needs.
-            await cur.execute(SET_TOOL_LEASE_EXISTS_SQL, {"tool_id": params["tool_id"]}, prepare=True)
+            await cur.execute(
+                SET_TOOL_LEASE_EXISTS_SQL, {"tool_id": params["tool_id"]}, prepare=True
+            )
             if await cur.fetchone() is None:
                 raise rt.NotFound(f"generation.tools {params['tool_id']} does not exist")
             raise rt.FailedPrecondition(
@@ -319,15 +334,23 @@ async def queue_task(
     """
     params = {
         "tool_id": rt.parse_uuid(request.tool_id, "tool_id"),
-        "run_at": rt.timestamp_param(request.run_at, "run_at") if request.HasField("run_at") else None,
+        "run_at": (
+            rt.timestamp_param(request.run_at, "run_at") if request.HasField("run_at") else None
+        ),
         "input": request.input if request.HasField("input") else None,
         "priority": request.priority,
         "max_retries": request.max_retries if request.HasField("max_retries") else None,
-        "reserved_token_amount": request.reserved_token_amount if request.HasField("reserved_token_amount") else None,
-        "billing_idempotency_key": request.billing_idempotency_key if request.HasField("billing_idempotency_key") else None,
+        "reserved_token_amount": (
+            request.reserved_token_amount if request.HasField("reserved_token_amount") else None
+        ),
+        "billing_idempotency_key": (
+            request.billing_idempotency_key if request.HasField("billing_idempotency_key") else None
+        ),
         "w3c_traceparent": request.w3c_traceparent if request.HasField("w3c_traceparent") else None,
         "lease_seconds": request.lease_seconds if request.HasField("lease_seconds") else None,
-        "max_runtime_seconds": request.max_runtime_seconds if request.HasField("max_runtime_seconds") else None,
+        "max_runtime_seconds": (
+            request.max_runtime_seconds if request.HasField("max_runtime_seconds") else None
+        ),
         "concurrency_key": request.concurrency_key if request.HasField("concurrency_key") else None,
     }
     async with rt.cursor(conn, QUEUE_TASK_LOADERS) as cur:
@@ -776,7 +799,8 @@ async def set_tool_concurrency(
     """SetToolConcurrency: Sets (or, unset, clears) a tool's global concurrency limit: its slots
     1..max_running are made here (kept when lowered: slots past the limit are never taken again).
 
-    Exactly one row, into `tool`. No row: NOT_FOUND when the generation.tools row does not exist, else FAILED_PRECONDITION.
+    Exactly one row, into `tool`. No row: NOT_FOUND when the generation.tools row does not exist,
+    else FAILED_PRECONDITION.
     """
     params = {
         "max_running": request.max_running if request.HasField("max_running") else None,
@@ -787,7 +811,9 @@ async def set_tool_concurrency(
         row = await cur.fetchone()
         if row is None:
             # Nothing matched: tell a missing row from one not in the state this call needs.
-            await cur.execute(SET_TOOL_CONCURRENCY_EXISTS_SQL, {"tool_id": params["tool_id"]}, prepare=True)
+            await cur.execute(
+                SET_TOOL_CONCURRENCY_EXISTS_SQL, {"tool_id": params["tool_id"]}, prepare=True
+            )
             if await cur.fetchone() is None:
                 raise rt.NotFound(f"generation.tools {params['tool_id']} does not exist")
             raise rt.FailedPrecondition(
@@ -824,7 +850,8 @@ async def set_tool_key_concurrency(
     concurrency_key; the slots of the keys already queued are made here, a new key's at its first
     enqueue (tasks_key_slots).
 
-    Exactly one row, into `tool`. No row: NOT_FOUND when the generation.tools row does not exist, else FAILED_PRECONDITION.
+    Exactly one row, into `tool`. No row: NOT_FOUND when the generation.tools row does not exist,
+    else FAILED_PRECONDITION.
     """
     params = {
         "tool_id": rt.parse_uuid(request.tool_id, "tool_id"),
@@ -835,7 +862,9 @@ async def set_tool_key_concurrency(
         row = await cur.fetchone()
         if row is None:
             # Nothing matched: tell a missing row from one not in the state this call needs.
-            await cur.execute(SET_TOOL_KEY_CONCURRENCY_EXISTS_SQL, {"tool_id": params["tool_id"]}, prepare=True)
+            await cur.execute(
+                SET_TOOL_KEY_CONCURRENCY_EXISTS_SQL, {"tool_id": params["tool_id"]}, prepare=True
+            )
             if await cur.fetchone() is None:
                 raise rt.NotFound(f"generation.tools {params['tool_id']} does not exist")
             raise rt.FailedPrecondition(
@@ -864,7 +893,8 @@ async def set_tool_rate_limit(
     """SetToolRateLimit: Sets (or, unset, clears) a tool's rate limit: a token bucket of rate_limit
     claims per period_seconds, refilled continuously, starting empty.
 
-    Exactly one row, into `tool`. No row: NOT_FOUND when the generation.tools row does not exist, else FAILED_PRECONDITION.
+    Exactly one row, into `tool`. No row: NOT_FOUND when the generation.tools row does not exist,
+    else FAILED_PRECONDITION.
     """
     params = {
         "rate_limit": request.rate_limit if request.HasField("rate_limit") else None,
@@ -876,7 +906,9 @@ async def set_tool_rate_limit(
         row = await cur.fetchone()
         if row is None:
             # Nothing matched: tell a missing row from one not in the state this call needs.
-            await cur.execute(SET_TOOL_RATE_LIMIT_EXISTS_SQL, {"tool_id": params["tool_id"]}, prepare=True)
+            await cur.execute(
+                SET_TOOL_RATE_LIMIT_EXISTS_SQL, {"tool_id": params["tool_id"]}, prepare=True
+            )
             if await cur.fetchone() is None:
                 raise rt.NotFound(f"generation.tools {params['tool_id']} does not exist")
             raise rt.FailedPrecondition(
@@ -913,7 +945,8 @@ async def heartbeat_task(
     whether the task was cancelled (cancel_requested) or the attempt ran past its run-time limit
     (runtime_exceeded: the lease is not renewed).
 
-    Exactly one row. No row: NOT_FOUND when the generation.tasks row does not exist, else FAILED_PRECONDITION.
+    Exactly one row. No row: NOT_FOUND when the generation.tasks row does not exist, else
+    FAILED_PRECONDITION.
     """
     params = {
         "task_id": rt.parse_uuid(request.task_id, "task_id"),
@@ -924,7 +957,9 @@ async def heartbeat_task(
         row = await cur.fetchone()
         if row is None:
             # Nothing matched: tell a missing row from one not in the state this call needs.
-            await cur.execute(HEARTBEAT_TASK_EXISTS_SQL, {"task_id": params["task_id"]}, prepare=True)
+            await cur.execute(
+                HEARTBEAT_TASK_EXISTS_SQL, {"task_id": params["task_id"]}, prepare=True
+            )
             if await cur.fetchone() is None:
                 raise rt.NotFound(f"generation.tasks {params['task_id']} does not exist")
             raise rt.FailedPrecondition(
@@ -960,7 +995,8 @@ async def complete_task(
     reclaimed), any further call is FAILED_PRECONDITION; a retry whose first call committed but lost
     its answer learns it from GetTask (completed, with the caller's lease_token).
 
-    Exactly one row, into `task`. No row: NOT_FOUND when the generation.tasks row does not exist, else FAILED_PRECONDITION.
+    Exactly one row, into `task`. No row: NOT_FOUND when the generation.tasks row does not exist,
+    else FAILED_PRECONDITION.
     """
     params = {
         "output": request.output if request.HasField("output") else None,
@@ -973,7 +1009,9 @@ async def complete_task(
         row = await cur.fetchone()
         if row is None:
             # Nothing matched: tell a missing row from one not in the state this call needs.
-            await cur.execute(COMPLETE_TASK_EXISTS_SQL, {"task_id": params["task_id"]}, prepare=True)
+            await cur.execute(
+                COMPLETE_TASK_EXISTS_SQL, {"task_id": params["task_id"]}, prepare=True
+            )
             if await cur.fetchone() is None:
                 raise rt.NotFound(f"generation.tasks {params['task_id']} does not exist")
             raise rt.FailedPrecondition(
@@ -1076,14 +1114,21 @@ async def fail_task(
     after retry_after (unset: the tool's retry policy, computed here). Without lease_token (the
     reaper) it only applies to rows no live lease protects.
 
-    Exactly one row, into `task`. No row: NOT_FOUND when the generation.tasks row does not exist, else FAILED_PRECONDITION.
+    Exactly one row, into `task`. No row: NOT_FOUND when the generation.tasks row does not exist,
+    else FAILED_PRECONDITION.
     """
     params = {
         "increment_retry": request.increment_retry,
-        "retry_after": request.retry_after.ToTimedelta() if request.HasField("retry_after") else None,
+        "retry_after": (
+            request.retry_after.ToTimedelta() if request.HasField("retry_after") else None
+        ),
         "error": request.error,
         "task_id": rt.parse_uuid(request.task_id, "task_id"),
-        "lease_token": rt.parse_uuid(request.lease_token, "lease_token") if request.HasField("lease_token") else None,
+        "lease_token": (
+            rt.parse_uuid(request.lease_token, "lease_token")
+            if request.HasField("lease_token")
+            else None
+        ),
     }
     async with rt.cursor(conn, FAIL_TASK_LOADERS) as cur:
         await cur.execute(FAIL_TASK_SQL, params, prepare=True)
@@ -1177,7 +1222,8 @@ async def set_tool_retry_policy(
     """SetToolRetryPolicy: Sets a tool's retry policy: the backoff of a failed attempt with retries
     left (FailTask without retry_after).
 
-    Exactly one row, into `tool`. No row: NOT_FOUND when the generation.tools row does not exist, else FAILED_PRECONDITION.
+    Exactly one row, into `tool`. No row: NOT_FOUND when the generation.tools row does not exist,
+    else FAILED_PRECONDITION.
     """
     params = {
         "retry_base_seconds": request.retry_base_seconds,
@@ -1189,7 +1235,9 @@ async def set_tool_retry_policy(
         row = await cur.fetchone()
         if row is None:
             # Nothing matched: tell a missing row from one not in the state this call needs.
-            await cur.execute(SET_TOOL_RETRY_POLICY_EXISTS_SQL, {"tool_id": params["tool_id"]}, prepare=True)
+            await cur.execute(
+                SET_TOOL_RETRY_POLICY_EXISTS_SQL, {"tool_id": params["tool_id"]}, prepare=True
+            )
             if await cur.fetchone() is None:
                 raise rt.NotFound(f"generation.tools {params['tool_id']} does not exist")
             raise rt.FailedPrecondition(
@@ -1215,10 +1263,13 @@ async def set_tool_max_runtime(
 ) -> task_pb2.SetToolMaxRuntimeResponse:
     """SetToolMaxRuntime: Sets (or, unset, clears) a tool's run-time limit per attempt.
 
-    Exactly one row, into `tool`. No row: NOT_FOUND when the generation.tools row does not exist, else FAILED_PRECONDITION.
+    Exactly one row, into `tool`. No row: NOT_FOUND when the generation.tools row does not exist,
+    else FAILED_PRECONDITION.
     """
     params = {
-        "max_runtime_seconds": request.max_runtime_seconds if request.HasField("max_runtime_seconds") else None,
+        "max_runtime_seconds": (
+            request.max_runtime_seconds if request.HasField("max_runtime_seconds") else None
+        ),
         "tool_id": rt.parse_uuid(request.tool_id, "tool_id"),
     }
     async with rt.cursor(conn, SET_TOOL_MAX_RUNTIME_LOADERS) as cur:
@@ -1226,7 +1277,9 @@ async def set_tool_max_runtime(
         row = await cur.fetchone()
         if row is None:
             # Nothing matched: tell a missing row from one not in the state this call needs.
-            await cur.execute(SET_TOOL_MAX_RUNTIME_EXISTS_SQL, {"tool_id": params["tool_id"]}, prepare=True)
+            await cur.execute(
+                SET_TOOL_MAX_RUNTIME_EXISTS_SQL, {"tool_id": params["tool_id"]}, prepare=True
+            )
             if await cur.fetchone() is None:
                 raise rt.NotFound(f"generation.tools {params['tool_id']} does not exist")
             raise rt.FailedPrecondition(
@@ -1253,7 +1306,8 @@ async def pause_tool(
     """PauseTool: Pauses a tool: no claim started after this returns its tasks; tasks in flight
     finish normally.
 
-    Exactly one row, into `tool`. No row: NOT_FOUND when the generation.tools row does not exist, else FAILED_PRECONDITION.
+    Exactly one row, into `tool`. No row: NOT_FOUND when the generation.tools row does not exist,
+    else FAILED_PRECONDITION.
     """
     params = {
         "tool_id": rt.parse_uuid(request.tool_id, "tool_id"),
@@ -1290,7 +1344,8 @@ async def resume_tool(
     """ResumeTool: Resumes a paused tool. Its wake is not rung: workers find its tasks at their next
     poll.
 
-    Exactly one row, into `tool`. No row: NOT_FOUND when the generation.tools row does not exist, else FAILED_PRECONDITION.
+    Exactly one row, into `tool`. No row: NOT_FOUND when the generation.tools row does not exist,
+    else FAILED_PRECONDITION.
     """
     params = {
         "tool_id": rt.parse_uuid(request.tool_id, "tool_id"),
@@ -1334,7 +1389,8 @@ async def snooze_task(
     """SnoozeTask: Puts a task held under lease_token back in the queue, claimable after `delay`:
     the lease is released and the retry count unchanged (not a failure).
 
-    Exactly one row, into `task`. No row: NOT_FOUND when the generation.tasks row does not exist, else FAILED_PRECONDITION.
+    Exactly one row, into `task`. No row: NOT_FOUND when the generation.tasks row does not exist,
+    else FAILED_PRECONDITION.
     """
     params = {
         "delay": request.delay.ToTimedelta() if request.HasField("delay") else None,
@@ -1384,7 +1440,8 @@ async def cancel_task(
     FailTask is refused (FAILED_PRECONDITION), as every RPC that needs a `processing` row refuses
     it.
 
-    Exactly one row, into `task`. No row: NOT_FOUND when the generation.tasks row does not exist, else FAILED_PRECONDITION.
+    Exactly one row, into `task`. No row: NOT_FOUND when the generation.tasks row does not exist,
+    else FAILED_PRECONDITION.
     """
     params = {
         "reason": request.reason,
@@ -1547,7 +1604,8 @@ async def retry_task(
     """RetryTask: Redrive: a failed or cancelled task back to queued with a fresh attempt budget
     (retry_count 0); its last error and status are appended to `errors`.
 
-    Exactly one row, into `task`. No row: NOT_FOUND when the generation.tasks row does not exist, else FAILED_PRECONDITION.
+    Exactly one row, into `task`. No row: NOT_FOUND when the generation.tasks row does not exist,
+    else FAILED_PRECONDITION.
     """
     params = {
         "task_id": rt.parse_uuid(request.task_id, "task_id"),
@@ -1600,8 +1658,16 @@ async def retry_tasks(
     """
     params = {
         "tool_id": rt.parse_uuid(request.tool_id, "tool_id"),
-        "ended_after": rt.timestamp_param(request.ended_after, "ended_after") if request.HasField("ended_after") else None,
-        "ended_before": rt.timestamp_param(request.ended_before, "ended_before") if request.HasField("ended_before") else None,
+        "ended_after": (
+            rt.timestamp_param(request.ended_after, "ended_after")
+            if request.HasField("ended_after")
+            else None
+        ),
+        "ended_before": (
+            rt.timestamp_param(request.ended_before, "ended_before")
+            if request.HasField("ended_before")
+            else None
+        ),
         "error_contains": request.error_contains if request.HasField("error_contains") else None,
         "limit": request.limit,
     }
@@ -1670,7 +1736,8 @@ async def delete_periodic_task(
 ) -> task_pb2.DeletePeriodicTaskResponse:
     """DeletePeriodicTask: Deletes a schedule; tasks it already enqueued stay.
 
-    Exactly one row, into `periodic_task`. No row: NOT_FOUND when the generation.periodic_tasks row does not exist, else FAILED_PRECONDITION.
+    Exactly one row, into `periodic_task`. No row: NOT_FOUND when the generation.periodic_tasks row
+    does not exist, else FAILED_PRECONDITION.
     """
     params = {
         "name": request.name,
@@ -1680,7 +1747,9 @@ async def delete_periodic_task(
         row = await cur.fetchone()
         if row is None:
             # Nothing matched: tell a missing row from one not in the state this call needs.
-            await cur.execute(DELETE_PERIODIC_TASK_EXISTS_SQL, {"name": params["name"]}, prepare=True)
+            await cur.execute(
+                DELETE_PERIODIC_TASK_EXISTS_SQL, {"name": params["name"]}, prepare=True
+            )
             if await cur.fetchone() is None:
                 raise rt.NotFound(f"generation.periodic_tasks {params['name']} does not exist")
             raise rt.FailedPrecondition(
@@ -1715,7 +1784,9 @@ async def list_periodic_tasks(
     async with rt.cursor(conn, LIST_PERIODIC_TASKS_LOADERS) as cur:
         await cur.execute(LIST_PERIODIC_TASKS_SQL, params, prepare=True)
         rows = await cur.fetchall()
-        return task_pb2.ListPeriodicTasksResponse(periodic_tasks=[_periodic_task_from_row(row) for row in rows])
+        return task_pb2.ListPeriodicTasksResponse(
+            periodic_tasks=[_periodic_task_from_row(row) for row in rows]
+        )
 
 
 ENQUEUE_PERIODIC_TASK_SQL = """\
@@ -1750,7 +1821,9 @@ async def enqueue_periodic_task(
     Zero or one row, into `task` (left unset when there is none).
     """
     params = {
-        "slot_at": rt.timestamp_param(request.slot_at, "slot_at") if request.HasField("slot_at") else None,
+        "slot_at": (
+            rt.timestamp_param(request.slot_at, "slot_at") if request.HasField("slot_at") else None
+        ),
         "name": request.name,
     }
     async with rt.cursor(conn, ENQUEUE_PERIODIC_TASK_LOADERS) as cur:
@@ -2061,10 +2134,24 @@ async def list_tasks(
     after = rt.page_after("ListTasks", keyset, request, "page_token", "page_size")
     predicate = keyset.predicate if after else ""
     params = {
-        "tool_id": rt.parse_uuid(request.tool_id, "tool_id") if request.HasField("tool_id") else None,
-        "status": rt.enum_label(_TASK_STATUS_TO_PG, request.status, "status") if request.HasField("status") else None,
-        "created_after": rt.timestamp_param(request.created_after, "created_after") if request.HasField("created_after") else None,
-        "created_before": rt.timestamp_param(request.created_before, "created_before") if request.HasField("created_before") else None,
+        "tool_id": (
+            rt.parse_uuid(request.tool_id, "tool_id") if request.HasField("tool_id") else None
+        ),
+        "status": (
+            rt.enum_label(_TASK_STATUS_TO_PG, request.status, "status")
+            if request.HasField("status")
+            else None
+        ),
+        "created_after": (
+            rt.timestamp_param(request.created_after, "created_after")
+            if request.HasField("created_after")
+            else None
+        ),
+        "created_before": (
+            rt.timestamp_param(request.created_before, "created_before")
+            if request.HasField("created_before")
+            else None
+        ),
         "error_contains": request.error_contains if request.HasField("error_contains") else None,
         "_page_limit": size + 1,
         **after,
@@ -2088,7 +2175,9 @@ async def list_tasks(
         token = ""
         if len(rows) > size:  # one row past the page: there is a next page
             token = rt.next_page_token("ListTasks", keyset, request, rows[size - 1], "page_token", "page_size")
-        return task_pb2.ListTasksResponse(tasks=[_listed_task_from_row(row) for row in rows[:size]], next_page_token=token)
+        return task_pb2.ListTasksResponse(
+            tasks=[_listed_task_from_row(row) for row in rows[:size]], next_page_token=token
+        )
 
 
 GET_QUEUE_STATS_SQL = """\
@@ -2147,7 +2236,9 @@ async def list_tool_outcomes(
     async with rt.cursor(conn, LIST_TOOL_OUTCOMES_LOADERS) as cur:
         await cur.execute(LIST_TOOL_OUTCOMES_SQL, params, prepare=True)
         rows = await cur.fetchall()
-        return task_pb2.ListToolOutcomesResponse(tools=[_tool_outcomes_from_row(row) for row in rows])
+        return task_pb2.ListToolOutcomesResponse(
+            tools=[_tool_outcomes_from_row(row) for row in rows]
+        )
 
 
 class GenerationDataServiceHandlers(task_pb2_grpc.GenerationDataServiceServicer):
@@ -2173,7 +2264,9 @@ class GenerationDataServiceHandlers(task_pb2_grpc.GenerationDataServiceServicer)
         # May write: on the primary.
         # One row by its key: calls on it take turns in the process (one pooled connection per row).
         row = ("generation.tools", "tool_id")
-        return await self.db.run(context, "SetToolLease", set_tool_lease, request, replica=False, row=row)
+        return await self.db.run(
+            context, "SetToolLease", set_tool_lease, request, replica=False, row=row
+        )
 
     async def QueueTask(
         self, request: task_pb2.QueueTaskRequest, context: grpc.aio.ServicerContext[Any, Any]
@@ -2208,7 +2301,9 @@ class GenerationDataServiceHandlers(task_pb2_grpc.GenerationDataServiceServicer)
         # May write: on the primary.
         # One row by its key: calls on it take turns in the process (one pooled connection per row).
         row = ("generation.tools", "tool_id")
-        return await self.db.run(context, "SetToolConcurrency", set_tool_concurrency, request, replica=False, row=row)
+        return await self.db.run(
+            context, "SetToolConcurrency", set_tool_concurrency, request, replica=False, row=row
+        )
 
     async def SetToolKeyConcurrency(
         self, request: task_pb2.SetToolKeyConcurrencyRequest, context: grpc.aio.ServicerContext[Any, Any]
@@ -2216,7 +2311,9 @@ class GenerationDataServiceHandlers(task_pb2_grpc.GenerationDataServiceServicer)
         # May write: on the primary.
         # One row by its key: calls on it take turns in the process (one pooled connection per row).
         row = ("generation.tools", "tool_id")
-        return await self.db.run(context, "SetToolKeyConcurrency", set_tool_key_concurrency, request, replica=False, row=row)
+        return await self.db.run(
+            context, "SetToolKeyConcurrency", set_tool_key_concurrency, request, replica=False, row=row
+        )
 
     async def SetToolRateLimit(
         self, request: task_pb2.SetToolRateLimitRequest, context: grpc.aio.ServicerContext[Any, Any]
@@ -2224,7 +2321,9 @@ class GenerationDataServiceHandlers(task_pb2_grpc.GenerationDataServiceServicer)
         # May write: on the primary.
         # One row by its key: calls on it take turns in the process (one pooled connection per row).
         row = ("generation.tools", "tool_id")
-        return await self.db.run(context, "SetToolRateLimit", set_tool_rate_limit, request, replica=False, row=row)
+        return await self.db.run(
+            context, "SetToolRateLimit", set_tool_rate_limit, request, replica=False, row=row
+        )
 
     async def HeartbeatTask(
         self, request: task_pb2.HeartbeatTaskRequest, context: grpc.aio.ServicerContext[Any, Any]
@@ -2232,7 +2331,9 @@ class GenerationDataServiceHandlers(task_pb2_grpc.GenerationDataServiceServicer)
         # May write: on the primary.
         # One row by its key: calls on it take turns in the process (one pooled connection per row).
         row = ("generation.tasks", "task_id")
-        return await self.db.run(context, "HeartbeatTask", heartbeat_task, request, replica=False, row=row)
+        return await self.db.run(
+            context, "HeartbeatTask", heartbeat_task, request, replica=False, row=row
+        )
 
     async def CompleteTask(
         self, request: task_pb2.CompleteTaskRequest, context: grpc.aio.ServicerContext[Any, Any]
@@ -2240,7 +2341,9 @@ class GenerationDataServiceHandlers(task_pb2_grpc.GenerationDataServiceServicer)
         # May write: on the primary.
         # One row by its key: calls on it take turns in the process (one pooled connection per row).
         row = ("generation.tasks", "task_id")
-        return await self.db.run(context, "CompleteTask", complete_task, request, replica=False, row=row)
+        return await self.db.run(
+            context, "CompleteTask", complete_task, request, replica=False, row=row
+        )
 
     async def CompleteTasks(
         self, request: task_pb2.CompleteTasksRequest, context: grpc.aio.ServicerContext[Any, Any]
@@ -2268,7 +2371,9 @@ class GenerationDataServiceHandlers(task_pb2_grpc.GenerationDataServiceServicer)
         # May write: on the primary.
         # One row by its key: calls on it take turns in the process (one pooled connection per row).
         row = ("generation.tools", "tool_id")
-        return await self.db.run(context, "SetToolRetryPolicy", set_tool_retry_policy, request, replica=False, row=row)
+        return await self.db.run(
+            context, "SetToolRetryPolicy", set_tool_retry_policy, request, replica=False, row=row
+        )
 
     async def SetToolMaxRuntime(
         self, request: task_pb2.SetToolMaxRuntimeRequest, context: grpc.aio.ServicerContext[Any, Any]
@@ -2276,7 +2381,9 @@ class GenerationDataServiceHandlers(task_pb2_grpc.GenerationDataServiceServicer)
         # May write: on the primary.
         # One row by its key: calls on it take turns in the process (one pooled connection per row).
         row = ("generation.tools", "tool_id")
-        return await self.db.run(context, "SetToolMaxRuntime", set_tool_max_runtime, request, replica=False, row=row)
+        return await self.db.run(
+            context, "SetToolMaxRuntime", set_tool_max_runtime, request, replica=False, row=row
+        )
 
     async def PauseTool(
         self, request: task_pb2.PauseToolRequest, context: grpc.aio.ServicerContext[Any, Any]
@@ -2292,7 +2399,9 @@ class GenerationDataServiceHandlers(task_pb2_grpc.GenerationDataServiceServicer)
         # May write: on the primary.
         # One row by its key: calls on it take turns in the process (one pooled connection per row).
         row = ("generation.tools", "tool_id")
-        return await self.db.run(context, "ResumeTool", resume_tool, request, replica=False, row=row)
+        return await self.db.run(
+            context, "ResumeTool", resume_tool, request, replica=False, row=row
+        )
 
     async def SnoozeTask(
         self, request: task_pb2.SnoozeTaskRequest, context: grpc.aio.ServicerContext[Any, Any]
@@ -2300,7 +2409,9 @@ class GenerationDataServiceHandlers(task_pb2_grpc.GenerationDataServiceServicer)
         # May write: on the primary.
         # One row by its key: calls on it take turns in the process (one pooled connection per row).
         row = ("generation.tasks", "task_id")
-        return await self.db.run(context, "SnoozeTask", snooze_task, request, replica=False, row=row)
+        return await self.db.run(
+            context, "SnoozeTask", snooze_task, request, replica=False, row=row
+        )
 
     async def CancelTask(
         self, request: task_pb2.CancelTaskRequest, context: grpc.aio.ServicerContext[Any, Any]
@@ -2308,7 +2419,9 @@ class GenerationDataServiceHandlers(task_pb2_grpc.GenerationDataServiceServicer)
         # May write: on the primary.
         # One row by its key: calls on it take turns in the process (one pooled connection per row).
         row = ("generation.tasks", "task_id")
-        return await self.db.run(context, "CancelTask", cancel_task, request, replica=False, row=row)
+        return await self.db.run(
+            context, "CancelTask", cancel_task, request, replica=False, row=row
+        )
 
     async def CancelTasks(
         self, request: task_pb2.CancelTasksRequest, context: grpc.aio.ServicerContext[Any, Any]
@@ -2320,13 +2433,17 @@ class GenerationDataServiceHandlers(task_pb2_grpc.GenerationDataServiceServicer)
         self, request: task_pb2.PromoteDueTasksRequest, context: grpc.aio.ServicerContext[Any, Any]
     ) -> task_pb2.PromoteDueTasksResponse:
         # May write: on the primary.
-        return await self.db.run(context, "PromoteDueTasks", promote_due_tasks, request, replica=False)
+        return await self.db.run(
+            context, "PromoteDueTasks", promote_due_tasks, request, replica=False
+        )
 
     async def ReapOverdueTasks(
         self, request: task_pb2.ReapOverdueTasksRequest, context: grpc.aio.ServicerContext[Any, Any]
     ) -> task_pb2.ReapOverdueTasksResponse:
         # May write: on the primary.
-        return await self.db.run(context, "ReapOverdueTasks", reap_overdue_tasks, request, replica=False)
+        return await self.db.run(
+            context, "ReapOverdueTasks", reap_overdue_tasks, request, replica=False
+        )
 
     async def RetryTask(
         self, request: task_pb2.RetryTaskRequest, context: grpc.aio.ServicerContext[Any, Any]
@@ -2346,7 +2463,9 @@ class GenerationDataServiceHandlers(task_pb2_grpc.GenerationDataServiceServicer)
         self, request: task_pb2.UpsertPeriodicTaskRequest, context: grpc.aio.ServicerContext[Any, Any]
     ) -> task_pb2.UpsertPeriodicTaskResponse:
         # May write: on the primary.
-        return await self.db.run(context, "UpsertPeriodicTask", upsert_periodic_task, request, replica=False)
+        return await self.db.run(
+            context, "UpsertPeriodicTask", upsert_periodic_task, request, replica=False
+        )
 
     async def DeletePeriodicTask(
         self, request: task_pb2.DeletePeriodicTaskRequest, context: grpc.aio.ServicerContext[Any, Any]
@@ -2354,19 +2473,25 @@ class GenerationDataServiceHandlers(task_pb2_grpc.GenerationDataServiceServicer)
         # May write: on the primary.
         # One row by its key: calls on it take turns in the process (one pooled connection per row).
         row = ("generation.periodic_tasks", "name")
-        return await self.db.run(context, "DeletePeriodicTask", delete_periodic_task, request, replica=False, row=row)
+        return await self.db.run(
+            context, "DeletePeriodicTask", delete_periodic_task, request, replica=False, row=row
+        )
 
     async def ListPeriodicTasks(
         self, request: task_pb2.ListPeriodicTasksRequest, context: grpc.aio.ServicerContext[Any, Any]
     ) -> task_pb2.ListPeriodicTasksResponse:
         # Read-only: on the replica pool when the server has one (DATABASE_REPLICA_URL).
-        return await self.db.run(context, "ListPeriodicTasks", list_periodic_tasks, request, replica=True)
+        return await self.db.run(
+            context, "ListPeriodicTasks", list_periodic_tasks, request, replica=True
+        )
 
     async def EnqueuePeriodicTask(
         self, request: task_pb2.EnqueuePeriodicTaskRequest, context: grpc.aio.ServicerContext[Any, Any]
     ) -> task_pb2.EnqueuePeriodicTaskResponse:
         # May write: on the primary.
-        return await self.db.run(context, "EnqueuePeriodicTask", enqueue_periodic_task, request, replica=False)
+        return await self.db.run(
+            context, "EnqueuePeriodicTask", enqueue_periodic_task, request, replica=False
+        )
 
     async def ListStaleTasks(
         self, request: task_pb2.ListStaleTasksRequest, context: grpc.aio.ServicerContext[Any, Any]
@@ -2390,7 +2515,9 @@ class GenerationDataServiceHandlers(task_pb2_grpc.GenerationDataServiceServicer)
         self, request: task_pb2.AppendTaskEventsRequest, context: grpc.aio.ServicerContext[Any, Any]
     ) -> task_pb2.AppendTaskEventsResponse:
         # May write: on the primary.
-        return await self.db.run(context, "AppendTaskEvents", append_task_events, request, replica=False)
+        return await self.db.run(
+            context, "AppendTaskEvents", append_task_events, request, replica=False
+        )
 
     async def ListTaskEvents(
         self, request: task_pb2.ListTaskEventsRequest, context: grpc.aio.ServicerContext[Any, Any]
@@ -2402,7 +2529,9 @@ class GenerationDataServiceHandlers(task_pb2_grpc.GenerationDataServiceServicer)
         self, request: task_pb2.PurgeTaskEventsRequest, context: grpc.aio.ServicerContext[Any, Any]
     ) -> task_pb2.PurgeTaskEventsResponse:
         # May write: on the primary.
-        return await self.db.run(context, "PurgeTaskEvents", purge_task_events, request, replica=False)
+        return await self.db.run(
+            context, "PurgeTaskEvents", purge_task_events, request, replica=False
+        )
 
     async def ListTools(
         self, request: task_pb2.ListToolsRequest, context: grpc.aio.ServicerContext[Any, Any]
@@ -2426,7 +2555,9 @@ class GenerationDataServiceHandlers(task_pb2_grpc.GenerationDataServiceServicer)
         self, request: task_pb2.ListToolOutcomesRequest, context: grpc.aio.ServicerContext[Any, Any]
     ) -> task_pb2.ListToolOutcomesResponse:
         # Read-only: on the replica pool when the server has one (DATABASE_REPLICA_URL).
-        return await self.db.run(context, "ListToolOutcomes", list_tool_outcomes, request, replica=True)
+        return await self.db.run(
+            context, "ListToolOutcomes", list_tool_outcomes, request, replica=True
+        )
 
     async def WatchTaskCancels(
         self, request: task_pb2.WatchTaskCancelsRequest, context: grpc.aio.ServicerContext[Any, Any]

@@ -33,11 +33,15 @@ def register(
 ) -> None:
     """Add every service of generation/task/v1/task.proto to `grpc_server`, served from `pool` (the primary)
     and, for its read-only RPCs, from `replica` when there is one."""
-    task_pb2_grpc.add_GenerationDataServiceServicer_to_server(handlers.GenerationDataServiceHandlers(pool, replica), grpc_server)
+    task_pb2_grpc.add_GenerationDataServiceServicer_to_server(
+        handlers.GenerationDataServiceHandlers(pool, replica), grpc_server
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
-    return server.main(argv, register=register, service_names=SERVICE_NAMES, prog="generation.task.v1.task_pydb_server")
+    return server.main(
+        argv, register=register, service_names=SERVICE_NAMES, prog="generation.task.v1.task_pydb_server"
+    )
 
 
 if __name__ == "__main__":

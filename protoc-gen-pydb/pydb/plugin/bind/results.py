@@ -86,10 +86,8 @@ def row_target(
             where.error(f"CARDINALITY_MANY needs result_field naming a repeated message field of {response.full_name}")
             return None
         return response
-    f = response.field(result_field)
+    f = _result_field(where, response, result_field)
     if f is None:
-        hint = did_you_mean(result_field, [x.name for x in response.fields])
-        where.error(f"result_field {result_field} is not a field of {response.full_name}{hint}")
         return None
     msg = rep.index.messages.get(f.type)
     if msg is None or f.type in t.WRAPPERS or f.type in (t.TIMESTAMP_MSG, t.DURATION_MSG):
@@ -107,15 +105,32 @@ def row_target(
             f"{card} needs a singular result field, but {response.full_name}.{result_field} is repeated; use CARDINALITY_MANY"
         )
         return None
+    _never_filled(rep, response, result_field, "the rows go", rpc, beside)
+    return msg
+
+
+def _result_field(where: _Rpc, response: Message, result_field: str) -> Field | None:
+    """The response's field `result_field` names; None after reporting it is not one."""
+    f = response.field(result_field)
+    if f is None:
+        hint = did_you_mean(result_field, [x.name for x in response.fields])
+        where.error(f"result_field {result_field} is not a field of {response.full_name}{hint}")
+    return f
+
+
+def _never_filled(
+    rep: Reporter, response: Message, result_field: str, what: str, rpc: str, beside: frozenset[str] = frozenset()
+) -> None:
+    """Every other field of the response (but those in `beside`, filled by the handler itself) is
+    left empty: `what` ("the rows go") into `result_field`."""
     for other in response.fields:
         if other.name != result_field and other.name not in beside:
             rep.at_field(
                 response.full_name,
                 other.name,
-                f"is never filled: the rows go into {result_field}; remove the field or use another response message",
+                f"is never filled: {what} into {result_field}; remove the field or use another response message",
                 rpc,
             )
-    return msg
 
 
 def bind_row(
@@ -294,21 +309,12 @@ def _check_rows_written(rep: Reporter, where: _Rpc, analysis: Analysis, response
     if not result_field:
         where.error(f"{card} needs result_field naming the int64 field of {response.full_name} that receives the count")
         return
-    f = response.field(result_field)
+    f = _result_field(where, response, result_field)
     if f is None:
-        hint = did_you_mean(result_field, [x.name for x in response.fields])
-        where.error(f"result_field {result_field} is not a field of {response.full_name}{hint}")
         return
     if f.repeated or f.type not in _COUNT_FIELDS:
         where.error(
             f"{card} needs an int64 result field for the count, but {response.full_name}.{result_field} is {f.describe()}"
         )
         return
-    for other in response.fields:
-        if other.name != result_field:
-            rep.at_field(
-                response.full_name,
-                other.name,
-                f"is never filled: the count goes into {result_field}; remove the field or use another response message",
-                where.name,
-            )
+    _never_filled(rep, response, result_field, "the count goes", where.name)

@@ -292,6 +292,7 @@ def _rpc(m: _Module, rpc: ir.Rpc) -> model.Rpc:
     if rpc.traceparent is not None:
         name = rpc.traceparent.name
         traceparent = f"not request.HasField({py_str(name)})" if rpc.traceparent.presence else f"not request.{name}"
+    loaders_const = function.upper() + "_LOADERS" if text_types or timestamp_types else None
     return model.Rpc(
         name=rpc.name,
         function=function,
@@ -305,7 +306,8 @@ def _rpc(m: _Module, rpc: ir.Rpc) -> model.Rpc:
         params=tuple(m.param(p) for p in rpc.params),
         response=response,
         result_field=rpc.result_field,
-        loaders_const=function.upper() + "_LOADERS" if text_types or timestamp_types else None,
+        loaders_const=loaders_const,
+        cursor=f"rt.cursor(conn, {loaders_const})" if loaders_const else "conn.cursor(row_factory=tuple_row)",
         loaders_args=", ".join(
             f"{keyword}={py_tuple(types)}"
             for keyword, types in (("text", text_types), ("timestamps", timestamp_types))

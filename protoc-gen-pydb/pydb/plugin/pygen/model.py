@@ -103,6 +103,8 @@ class Rpc:
     #: rt.loaders' arguments: the PostgreSQL types whose values are loaded as the text PostgreSQL
     #: sends (uuid, json, date...) and the timestamp types loaded with ±infinity as max/min.
     loaders_args: str
+    #: The cursor the handler opens: with those loaders, or psycopg's own returning tuples.
+    cursor: str
     probe: Probe | None
     conflict_do_nothing: bool
     #: Run in a transaction: the rows are converted before the statement's writes commit.

@@ -10,7 +10,7 @@ import jinja2
 
 from ..bind import ir
 from .lower import lower
-from .text import py_block, py_comment, py_doc, py_str
+from .text import py_block, py_comment, py_doc, py_fit, py_para, py_str
 
 
 def _load_template(name: str) -> str:
@@ -31,6 +31,8 @@ def environment() -> jinja2.Environment:
     env.filters["py_str"] = py_str
     env.filters["py_comment"] = py_comment
     env.filters["py_doc"] = py_doc
+    env.filters["py_fit"] = py_fit
+    env.filters["py_para"] = py_para
     env.globals["Cardinality"] = ir.Cardinality
     return env
 

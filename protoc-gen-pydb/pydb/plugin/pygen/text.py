@@ -4,9 +4,10 @@ or SQL text yields a valid module."""
 
 from __future__ import annotations
 
+import re
 import textwrap
 
-#: Generated docstrings are wrapped to this width.
+#: Generated docstrings and code are wrapped to this width.
 DOC_WIDTH = 100
 
 
@@ -54,3 +55,84 @@ def py_doc(text: str, indent: int, lead: str) -> str:
         break_on_hyphens=False,
     )
     return py_block(wrapped[len(opening) :])
+
+
+def py_para(text: str, indent: int) -> str:
+    """A docstring paragraph (its parts already escaped by py_block) at column `indent`, wrapped
+    at DOC_WIDTH; the template indents its first line."""
+    return textwrap.fill(
+        " ".join(text.split()),
+        width=DOC_WIDTH,
+        initial_indent=" " * indent,
+        subsequent_indent=" " * indent,
+        break_long_words=False,
+        break_on_hyphens=False,
+    )[indent:]
+
+
+def py_fit(line: str, indent: int) -> str:
+    """A line of code at column `indent`, as a formatter would write it over DOC_WIDTH: an
+    end-of-line comment moves to the line above, a dict entry's value goes in parentheses on
+    a line of its own, a call that ends the line has its arguments on a line of their own."""
+    if indent + len(line) <= DOC_WIDTH:
+        return line
+    pad, inner_pad = "\n" + " " * indent, "\n" + " " * (indent + 4)
+    code, comment = _split_comment(line)
+    if comment is not None:
+        return f"{comment}{pad}{py_fit(code, indent)}"
+    body, comma = (code[:-1], ",") if code.endswith(",") else (code, "")
+    entry = re.match(r"(\"[^\"\\]*\"|'[^'\\]*'): ", body)
+    if entry is not None:
+        value = body[entry.end() :]
+        if indent + 4 + len(value) > DOC_WIDTH:
+            value = inner_pad.join(_conditional(value))
+        return f"{entry.group(0)}({inner_pad}{value}{pad}){comma}"
+    opening = _opening_of_last_paren(body)
+    if opening is None:
+        return line
+    return f"{body[: opening + 1]}{inner_pad}{body[opening + 1 : -1]}{pad}){comma}"
+
+
+_STRING = re.compile(r"\"(?:[^\"\\]|\\.)*\"|'(?:[^'\\]|\\.)*'")
+
+
+def _in_string(code: str, at: int) -> bool:
+    return any(m.start() <= at < m.end() for m in _STRING.finditer(code))
+
+
+def _split_comment(line: str) -> tuple[str, str | None]:
+    """`code  # comment`: the code and the comment (a `#` inside a string literal is none)."""
+    for m in re.finditer(r"  # ", line):
+        if not _in_string(line, m.start()):
+            return line[: m.start()], line[m.start() + 2 :]
+    return line, None
+
+
+def _conditional(value: str) -> list[str]:
+    """`a if b else c` as its three parts (`a`, `if b`, `else c`), split where no bracket or
+    string literal is open; [value] when it is no conditional expression."""
+    cuts: list[int] = []
+    depth = 0
+    for i, ch in enumerate(value):
+        if ch in "([{" and not _in_string(value, i):
+            depth += 1
+        elif ch in ")]}" and not _in_string(value, i):
+            depth -= 1
+        elif depth == 0 and value.startswith((" if ", " else "), i) and not _in_string(value, i):
+            cuts.append(i)
+    if len(cuts) != 2 or not value.startswith(" if ", cuts[0]):
+        return [value]
+    return [value[: cuts[0]], value[cuts[0] + 1 : cuts[1]], value[cuts[1] + 1 :]]
+
+
+def _opening_of_last_paren(code: str) -> int | None:
+    """Where the `(` stands that the last character, a `)`, closes (outside string literals)."""
+    if not code.endswith(")"):
+        return None
+    depth = 0
+    for i in range(len(code) - 1, -1, -1):
+        if code[i] in "()" and not _in_string(code, i):
+            depth += 1 if code[i] == ")" else -1
+            if depth == 0:
+                return i
+    return None

@@ -3,7 +3,8 @@
 Layers, each importing only those below it (tests/sql/test_sql_layers.py holds them to it):
 
     frontend.py  the entry points wired: build_catalog / load_catalog with views typed by the analyzer
-    analyzer/  one statement → Analysis (scope, expressions, calls, operators, grouping, statements)
+    analyzer/  one statement → Analysis: parts sharing one StatementState (FROM items, expressions,
+               casts, operators, calls, grouping, queries, writes), composed in analyzer.py
     schema/    DDL text → Catalog (tables, objects, partitions, renames; schema files and dumps)
     bridge/    the seam between pglast's tree and sqlglot's: same-length stand-ins, offsets
     syntax/    PostgreSQL's grammar: text → pglast tree, verdicts, output column names

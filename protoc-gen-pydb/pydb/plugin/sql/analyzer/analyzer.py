@@ -3,7 +3,10 @@
 Walks sqlglot's AST with explicit scopes (FROM items, CTEs, outer queries for correlated
 subqueries). Every `@name` gets a type from the context it is used in; every output column
 gets a type and a nullability. Problems carry spans into the statement text. The work is split
-by concern: scope.py, infer.py, operators.py, functions.py, grouping.py, statements.py.
+by concern into parts sharing one `StatementState` (state.py, parameters.py): from_items.py (FROM,
+JOIN, CTEs and column references), expressions.py (expression typing by node kind, through
+literal_casts.py, operators.py and calls.py), grouping.py, statements.py (queries and their
+output columns) and writes.py (INSERT, UPDATE, DELETE).
 """
 
 from __future__ import annotations
@@ -29,30 +32,52 @@ from ..bridge.type_standins import (
 from ..catalog import types as t
 from ..catalog.identifiers import fold
 from ..catalog.model import Catalog, Table
-from ..syntax.grammar import check_statement
+from ..syntax.grammar import GrammarCheck, check_statement
 from .calls import FunctionCalls, is_volatile
-from .expressions import ExpressionInference
+from .expressions import ExpressionTyping
 from .from_items import FromItems
 from .grouping import Grouping
+from .literal_casts import CastsAndLiterals
 from .operators import Operators
 from .result import Analysis, Param, ResultColumn, StatementKind
 from .scope import Scope, Typed
+from .state import StatementState
+from .statements import Statements
 from .utility import analyze_utility
 from .writes import Writes
 
 __all__ = ["Analyzer", "analyze"]
 
 
-class Analyzer(Writes, Grouping, FromItems, ExpressionInference, Operators, FunctionCalls):
-    """One statement's analysis: the mixins joined, and the entry point."""
+class Analyzer:
+    """One statement's analysis: its parts made and connected, and the entry point. Each part
+    owns one concern and shares the statement's state (`state.py`); a part calls another
+    through an attribute naming it (`self.expr.infer`, `self.from_items.column`)."""
+
+    def __init__(
+        self, sql: str, catalog: Catalog, grammar: GrammarCheck, nullable_params: frozenset[str] = frozenset()
+    ) -> None:
+        self.state = state = StatementState(sql, catalog, grammar, nullable_params)
+        self.grouping = Grouping(state)
+        self.casts = CastsAndLiterals(state)
+        self.operators = Operators(state, self.casts)
+        self.functions = FunctionCalls(state, self.operators)
+        self.from_items = FromItems(state, self.functions)
+        self.expr = ExpressionTyping(state, self.casts, self.operators, self.functions, self.from_items)
+        self.queries = Statements(state, self.expr, self.from_items, self.grouping)
+        self.writes = Writes(state, self.queries, self.expr, self.from_items, self.grouping)
+        # The recursion (recursion.py): the parts below expression and query typing reach them.
+        self.casts.expr = self.operators.expr = self.functions.expr = self.from_items.expr = self.expr
+        self.operators.queries = self.from_items.queries = self.expr.queries = self.queries
+        self.from_items.writes = self.writes
 
     def analyze(self) -> Analysis | None:
-        tree = self.grammar.tree
-        if self.grammar.kind == "other" or (isinstance(tree, ast.SelectStmt) and tree.intoClause is not None):
+        tree = self.state.grammar.tree
+        if self.state.grammar.kind == "other" or (isinstance(tree, ast.SelectStmt) and tree.intoClause is not None):
             # CALL, TRUNCATE, NOTIFY, DDL (whose type names are its own: serial, a type it drops),
             # SELECT INTO (a CREATE TABLE AS): PostgreSQL's tree, not sqlglot's.
-            utility = analyze_utility(self.sql, self.grammar, self.catalog, analyze)
-            self.problems.extend(utility.problems)
+            utility = analyze_utility(self.state.sql, self.state.grammar, self.state.catalog, analyze)
+            self.state.problems.extend(utility.problems)
             return utility
         if not self.type_names_exist():
             return None
@@ -60,10 +85,10 @@ class Analyzer(Writes, Grouping, FromItems, ExpressionInference, Operators, Func
             statements = [s for s in sqlglot.parse(self.sqlglot_text(), read=PositionedPostgres) if s is not None]
         except (TokenError, ParseError) as err:
             # analyze() ran PostgreSQL's grammar first: the SQL is valid, sqlglot cannot read it.
-            self.problems.append(sqlglot_limit(self.sql, err))
+            self.state.problems.append(sqlglot_limit(self.state.sql, err))
             return None
         if len(statements) != 1:  # PostgreSQL's grammar found exactly one
-            self.problems.append(Problem(f"pydb cannot analyse this statement (sqlglot reads {len(statements)})"))
+            self.state.problems.append(Problem(f"pydb cannot analyse this statement (sqlglot reads {len(statements)})"))
             return None
         stmt = statements[0]
         assert stmt is not None
@@ -72,7 +97,7 @@ class Analyzer(Writes, Grouping, FromItems, ExpressionInference, Operators, Func
         _row_constructors(stmt)
         _quantified_all(stmt)
         _arrow_operators(stmt)
-        self.top_level = {id(node) for node in _result_lists(stmt)}
+        self.state.top_level = {id(node) for node in _result_lists(stmt)}
         scope = Scope()
         key_param: str | None = None
         target: Table | None = None
@@ -80,46 +105,46 @@ class Analyzer(Writes, Grouping, FromItems, ExpressionInference, Operators, Func
         columns: list[tuple[str, Typed, SqlSpan | None]] | None
         if isinstance(stmt, (exp.Select, exp.Union, exp.Intersect, exp.Except, exp.Values)):
             kind: StatementKind = "select"
-            columns = self.query(stmt, scope)
+            columns = self.queries.query(stmt, scope)
         elif isinstance(stmt, exp.Insert):
             kind = "insert"
-            target, columns, conflict_do_nothing = self.insert(stmt, scope)
+            target, columns, conflict_do_nothing = self.writes.insert(stmt, scope)
         elif isinstance(stmt, exp.Update):
             kind = "update"
-            target, columns, key_param = self.update(stmt, scope)
+            target, columns, key_param = self.writes.update(stmt, scope)
         elif isinstance(stmt, exp.Delete):
             kind = "delete"
-            target, columns, key_param = self.delete(stmt, scope)
+            target, columns, key_param = self.writes.delete(stmt, scope)
         else:
-            first_word = self.sql.split()[0].upper() if self.sql.split() else "?"
-            start = len(self.sql) - len(self.sql.lstrip())
-            self.error(
+            first_word = self.state.sql.split()[0].upper() if self.state.sql.split() else "?"
+            start = len(self.state.sql) - len(self.state.sql.lstrip())
+            self.state.error(
                 f"unsupported statement {first_word}: expected SELECT, INSERT, UPDATE or DELETE",
                 span=SqlSpan(start, start + len(first_word) - 1),
             )
             return None
-        for name in self.param_spans:
-            self.see_param(name)
+        for name in self.state.param_spans:
+            self.state.params.see(name)
         params = []
         # After another error a parameter's context may be what failed: do not pile on.
-        report_untyped = not self.problems
-        for name in self._param_order:
-            ptype = self.param_types[name]
+        report_untyped = not self.state.problems
+        for name in self.state.params.order:
+            ptype = self.state.params.types[name]
             if ptype is None and report_untyped:
-                self.error(
+                self.state.error(
                     f"cannot infer the type of parameter @{name}; add a cast, e.g. @{name}::text",
-                    span=self.param_span(name),
+                    span=self.state.params.first_span(name),
                 )
-            params.append(Param(name, ptype, tuple(self.param_spans.get(name, ()))))
+            params.append(Param(name, ptype, tuple(self.state.param_spans.get(name, ()))))
         result = None
         if columns is not None:
             # Postgres resolves an untyped literal in the output to text.
             result = tuple(_result_column(n, typed, span) for n, typed, span in columns)
             self._check_duplicate_columns(result)
-            if not self.problems:
+            if not self.state.problems:
                 for col in result:
                     if col.type is None or col.type == t.NULL:
-                        self.error(
+                        self.state.error(
                             f"cannot tell the type of result column {col.name}; add a cast, e.g. (...)::text AS {col.name}",
                             span=col.span,
                         )
@@ -130,16 +155,18 @@ class Analyzer(Writes, Grouping, FromItems, ExpressionInference, Operators, Func
             target,
             key_param,
             conflict_do_nothing,
-            tuple(self.problems),
-            expansions=tuple(sorted(self.expansions, key=lambda e: e.span.start)),
-            read_only=kind == "select" and _reads_only(stmt, self.catalog),
+            tuple(self.state.problems),
+            expansions=tuple(sorted(self.state.expansions, key=lambda e: e.span.start)),
+            read_only=kind == "select" and _reads_only(stmt, self.state.catalog),
         )
 
     def sqlglot_text(self) -> str:
         """The statement as sqlglot is given it: with stand-ins of the same length for the
         operators, type names and function names sqlglot cannot read or reads as other
         constructs (every offset is the statement's)."""
-        return with_call_standins(with_type_standins(sqlglot_text(self.grammar), self.grammar), self.calls)
+        return with_call_standins(
+            with_type_standins(sqlglot_text(self.state.grammar), self.state.grammar), self.state.calls
+        )
 
     def type_names_exist(self) -> bool:
         """Every type the statement names exists (sqlglot would read other dialects' names such
@@ -147,12 +174,12 @@ class Analyzer(Writes, Grouping, FromItems, ExpressionInference, Operators, Func
         spellings such as `int` or `double precision` with pg_catalog), a type the schema made,
         or a table's row type, found along the search_path."""
         ok = True
-        for type_name in type_names(self.grammar.tree):
-            if resolve_type_name(type_name, self.catalog) is None:
-                where = self.grammar.original_offset(type_name.location or 0)
+        for type_name in type_names(self.state.grammar.tree):
+            if resolve_type_name(type_name, self.state.catalog) is None:
+                where = self.state.grammar.original_offset(type_name.location or 0)
                 written = ".".join(str(part.sval) for part in type_name.names or () if isinstance(part, ast.String))
-                message = unknown_type_message(type_name, self.catalog)
-                self.error(message, span=SqlSpan(where, where + len(written) - 1))
+                message = unknown_type_message(type_name, self.state.catalog)
+                self.state.error(message, span=SqlSpan(where, where + len(written) - 1))
                 ok = False
         return ok
 
@@ -160,7 +187,7 @@ class Analyzer(Writes, Grouping, FromItems, ExpressionInference, Operators, Func
         seen: set[str] = set()
         for col in columns:
             if col.name in seen:
-                self.error(f"result column {col.name} appears more than once; give it an alias", span=col.span)
+                self.state.error(f"result column {col.name} appears more than once; give it an alias", span=col.span)
             seen.add(col.name)
 
 
@@ -177,7 +204,7 @@ def analyze(
         numbers = {p.number: p.name for p in grammar.parameters}
         names = tuple(numbers.get(n, "") for n in range(1, max(numbers, default=0) + 1))
         result = replace(result, tree=grammar.tree, positional_names=names)
-    return result, [*analyzer.problems, *analyzer.warnings]
+    return result, [*analyzer.state.problems, *analyzer.state.warnings]
 
 
 def _result_column(name: str, typed: Typed, span: SqlSpan | None) -> ResultColumn:

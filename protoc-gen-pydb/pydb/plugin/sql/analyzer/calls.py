@@ -17,12 +17,23 @@ from ..catalog.types import PgType, span_of
 from ..rules.casts import is_untyped
 from ..rules.coercion import common_type
 from ..rules.resolution import ResolveError, resolve_function
-from .core import AnalyzerCore
+from .operators import Operators
+from .recursion import TypesExpressions
 from .scope import Scope, Typed
+from .state import StatementState
 
 
-class FunctionCalls(AnalyzerCore):
-    """Function calls."""
+class FunctionCalls:
+    """Function calls resolved against the catalog's and the built-ins' signatures. Types
+    arguments through `self.expr`; NULLIF (PostgreSQL's `a = b`) by `self.operators`."""
+
+    #: The operands' typing: `ExpressionTyping` (connected by `Analyzer.__init__`).
+    expr: TypesExpressions
+
+    def __init__(self, state: StatementState, operators: Operators) -> None:
+        self.state = state
+        self.params = state.params
+        self.operators = operators
 
     def function(self, node: exp.Func, scope: Scope) -> Typed:
         name = function_name(node)
@@ -32,7 +43,7 @@ class FunctionCalls(AnalyzerCore):
             for order in operands:
                 if isinstance(order, exp.Order):
                     for ordered in order.expressions:
-                        self.infer(ordered.this if isinstance(ordered, exp.Ordered) else ordered, scope)
+                        self.expr.infer(ordered.this if isinstance(ordered, exp.Ordered) else ordered, scope)
             operands = [a.this if isinstance(a, exp.Order) and isinstance(a.this, exp.Expr) else a for a in operands]
         # agg(DISTINCT x): the argument is x.
         args: list[exp.Expr] = [
@@ -43,7 +54,7 @@ class FunctionCalls(AnalyzerCore):
         if isinstance(node, exp.Count):
             for a in args:
                 if not isinstance(a, exp.Star):
-                    self.infer(a, scope)
+                    self.expr.infer(a, scope)
             return Typed(t.INT8, False)
         if isinstance(node, exp.CurrentTimestamp):
             return Typed(t.TIMESTAMPTZ, False)
@@ -54,7 +65,9 @@ class FunctionCalls(AnalyzerCore):
         if isinstance(node, exp.Nullif):
             # PostgreSQL makes NULLIF(a, b) the operator `a = b` (resolved as any `=`, untyped
             # sides take its operand types) whose value is `a` coerced to the left operand type.
-            return Typed(self.operator("=", node.this, node.expression, node, scope, value_of_left=True).type, True)
+            return Typed(
+                self.operators.operator("=", node.this, node.expression, node, scope, value_of_left=True).type, True
+            )
         if isinstance(node, exp.MakeInterval):
             return self.make_interval(node, scope)
         if isinstance(node, (exp.TimestampTrunc, exp.DateTrunc)) and isinstance(node.args.get("unit"), exp.Expr):
@@ -69,27 +82,27 @@ class FunctionCalls(AnalyzerCore):
         if isinstance(node, exp.ArrayAgg) and isinstance(node.this, exp.Order):
             # array_agg(x ORDER BY y): sqlglot wraps the argument in its ORDER BY.
             for ordered in node.this.expressions:
-                self.infer(ordered.this if isinstance(ordered, exp.Ordered) else ordered, scope)
+                self.expr.infer(ordered.this if isinstance(ordered, exp.Ordered) else ordered, scope)
             value = node.this.this
             if isinstance(value, exp.Distinct) and len(value.expressions) == 1:
                 value = value.expressions[0]
-            element = self.infer(value, scope)
+            element = self.expr.infer(value, scope)
             array = element.type.array() if element.type is not None else None
-            return Typed(array, element.nullable if self.window_depth else True)
+            return Typed(array, element.nullable if self.state.window_depth else True)
         if isinstance(node, exp.Extract):  # extract(field FROM source): numeric
-            return Typed(t.NUMERIC_T, self.infer(node.expression, scope).nullable)
+            return Typed(t.NUMERIC_T, self.expr.infer(node.expression, scope).nullable)
         if isinstance(node, exp.GroupConcat):  # string_agg(x, sep [ORDER BY ...])
             value = node.this
             if isinstance(value, exp.Order):
                 for ordered in value.expressions:
-                    self.infer(ordered.this if isinstance(ordered, exp.Ordered) else ordered, scope)
+                    self.expr.infer(ordered.this if isinstance(ordered, exp.Ordered) else ordered, scope)
                 value = value.this
-            typed = self.expect(value, t.TEXT, scope) if is_untyped(value) else self.infer(value, scope)
+            typed = self.expr.expect(value, t.TEXT, scope) if is_untyped(value) else self.expr.infer(value, scope)
             separator = node.args.get("separator")
             # string_agg(text, text) or (bytea, bytea): a varchar value is coerced to text
             bytea = typed.type == PgType("bytea")
             if isinstance(separator, exp.Expr):
-                self.expect(separator, PgType("bytea") if bytea else t.TEXT, scope)
+                self.expr.expect(separator, PgType("bytea") if bytea else t.TEXT, scope)
             return Typed(PgType("bytea") if bytea else t.TEXT, True)
         if isinstance(node, exp.Trim):  # trim([BOTH|LEADING|TRAILING] [chars] FROM s): btrim/ltrim/rtrim
             position = str(node.args.get("position") or "BOTH").upper()
@@ -118,7 +131,7 @@ class FunctionCalls(AnalyzerCore):
         for order in node.iter_expressions():
             if isinstance(order, exp.Order):  # the aggregate's ORDER BY keys
                 for ordered in order.expressions:
-                    self.infer(ordered.this if isinstance(ordered, exp.Ordered) else ordered, scope)
+                    self.expr.infer(ordered.this if isinstance(ordered, exp.Ordered) else ordered, scope)
         return self.call(
             node,
             names[-1],
@@ -133,14 +146,14 @@ class FunctionCalls(AnalyzerCore):
     def core_functions(self, name: str) -> tuple[FunctionSig, ...]:
         """pg_catalog's functions named `name`: an extension's are the catalog's, in the schema
         CREATE EXTENSION installed them in."""
-        return tuple(sig for sig in self.builtins.functions(name) if not sig.extension)
+        return tuple(sig for sig in self.state.builtins.functions(name) if not sig.extension)
 
     def call_exists(self, call: ast.FuncCall) -> bool:
         """Whether PostgreSQL has a function of the name written (any overload)."""
         names = [str(part.sval) for part in call.funcname or () if isinstance(part, ast.String)]
         schema = names[0] if len(names) > 1 else None
         builtin = self.core_functions(names[-1]) if schema in (None, "pg_catalog") else ()
-        return bool(builtin or self.catalog.functions(schema, names[-1]))
+        return bool(builtin or self.state.catalog.functions(schema, names[-1]))
 
     def call(
         self,
@@ -161,21 +174,21 @@ class FunctionCalls(AnalyzerCore):
         inferred: dict[int, Typed] = {}  # each typed argument inferred once: its errors once
         known = True
         for arg in args:
-            if isinstance(arg, exp.Parameter) and self.param_types.get(arg.name) is not None:
-                types.append(self.param_types[arg.name] or t.UNKNOWN)
+            if isinstance(arg, exp.Parameter) and self.params.types.get(arg.name) is not None:
+                types.append(self.params.types[arg.name] or t.UNKNOWN)
             elif is_untyped(arg):
                 types.append(t.UNKNOWN)
             else:
-                typed = inferred[id(arg)] = self.infer(arg, scope)
+                typed = inferred[id(arg)] = self.expr.infer(arg, scope)
                 types.append(typed.type or t.UNKNOWN)
                 known = known and typed.type is not None
         if not known:
             return Typed(None, True)  # an argument's error is reported already
-        if schema is not None and schema != "pg_catalog" and schema not in self.catalog.schemas:
-            self.error(f'schema "{schema}" does not exist', node)
+        if schema is not None and schema != "pg_catalog" and schema not in self.state.catalog.schemas:
+            self.state.error(f'schema "{schema}" does not exist', node)
             return Typed(None, True)
         builtin = self.core_functions(name) if schema in (None, "pg_catalog") else ()
-        candidates = (*builtin, *self.catalog.functions(schema, name))
+        candidates = (*builtin, *self.state.catalog.functions(schema, name))
         try:
             resolution = resolve_function(
                 name,
@@ -184,19 +197,19 @@ class FunctionCalls(AnalyzerCore):
                 arg_names=arg_names,
                 variadic_call=variadic,
                 params=[isinstance(a, exp.Parameter) for a in args],
-                env=self.builtins,
+                env=self.state.builtins,
                 schema=schema,
             )
         except ResolveError as err:
-            self.error(err.message + (f" ({err.note})" if err.note else ""), node)
+            self.state.error(err.message + (f" ({err.note})" if err.note else ""), node)
             return Typed(None, True)
         nullable = False
         for arg, coerced in zip(args, resolution.arg_types, strict=True):
-            typed = inferred[id(arg)] if id(arg) in inferred else self.expect(arg, coerced, scope)
+            typed = inferred[id(arg)] if id(arg) in inferred else self.expr.expect(arg, coerced, scope)
             nullable = nullable or typed.nullable
         in_window = over or isinstance(node.parent, exp.Window)
         if resolution.kind == "window" and not in_window:
-            self.error(f"window function {name} requires an OVER clause", node)
+            self.state.error(f"window function {name} requires an OVER clause", node)
         if resolution.kind == "aggregate" and not in_window:
             nullable = name != "count"  # over no rows every aggregate but count is NULL
         elif resolution.kind == "window":
@@ -208,9 +221,9 @@ class FunctionCalls(AnalyzerCore):
         elif name in _NULL_FROM_VALUES:
             nullable = True
         if resolution.out_columns:
-            self.row_columns[id(node)] = resolution.out_columns
+            self.state.row_columns[id(node)] = resolution.out_columns
         elif resolution.sig.out_name:  # one OUT parameter: in FROM its column has its name
-            self.out_names[id(node)] = resolution.sig.out_name
+            self.state.out_names[id(node)] = resolution.sig.out_name
         return Typed(resolution.result, nullable)
 
     def call_args(self, node: exp.Expr, count: int) -> list[exp.Expr] | None:
@@ -235,7 +248,7 @@ class FunctionCalls(AnalyzerCore):
             if any(isinstance(c, (exp.Var, exp.Star)) for c in children):
                 return None
             if len(children) == count:
-                spans = [self.span(c) for c in children]
+                spans = [self.state.span(c) for c in children]
                 starts = [s.start for s in spans if s is not None]
                 if len(starts) == len(children):
                     return [c for _, c in sorted(zip(starts, children, strict=True), key=lambda pair: pair[0])]
@@ -261,7 +274,7 @@ class FunctionCalls(AnalyzerCore):
         direct = [a for a in call.iter_expressions() if not isinstance(a, exp.Order)]
         name = self.written_name(call, function_name(call))
         typed = self.call(node, name, None, [*direct, *keys], scope)
-        hypothetical = any(sig.hypothetical for sig in self.builtins.functions(name))
+        hypothetical = any(sig.hypothetical for sig in self.state.builtins.functions(name))
         return Typed(typed.type, typed.type is None or not hypothetical)
 
     def common_type_call(
@@ -270,26 +283,26 @@ class FunctionCalls(AnalyzerCore):
         """COALESCE, GREATEST, LEAST, ARRAY[]: the arguments' common type, as PostgreSQL resolves
         it (before any context sees it); parameters and string literals take it. COALESCE is
         NULL only if every argument is."""
-        typed_args = [None if is_untyped(a) else self.infer(a, scope) for a in args]
+        typed_args = [None if is_untyped(a) else self.expr.infer(a, scope) for a in args]
         common: PgType | None = None
         if all(a is None or a.type is not None for a in typed_args):
             # PostgreSQL's select_common_type; parameters count as unknown unless typed already.
             types = [
                 (a.type or t.UNKNOWN)
                 if a is not None
-                else self.param_types.get(arg.name) or t.UNKNOWN
+                else self.params.types.get(arg.name) or t.UNKNOWN
                 if isinstance(arg, exp.Parameter)
                 else t.UNKNOWN
                 for arg, a in zip(args, typed_args, strict=True)
             ]
             try:
-                common = common_type(types, construct or type(node).__name__.upper(), env=self.builtins)
+                common = common_type(types, construct or type(node).__name__.upper(), env=self.state.builtins)
             except ResolveError as err:
-                self.error(err.message, node)
+                self.state.error(err.message, node)
         nullable_args: list[bool] = []
         for a, typed in zip(args, typed_args, strict=True):
             if typed is None:
-                typed = self.expect(a, common, scope) if common is not None else self.infer(a, scope)
+                typed = self.expr.expect(a, common, scope) if common is not None else self.expr.infer(a, scope)
             nullable_args.append(typed.nullable)
         if isinstance(node, exp.Coalesce):
             return Typed(common, all(nullable_args))
@@ -299,13 +312,13 @@ class FunctionCalls(AnalyzerCore):
         """A function's name as the statement spells it (sqlglot renames some it models)."""
         span = span_of(node)
         if span is not None and "start" in node.meta:
-            m = re.match(r"\s*([A-Za-z_][\w.]*)\s*\(", self.sql[span.start :])
+            m = re.match(r"\s*([A-Za-z_][\w.]*)\s*\(", self.state.sql[span.start :])
             if m is not None:
                 return m.group(1).lower()
         elif span is not None:
             # sqlglot placed the call's operands only (`decode(NULLIF(a, ''), 'hex')`): the
             # name is the word before the `(` that opens the first of them.
-            m = re.search(r"([A-Za-z_][\w.]*)\s*\((?:\s|\()*$", self.sql[: span.start])
+            m = re.search(r"([A-Za-z_][\w.]*)\s*\((?:\s|\()*$", self.state.sql[: span.start])
             if m is not None:
                 return m.group(1).lower()
         return fallback
@@ -320,13 +333,13 @@ class FunctionCalls(AnalyzerCore):
             if isinstance(arg, exp.Kwarg):
                 part, value = str(arg.this.name).lower(), arg.expression
                 if part not in positional:
-                    self.error(
+                    self.state.error(
                         f"make_interval() has no argument {part} (it takes {', '.join(positional)})",
-                        span=self.kwarg_span(value) or self.span(node),
+                        span=self.state.kwarg_span(value) or self.state.span(node),
                     )
-                    self.infer(value, scope)
+                    self.expr.infer(value, scope)
                     continue
-            typed = self.expect(value, t.FLOAT8 if part == "secs" else t.INT4, scope)
+            typed = self.expr.expect(value, t.FLOAT8 if part == "secs" else t.INT4, scope)
             nullable = nullable or typed.nullable
         return Typed(t.INTERVAL, nullable)
 

@@ -1,4 +1,4 @@
-"""Expression inference: the type and nullability of an expression from what it is (`infer`) or
+"""Expression typing: the type and nullability of an expression from what it is (`infer`) or
 where it is used (`expect`, `assign`), literal checks, casts, CASE, and output column names."""
 
 from __future__ import annotations
@@ -16,15 +16,19 @@ from ..catalog.types import PgType
 from ..rules.casts import assignable, describe, is_untyped
 from ..rules.coercion import ResolveError, common_type
 from ..rules.literals import is_int, is_interval
+from .calls import FunctionCalls
+from .from_items import FromItems
 from .grouping import aggregates
 from .literal_casts import CastsAndLiterals
-from .operators import ARITHMETIC, COMPARISONS, CONTAINMENT, KEY_TESTS
+from .operators import ARITHMETIC, COMPARISONS, CONTAINMENT, KEY_TESTS, Operators
+from .recursion import TypesQueries
 from .scope import Scope, Typed
+from .state import StatementState
 
 _F = TypeVar("_F", bound=Callable[..., Typed])
 
 
-#: How each kind of sqlglot node is typed: one method of `ExpressionInference` per kind,
+#: How each kind of sqlglot node is typed: one method of `ExpressionTyping` per kind,
 #: registered with `@infers(kind, ...)`. A node is typed by the handler of the most specific
 #: class it is an instance of (its class's MRO), so the order of registration does not matter.
 _Handler = Callable[[Any, Any, Scope, bool], Typed]
@@ -50,8 +54,29 @@ def _handler(kind: type[exp.Expr]) -> _Handler | None:
     return _RESOLVED[kind]
 
 
-class ExpressionInference(CastsAndLiterals):
-    """Types and nullability of expressions."""
+class ExpressionTyping:
+    """Types and nullability of expressions, one handler per node kind (`@infers`). What an
+    expression holds goes to the part owning it: column references to `self.from_items`,
+    operators to `self.operators`, calls to `self.functions`, casts and literals to
+    `self.casts`, subqueries to `self.queries`."""
+
+    #: The subqueries' typing: `Statements` (connected by `Analyzer.__init__`).
+    queries: TypesQueries
+
+    def __init__(
+        self,
+        state: StatementState,
+        casts: CastsAndLiterals,
+        operators: Operators,
+        functions: FunctionCalls,
+        from_items: FromItems,
+    ) -> None:
+        self.state = state
+        self.params = state.params
+        self.casts = casts
+        self.operators = operators
+        self.functions = functions
+        self.from_items = from_items
 
     def expect(self, node: exp.Expr, want: PgType, scope: Scope) -> Typed:
         """Type `node` where a value of type `want` is required: binds parameters, checks
@@ -59,10 +84,10 @@ class ExpressionInference(CastsAndLiterals):
         if isinstance(node, exp.Paren):
             return self.expect(node.this, want, scope)
         if isinstance(node, exp.Parameter):
-            self.bind(node, want)
-            return Typed(want, node.name in self.nullable_params)
+            self.params.bind(node, want)
+            return Typed(want, node.name in self.params.nullable)
         if isinstance(node, exp.Literal):
-            self.check_literal(node, want)
+            self.casts.check_literal(node, want)
             return Typed(want, False)
         if isinstance(node, exp.Null):
             return Typed(want, True)
@@ -70,8 +95,8 @@ class ExpressionInference(CastsAndLiterals):
         # up: CASE, COALESCE, NULLIF, GREATEST, LEAST and ARRAY[] take their arguments' common
         # type (all untyped: text), never the context's; only then is the result coerced.
         typed = self.infer(node, scope)
-        if typed.type is not None and not assignable(typed.type, want, env=self.builtins):
-            self.error(f"expected {describe(want)}, got {describe(typed.type)}", node)
+        if typed.type is not None and not assignable(typed.type, want, env=self.state.builtins):
+            self.state.error(f"expected {describe(want)}, got {describe(typed.type)}", node)
         return typed
 
     def field(self, node: exp.Dot, name: exp.Identifier, scope: Scope) -> Typed:
@@ -81,34 +106,38 @@ class ExpressionInference(CastsAndLiterals):
         if base.type is None or base.type.is_array or base.type.name == "record":
             return Typed(None, True)  # a whole-row reference's fields are not typed here
         schema, _, type_name = base.type.name.rpartition(".")
-        composite = self.catalog.composite(schema or None, type_name)
+        composite = self.state.catalog.composite(schema or None, type_name)
         fields: tuple[tuple[str, PgType], ...] | None = composite.attributes if composite is not None else None
         if fields is None:
-            table = self.catalog.tables.get(base.type.name)
+            table = self.state.catalog.tables.get(base.type.name)
             fields = tuple((c.name, c.type) for c in table.columns) if table is not None else None
         # PostgreSQL's format_type: a type visible on the search path by its bare name
-        shown = type_name if schema in self.catalog.search_path else base.type.name
+        shown = type_name if schema in self.state.catalog.search_path else base.type.name
         if fields is None:
-            shown = self.builtins.display(base.type) if not schema else shown
-            self.error(f"column notation .{name.name} applied to type {shown}, which is not a composite type", node)
+            shown = self.state.builtins.display(base.type) if not schema else shown
+            self.state.error(
+                f"column notation .{name.name} applied to type {shown}, which is not a composite type", node
+            )
             return Typed(None, True)
         wanted = name.name if name.quoted else name.name.lower()
         found = next((ty for field, ty in fields if field == wanted), None)
         if found is None:
-            self.error(f'column "{wanted}" not found in data type {shown}', node)
+            self.state.error(f'column "{wanted}" not found in data type {shown}', node)
             return Typed(None, True)
         return Typed(found, True)
 
     def operator_written(self, node: exp.Binary) -> str:
         """The operator as the statement spells it (sqlglot may have read a stand-in)."""
-        left, right = self.span(node.this), self.span(node.expression)
+        left, right = self.state.span(node.this), self.state.span(node.expression)
         # A parameter used more than once has no span of its own: the operator is then the
         # first word after the left operand, or the last before the right one.
         written = None
         if left is not None:
-            written = written_operator(self.sql, left.end, right.start if right is not None else len(self.sql))
+            written = written_operator(
+                self.state.sql, left.end, right.start if right is not None else len(self.state.sql)
+            )
         elif right is not None:
-            before = self.sql[: right.start].replace("(", " ").split()
+            before = self.state.sql[: right.start].replace("(", " ").split()
             written = before[-1] if before else None
         return written or _GENERIC_SYMBOLS[type(node)]
 
@@ -123,8 +152,8 @@ class ExpressionInference(CastsAndLiterals):
         if not is_untyped(value) and not isinstance(value, _CONTEXT_TYPED):
             # an extension's assignment cast (text to citext), as PostgreSQL applies it
             typed = self.infer(value, scope)
-            if typed.type is not None and not assignable(typed.type, want, assignment=True, env=self.builtins):
-                self.error(
+            if typed.type is not None and not assignable(typed.type, want, assignment=True, env=self.state.builtins):
+                self.state.error(
                     f'column "{column}" is of type {describe(want)} but expression is of type {describe(typed.type)}'
                     if column is not None
                     else f"expected {describe(want)}, got {describe(typed.type)}",
@@ -149,14 +178,14 @@ class ExpressionInference(CastsAndLiterals):
         if node.args.get("default") is not None:
             branches.append(node.args["default"])
         # A parameter an earlier use typed is of that type here too (as in COALESCE).
-        inferred = {id(b): self.infer(b, scope) for b in branches if not self.untyped(b)}
+        inferred = {id(b): self.infer(b, scope) for b in branches if not self.params.untyped(b)}
         types = [typed.type for typed in inferred.values()]
         if inferred and all(ty is not None for ty in types):
             # PostgreSQL's select_common_type over the branches (the context never types them).
             try:
-                result = common_type([ty for ty in types if ty is not None], "CASE", env=self.builtins)
+                result = common_type([ty for ty in types if ty is not None], "CASE", env=self.state.builtins)
             except ResolveError as err:
-                self.error(err.message, node)
+                self.state.error(err.message, node)
                 result = None
         elif inferred:
             result = None  # a branch's error is reported already
@@ -176,11 +205,11 @@ class ExpressionInference(CastsAndLiterals):
         """A window's own clauses (in OVER (...) or a WINDOW definition): PARTITION BY and ORDER BY
         name columns of the query. PostgreSQL types them last (transformWindowDefinitions), so an
         untyped use of a parameter here comes after any typing one."""
-        self.window_depth += 1
+        self.state.window_depth += 1
         try:
             self.window_clauses(window, scope)
         finally:
-            self.window_depth -= 1
+            self.state.window_depth -= 1
 
     def window_clauses(self, window: exp.Window, scope: Scope) -> None:
         for part in window.args.get("partition_by") or []:
@@ -206,11 +235,11 @@ class ExpressionInference(CastsAndLiterals):
         specific class of the node, after a call written as PostgreSQL reads it (a FuncCall at
         the node's place) for the calls sqlglot models as its own nodes."""
         if isinstance(node, (exp.Func, exp.Cast)) and "start" in node.meta:
-            call = self.calls.get(node.meta["start"])
-            if call is not None and (not isinstance(node, _MODELED_CALLS) or not self.call_exists(call)):
+            call = self.state.calls.get(node.meta["start"])
+            if call is not None and (not isinstance(node, _MODELED_CALLS) or not self.functions.call_exists(call)):
                 # A name sqlglot rewrote into a call of its own (IFNULL/NVL read as COALESCE) is
                 # resolved as written: PostgreSQL has no such function.
-                resolved = self.resolved_call(node, call, scope)
+                resolved = self.functions.resolved_call(node, call, scope)
                 if resolved is not None:
                     return resolved
         handler = _handler(type(node))
@@ -237,15 +266,15 @@ class ExpressionInference(CastsAndLiterals):
         if isinstance(node.this, exp.Star) and node.table and isinstance(node.parent, exp.Func):
             # `json_agg(t.*)`: as an argument, PostgreSQL reads `t.*` as the whole row of t
             whole_row = node.args["table"].copy()
-            return self.column(exp.Column(this=whole_row), scope, allow_output)
+            return self.from_items.column(exp.Column(this=whole_row), scope, allow_output)
         if isinstance(node.this, exp.Star):
             return Typed(None, False)
-        return self.column(node, scope, allow_output)
+        return self.from_items.column(node, scope, allow_output)
 
     @infers(exp.Parameter)
     def parameter(self, node: exp.Parameter, scope: Scope, allow_output: bool) -> Typed:
-        self.see_param(node.name)
-        return Typed(self.param_types.get(node.name), node.name in self.nullable_params)
+        self.params.see(node.name)
+        return Typed(self.params.types.get(node.name), node.name in self.params.nullable)
 
     @infers(exp.Literal)
     def literal(self, node: exp.Literal, scope: Scope, allow_output: bool) -> Typed:
@@ -265,10 +294,10 @@ class ExpressionInference(CastsAndLiterals):
     def dot(self, node: exp.Dot, scope: Scope, allow_output: bool) -> Typed:
         if isinstance(node.expression, exp.Func):
             # `schema.fn(...)`: sqlglot places the name after the dot, PostgreSQL the schema.
-            at = self.span(node.this)
-            qualified = self.calls.get(at.start) if at is not None else None
+            at = self.state.span(node.this)
+            qualified = self.state.calls.get(at.start) if at is not None else None
             if qualified is not None:
-                typed = self.resolved_call(node.expression, qualified, scope)
+                typed = self.functions.resolved_call(node.expression, qualified, scope)
                 if typed is not None:
                     return typed
         if isinstance(node.expression, exp.Identifier):
@@ -277,7 +306,7 @@ class ExpressionInference(CastsAndLiterals):
 
     @infers(exp.Cast)
     def cast_node(self, node: exp.Cast, scope: Scope, allow_output: bool) -> Typed:
-        return self.cast(node, scope)
+        return self.casts.cast(node, scope)
 
     @infers(exp.Interval)
     def interval(self, node: exp.Interval, scope: Scope, allow_output: bool) -> Typed:
@@ -286,9 +315,9 @@ class ExpressionInference(CastsAndLiterals):
         if isinstance(value, exp.Literal) and value.is_string:
             text = f"{value.this} {unit.name if isinstance(unit, exp.Expr) else ''}"
             if not is_interval(text):
-                span = self.interval_span(text)
-                written = self.sql[span.start : span.end + 1] if span else f"INTERVAL '{text.strip()}'"
-                self.error(f"invalid input syntax for type interval: {written}", node, span=span)
+                span = self.state.interval_span(text)
+                written = self.state.sql[span.start : span.end + 1] if span else f"INTERVAL '{text.strip()}'"
+                self.state.error(f"invalid input syntax for type interval: {written}", node, span=span)
         elif isinstance(value, exp.Expr):
             self.infer(value, scope)
         return Typed(t.INTERVAL, False)
@@ -299,7 +328,7 @@ class ExpressionInference(CastsAndLiterals):
 
     @infers(*COMPARISONS)
     def comparison_node(self, node: exp.Expr, scope: Scope, allow_output: bool) -> Typed:
-        return self.comparison(node, scope)
+        return self.operators.comparison(node, scope)
 
     @infers(exp.And, exp.Or)
     def and_or(self, node: exp.Connector, scope: Scope, allow_output: bool) -> Typed:
@@ -322,14 +351,20 @@ class ExpressionInference(CastsAndLiterals):
     @infers(exp.Is)
     def is_(self, node: exp.Is, scope: Scope, allow_output: bool) -> Typed:
         subject = node.this.unnest() if isinstance(node.this, exp.Paren) else node.this
-        if isinstance(subject, exp.Parameter) and self.param_types.get(subject.name) is None and not self.window_depth:
-            self.untyped_uses.setdefault(subject.name, self.span(subject) or self.is_null_use(subject.name))
+        if (
+            isinstance(subject, exp.Parameter)
+            and self.params.types.get(subject.name) is None
+            and not self.state.window_depth
+        ):
+            self.params.untyped_uses.setdefault(
+                subject.name, self.state.span(subject) or self.params.is_null_use(subject.name)
+            )
         self.infer(node.this, scope)
         return Typed(t.BOOL, False)
 
     @infers(exp.In)
     def in_node(self, node: exp.In, scope: Scope, allow_output: bool) -> Typed:
-        return self.in_(node, scope)
+        return self.operators.in_(node, scope)
 
     @infers(exp.Between)
     def between(self, node: exp.Between, scope: Scope, allow_output: bool) -> Typed:
@@ -368,14 +403,14 @@ class ExpressionInference(CastsAndLiterals):
 
     @infers(exp.Exists)
     def exists(self, node: exp.Exists, scope: Scope, allow_output: bool) -> Typed:
-        self.query(node.this, Scope(parent=scope))
+        self.queries.query(node.this, Scope(parent=scope))
         return Typed(t.BOOL, False)
 
     @infers(exp.Subquery)
     def scalar_subquery(self, node: exp.Subquery, scope: Scope, allow_output: bool) -> Typed:
-        rows = self.query(node.this, Scope(parent=scope))
+        rows = self.queries.query(node.this, Scope(parent=scope))
         if len(rows) != 1:
-            self.error(f"subquery must return only one column, not {len(rows)}", node)
+            self.state.error(f"subquery must return only one column, not {len(rows)}", node)
             return Typed(None, True)
         # One aggregate row (no GROUP BY, HAVING or OFFSET) is always there: only its value
         # may be NULL. Any other subquery may return no row at all.
@@ -383,12 +418,12 @@ class ExpressionInference(CastsAndLiterals):
 
     @infers(exp.Select, exp.Union)
     def query_value(self, node: exp.Expr, scope: Scope, allow_output: bool) -> Typed:
-        rows = self.query(node, Scope(parent=scope))
+        rows = self.queries.query(node, Scope(parent=scope))
         return Typed(rows[0][1].type if len(rows) == 1 else None, True)
 
     @infers(*ARITHMETIC)
     def arithmetic_node(self, node: exp.Expr, scope: Scope, allow_output: bool) -> Typed:
-        return self.arithmetic(node, scope)
+        return self.operators.arithmetic(node, scope)
 
     @infers(exp.Neg)
     def negation(self, node: exp.Neg, scope: Scope, allow_output: bool) -> Typed:
@@ -396,38 +431,40 @@ class ExpressionInference(CastsAndLiterals):
 
     @infers(exp.DPipe)
     def concat_node(self, node: exp.DPipe, scope: Scope, allow_output: bool) -> Typed:
-        return self.concat(node, scope)
+        return self.operators.concat(node, scope)
 
     @infers(*CONTAINMENT)
     def containment_node(self, node: exp.Expr, scope: Scope, allow_output: bool) -> Typed:
-        return self.containment(node, scope)
+        return self.operators.containment(node, scope)
 
     @infers(*KEY_TESTS)
     def key_test(self, node: exp.Expr, scope: Scope, allow_output: bool) -> Typed:
-        subject = self.expect_json(node.this, scope, "?" if isinstance(node, exp.JSONBContainsTopKey) else "?|")
+        subject = self.operators.expect_json(
+            node.this, scope, "?" if isinstance(node, exp.JSONBContainsTopKey) else "?|"
+        )
         key_type = t.TEXT if isinstance(node, exp.JSONBContainsTopKey) else t.TEXT.array()
         key_typed = self.expect(node.expression, key_type, scope)
         return Typed(t.BOOL, subject.nullable or key_typed.nullable)
 
     @infers(*GENERIC_OPERATORS)
     def generic_operator(self, node: exp.Binary, scope: Scope, allow_output: bool) -> Typed:
-        return self.operator(self.operator_written(node), node.this, node.expression, node, scope)
+        return self.operators.operator(self.operator_written(node), node.this, node.expression, node, scope)
 
     @infers(exp.JSONBDeleteAtPath)
     def delete_at_path(self, node: exp.JSONBDeleteAtPath, scope: Scope, allow_output: bool) -> Typed:
         """jsonb `#-` text[]: an operator, as PostgreSQL resolves it."""
-        return self.operator("#-", node.this, node.expression, node, scope)
+        return self.operators.operator("#-", node.this, node.expression, node, scope)
 
     @infers(exp.MatchAgainst)
     def text_match(self, node: exp.MatchAgainst, scope: Scope, allow_output: bool) -> Typed:
         if len(node.expressions) == 1:
             # `tsvector @@ tsquery` (sqlglot reads it as MySQL's MATCH ... AGAINST, reversed)
-            return self.operator("@@", node.expressions[0], node.this, node, scope)
-        return self.function(node, scope)
+            return self.operators.operator("@@", node.expressions[0], node.this, node, scope)
+        return self.functions.function(node, scope)
 
     @infers(exp.WithinGroup)
     def within_group(self, node: exp.WithinGroup, scope: Scope, allow_output: bool) -> Typed:
-        return self.ordered_set_aggregate(node, scope)
+        return self.functions.ordered_set_aggregate(node, scope)
 
     @infers(exp.Filter)
     def filter_(self, node: exp.Filter, scope: Scope, allow_output: bool) -> Typed:
@@ -443,11 +480,11 @@ class ExpressionInference(CastsAndLiterals):
         self.window_spec(node, scope)
         # An aggregate over a window frame that holds the current row is NULL only if
         # its argument can be: sum(priority) OVER w of a NOT NULL column is NOT NULL.
-        self.window_depth += 1
+        self.state.window_depth += 1
         try:
             return self.infer(node.this, scope)
         finally:
-            self.window_depth -= 1
+            self.state.window_depth -= 1
 
     @infers(exp.Bracket)
     def subscript(self, node: exp.Bracket, scope: Scope, allow_output: bool) -> Typed:
@@ -471,18 +508,18 @@ class ExpressionInference(CastsAndLiterals):
             return Typed(None, False)  # ARRAY[] has a type only from a cast
         # PostgreSQL's transformArrayExpr: the elements' common type (all untyped: text);
         # ARRAY[ARRAY[..], ..] is a multidimensional array of the inner arrays' type.
-        element = self.common_type_call(node, list(node.expressions), scope, construct="ARRAY").type
+        element = self.functions.common_type_call(node, list(node.expressions), scope, construct="ARRAY").type
         if element is None or all(isinstance(e, exp.Array) for e in node.expressions):
             return Typed(element, False)
         return Typed(element.array(), False)
 
     @infers(exp.JSONExtract, exp.JSONBExtract, exp.JSONExtractScalar, exp.JSONBExtractScalar)
     def json_extract_node(self, node: exp.Expr, scope: Scope, allow_output: bool) -> Typed:
-        return self.json_extract(node, scope)
+        return self.operators.json_extract(node, scope)
 
     @infers(exp.Func)
     def function_call(self, node: exp.Func, scope: Scope, allow_output: bool) -> Typed:
-        return self.function(node, scope)
+        return self.functions.function(node, scope)
 
 
 def output_name(item: exp.Expr) -> str:

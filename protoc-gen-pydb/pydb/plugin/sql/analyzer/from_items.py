@@ -16,8 +16,10 @@ from ..catalog.model import Catalog, Table
 from ..catalog.types import PgType
 from ..rules.casts import describe
 from ..rules.coercion import ResolveError, common_type
-from .core import AnalyzerCore
+from .calls import FunctionCalls
+from .recursion import TypesExpressions, TypesQueries, TypesStatements
 from .scope import Relation, Scope, StarColumn, Typed, all_relations, rename, row_type_columns, system_columns
+from .state import StatementState
 
 
 def _suggest_table(schema: str | None, name: str, catalog: Catalog) -> str:
@@ -33,8 +35,22 @@ def _suggest_table(schema: str | None, name: str, catalog: Catalog) -> str:
     return "" if same_schema else did_you_mean(written, catalog.table_names())
 
 
-class FromItems(AnalyzerCore):
-    """FROM items, joins, CTEs and column references."""
+class FromItems:
+    """FROM items, joins, CTEs and column references: builds the `Scope` of a query and
+    resolves names in it. Types ON conditions and function arguments through `self.expr`, a
+    schema-qualified function in FROM by `self.functions`, subqueries and VALUES through
+    `self.queries`, a CTE's statement through `self.writes`."""
+
+    #: The operands' typing: `ExpressionTyping` (connected by `Analyzer.__init__`).
+    expr: TypesExpressions
+    #: The subqueries' typing: `Statements` (connected by `Analyzer.__init__`).
+    queries: TypesQueries
+    #: A data-modifying CTE's typing: `Writes` (connected by `Analyzer.__init__`).
+    writes: TypesStatements
+
+    def __init__(self, state: StatementState, functions: FunctionCalls) -> None:
+        self.state = state
+        self.functions = functions
 
     def with_ctes(self, node: exp.Expr, scope: Scope) -> Scope:
         with_ = node.args.get("with_") or node.args.get("with")
@@ -46,25 +62,25 @@ class FromItems(AnalyzerCore):
             body = cte.this
             alias = cte.args.get("alias")
             alias_cols = [c.name for c in alias.columns] if isinstance(alias, exp.TableAlias) else []
-            errors_before = len(self.problems)
+            errors_before = len(self.state.problems)
             if with_.args.get("recursive") and isinstance(body, exp.Union):
                 # WITH RECURSIVE: the non-recursive term gives the columns the recursive
                 # term (which names the CTE itself) sees.
                 # An untyped seed (NULL, 'x') is text, and the recursive term must fit that type.
                 seed = [
                     (n, Typed(t.TEXT, True) if ty.type in (t.UNKNOWN, t.NULL) else ty, span)
-                    for n, ty, span in self.query(body.this, inner)
+                    for n, ty, span in self.queries.query(body.this, inner)
                 ]
                 inner.ctes[name] = Relation(name, (name,), rename([(n, ty) for n, ty, _ in seed], alias_cols))
-                step = self.query(body.expression, inner)
+                step = self.queries.query(body.expression, inner)
                 if len(seed) != len(step):
-                    self.error(
+                    self.state.error(
                         f"each side of UNION must have the same number of columns ({len(seed)} vs {len(step)})", body
                     )
                 for i, ((_, first, span), (_, later, _)) in enumerate(zip(seed, step, strict=False)):
                     overall = _recursive_type(first.type, later.type)
                     if overall is not None and first.type is not None and overall != first.type:
-                        self.error(
+                        self.state.error(
                             f'recursive query "{name}" column {i + 1} has type {describe(first.type)} in '
                             f"non-recursive term but type {describe(overall)} overall",
                             span=span,
@@ -75,8 +91,8 @@ class FromItems(AnalyzerCore):
                 ]
                 cols: list[tuple[str, Typed, SqlSpan | None]] | None = seed
             else:
-                cols = self.statement_rows(body, inner)
-            incomplete = len(self.problems) > errors_before
+                cols = self.writes.statement_rows(body, inner)
+            incomplete = len(self.state.problems) > errors_before
             rel_cols = rename([(n, typed) for n, typed, _ in (cols or [])], alias_cols)
             inner.ctes[name] = Relation(name, (name,), rel_cols, incomplete=incomplete)
         return inner
@@ -100,14 +116,14 @@ class FromItems(AnalyzerCore):
         right_star = scope.star[len(left_star) :]
         on = join.args.get("on")
         if on is not None:
-            self.expect(on, t.BOOL, scope)
+            self.expr.expect(on, t.BOOL, scope)
         using = [ident.name for ident in join.args.get("using") or []]
         if str(join.args.get("method") or "").upper() == "NATURAL":
             right_names = {c.name for c in right_star}
             using = [c.name for c in left_star if c.name in right_names]
         for ident, name in zip(join.args.get("using") or [], using, strict=False):
             if not any(c.name == name for c in left_star) or not any(c.name == name for c in right_star):
-                self.error(f"column {name} named in USING is not on both sides of the join", ident)
+                self.state.error(f"column {name} named in USING is not on both sides of the join", ident)
                 return
         if not using or len(scope.relations) == before:
             scope.star = left_star + right_star
@@ -145,7 +161,7 @@ class FromItems(AnalyzerCore):
             rel.make_optional()
         for existing in scope.relations:
             if existing.alias == rel.alias:
-                self.error(f"table name {rel.alias} is specified more than once; give one an alias", source)
+                self.state.error(f"table name {rel.alias} is specified more than once; give one an alias", source)
         scope.add_relation(rel)
 
     def nested_join(self, source: exp.Subquery, scope: Scope, nullable: bool) -> None:
@@ -169,7 +185,7 @@ class FromItems(AnalyzerCore):
             if nullable:
                 rel.make_optional()
             if any(existing.alias == rel.alias for existing in scope.relations):
-                self.error(f"table name {rel.alias} is specified more than once; give one an alias", source)
+                self.state.error(f"table name {rel.alias} is specified more than once; give one an alias", source)
             scope.relations.append(rel)
         star = [
             StarColumn(c.name, Typed(c.typed.type, True, c.typed.embedded), c.sql) if nullable else c
@@ -208,25 +224,25 @@ class FromItems(AnalyzerCore):
             cols = [(c.name, Typed(c.type, not c.not_null)) for c in table.columns]
             return Relation(alias_name or table.name, names, cols, table, system=system_columns())
         if isinstance(source, exp.Subquery):
-            errors_before = len(self.problems)
-            rows = self.query(source.this, Scope(parent=scope))
+            errors_before = len(self.state.problems)
+            rows = self.queries.query(source.this, Scope(parent=scope))
             cols = [(n, typed) for n, typed, _ in rows]
             cols = rename(cols, col_aliases)
             name = alias_name or "?subquery?"
-            return Relation(name, (name,), cols, incomplete=len(self.problems) > errors_before)
+            return Relation(name, (name,), cols, incomplete=len(self.state.problems) > errors_before)
         definitions = self.column_definitions(alias)
         if isinstance(source, exp.Table) and isinstance(source.this, (exp.Unnest, exp.Anonymous, exp.Func)):
             db = source.args.get("db")
-            at = self.span(db) if isinstance(db, exp.Expr) else None
+            at = self.state.span(db) if isinstance(db, exp.Expr) else None
             # `schema.fn(...)`: sqlglot places the name after the dot, PostgreSQL the schema.
-            qualified = self.calls.get(at.start) if at is not None else None
+            qualified = self.state.calls.get(at.start) if at is not None else None
             return self.function_source(
                 source.this, alias_name, col_aliases, scope, qualified=qualified, definitions=definitions
             )
         if isinstance(source, (exp.Unnest, exp.Func)):
             return self.function_source(source, alias_name, col_aliases, scope, definitions=definitions)
         if isinstance(source, exp.Values):
-            rows = self.values_rows(source, scope)
+            rows = self.queries.values_rows(source, scope)
             cols = rename([(n, typed) for n, typed, _ in rows], col_aliases)
             name = alias_name or "*VALUES*"
             return Relation(name, (name,), cols)
@@ -234,14 +250,14 @@ class FromItems(AnalyzerCore):
             # LATERAL sees the FROM items before it: `scope` holds them.
             inner = source.this
             if isinstance(inner, exp.Subquery):
-                errors_before = len(self.problems)
-                rows = self.query(inner.this, Scope(parent=scope))
+                errors_before = len(self.state.problems)
+                rows = self.queries.query(inner.this, Scope(parent=scope))
                 name = alias_name or "?subquery?"
                 cols = rename([(n, typed) for n, typed, _ in rows], col_aliases)
-                return Relation(name, (name,), cols, incomplete=len(self.problems) > errors_before)
+                return Relation(name, (name,), cols, incomplete=len(self.state.problems) > errors_before)
             if isinstance(inner, (exp.Unnest, exp.Func)):
                 return self.function_source(inner, alias_name, col_aliases, scope, definitions=definitions)
-        self.error(f"unsupported FROM item {type(source).__name__}", source)
+        self.state.error(f"unsupported FROM item {type(source).__name__}", source)
         return None
 
     def column_definitions(self, alias: exp.Expr | None) -> list[tuple[str, Typed]] | None:
@@ -256,11 +272,13 @@ class FromItems(AnalyzerCore):
                 return None
             start = kind.meta.get("start")
             type_name = (
-                (self.type_names_at.get(start) or self.type_names_at.get(start - 1)) if isinstance(start, int) else None
+                (self.state.type_names_at.get(start) or self.state.type_names_at.get(start - 1))
+                if isinstance(start, int)
+                else None
             )
-            pgtype = resolve_type_name(type_name, self.catalog) if type_name is not None else None
+            pgtype = resolve_type_name(type_name, self.state.catalog) if type_name is not None else None
             if pgtype is None:
-                self.error(f"pydb cannot read the type {kind.sql(dialect='postgres')}", kind)
+                self.state.error(f"pydb cannot read the type {kind.sql(dialect='postgres')}", kind)
             out.append((col.name, Typed(pgtype, True)))
         return out or None
 
@@ -277,16 +295,16 @@ class FromItems(AnalyzerCore):
         if isinstance(func, exp.Unnest):
             cols: list[tuple[str, Typed]] = []
             for i, arg in enumerate(func.expressions):
-                typed = self.infer(arg, scope)
+                typed = self.expr.infer(arg, scope)
                 elem = typed.type.element if typed.type is not None and typed.type.is_array else None
                 if typed.type is not None and not typed.type.is_array and typed.type != t.UNKNOWN:
-                    self.error(f"unnest() takes arrays; argument {i + 1} is {typed.type}", arg)
+                    self.state.error(f"unnest() takes arrays; argument {i + 1} is {typed.type}", arg)
                 # A bound repeated field has no NULL elements; an array column may.
                 bare = arg.this if isinstance(arg, exp.Cast) else arg
                 elem_nullable = not isinstance(bare, exp.Parameter)
                 cols.append((f"unnest{i + 1}" if len(func.expressions) > 1 else "unnest", Typed(elem, elem_nullable)))
             if len(col_aliases) > len(cols):
-                self.error(
+                self.state.error(
                     f"unnest() yields {len(cols)} column{'s' if len(cols) != 1 else ''} but {len(col_aliases)} names "
                     "were given",
                     func,
@@ -302,18 +320,18 @@ class FromItems(AnalyzerCore):
                 # `unnest(a) AS u`: a function of one column, which the alias names too
                 return Relation(name, (name,), [(name, cols[0][1])], scalar=True)
             return Relation(name, (name,), cols)
-        errors_before = len(self.problems)
-        typed = (self.resolved_call(func, qualified, scope) if qualified is not None else None) or self.infer(
-            func, scope
-        )
-        incomplete = len(self.problems) > errors_before  # its columns are not known: no follow-on errors
+        errors_before = len(self.state.problems)
+        typed = (
+            self.functions.resolved_call(func, qualified, scope) if qualified is not None else None
+        ) or self.expr.infer(func, scope)
+        incomplete = len(self.state.problems) > errors_before  # its columns are not known: no follow-on errors
         name = alias or (function_name(func) if isinstance(func, exp.Func) else "function")
         if definitions is not None:  # jsonb_to_recordset(j) AS x(id int8, name text)
             return Relation(name, (name,), definitions, incomplete=incomplete)
-        out = self.row_columns.get(id(func))
+        out = self.state.row_columns.get(id(func))
         row_type = None
         if out is None and typed.type is not None:
-            out = row_type_columns(self.catalog, typed.type)
+            out = row_type_columns(self.state.catalog, typed.type)
             row_type = typed.type if out is not None else None
         if out is not None:  # jsonb_each(j): key, value; a function's OUT or TABLE columns, or row type's
             cols = rename([(n, Typed(pgtype, True)) for n, pgtype in out], col_aliases)
@@ -321,7 +339,7 @@ class FromItems(AnalyzerCore):
             # a reference to the alias is the value, as PostgreSQL reads `e->>'k'`
             scalar = row_type is None and len(cols) == 1
             return Relation(name, (name,), cols, row_type=row_type, scalar=scalar)
-        out_name = self.out_names.get(id(func))
+        out_name = self.state.out_names.get(id(func))
         if out_name:  # f(..., OUT id int): the column is id, NULL when the body assigns none
             typed = Typed(typed.type, True)
         column = col_aliases[0] if col_aliases else out_name or name
@@ -331,16 +349,24 @@ class FromItems(AnalyzerCore):
         """The table `node` names: a qualified name in its schema, an unqualified one along the
         search_path (names.lookup)."""
         schema = node.db or None
-        table = self.catalog.table(schema, node.name)
+        table = self.state.catalog.table(schema, node.name)
         if table is None:
             written = f"{schema}.{node.name}" if schema else node.name
             if schema is not None and scope is not None and scope.cte(node.name) is not None:
-                self.error(f"table {written} does not exist (a WITH query is named without a schema)", node)
+                self.state.error(f"table {written} does not exist (a WITH query is named without a schema)", node)
                 return None
-            if schema is not None and schema not in self.catalog.schemas and schema not in BUILTIN_RELATION_SCHEMAS:
-                self.error(f"schema {schema} does not exist{did_you_mean(schema, sorted(self.catalog.schemas))}", node)
+            if (
+                schema is not None
+                and schema not in self.state.catalog.schemas
+                and schema not in BUILTIN_RELATION_SCHEMAS
+            ):
+                self.state.error(
+                    f"schema {schema} does not exist{did_you_mean(schema, sorted(self.state.catalog.schemas))}", node
+                )
             else:
-                self.error(f"table {written} does not exist{_suggest_table(schema, node.name, self.catalog)}", node)
+                self.state.error(
+                    f"table {written} does not exist{_suggest_table(schema, node.name, self.state.catalog)}", node
+                )
         return table
 
     def find_relation(self, qualifier: str, scope: Scope, node: exp.Expr) -> Relation | None:
@@ -352,7 +378,7 @@ class FromItems(AnalyzerCore):
             s = s.parent
         if not scope.lenient():
             visible = sorted({n for rel in all_relations(scope) for n in rel.names})
-            self.error(f"missing FROM-clause entry for table {qualifier}{did_you_mean(qualifier, visible)}", node)
+            self.state.error(f"missing FROM-clause entry for table {qualifier}{did_you_mean(qualifier, visible)}", node)
         return None
 
     def column(self, col: exp.Column, scope: Scope, allow_output: bool = False) -> Typed:
@@ -366,7 +392,7 @@ class FromItems(AnalyzerCore):
             if typed is None:
                 if rel.incomplete:
                     return Typed(None, True)
-                self.error(
+                self.state.error(
                     f"column {name} does not exist in {rel.alias}{did_you_mean(name, [n for n, _ in rel.columns])}",
                     col,
                 )
@@ -382,7 +408,7 @@ class FromItems(AnalyzerCore):
             found = [(rel, rel.column(name)) for rel in s.relations if rel.column(name) is not None]
             if len(found) > 1:
                 owners = ", ".join(rel.alias for rel, _ in found)
-                self.error(f"column reference {name} is ambiguous (in {owners}); qualify it", col)
+                self.state.error(f"column reference {name} is ambiguous (in {owners}); qualify it", col)
                 return Typed(None, True)
             if found:
                 typed = found[0][1]
@@ -407,7 +433,7 @@ class FromItems(AnalyzerCore):
         if scope.lenient():
             return Typed(None, True)
         visible = sorted({n for rel in all_relations(scope) for n, _ in rel.columns})
-        self.error(f"column {name} does not exist{did_you_mean(name, visible)}", col)
+        self.state.error(f"column {name} does not exist{did_you_mean(name, visible)}", col)
         return Typed(None, True)
 
 

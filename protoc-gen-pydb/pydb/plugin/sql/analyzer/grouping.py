@@ -10,23 +10,26 @@ from sqlglot import exp
 from ..bridge.call_standins import function_name
 from ..rules.literals import is_int
 from .calls import function_kinds
-from .core import AnalyzerCore
 from .scope import Scope, local_column_names, owner
+from .state import StatementState
 
 
-class Grouping(AnalyzerCore):
-    """Aggregate and GROUP BY checks."""
+class Grouping:
+    """Aggregate and GROUP BY checks, on the sqlglot tree alone (no typing)."""
+
+    def __init__(self, state: StatementState) -> None:
+        self.state = state
 
     def check_per_row(self, clause: exp.Expr, where: str) -> bool:
         """No aggregate or window function in a clause evaluated per row (WHERE, ON, GROUP BY).
         False when one was reported."""
         found = next(aggregates(clause), None)
         if found is not None:
-            self.error(f"aggregate functions are not allowed in {where}", found)
+            self.state.error(f"aggregate functions are not allowed in {where}", found)
             return False
         window = next((w for w in clause.find_all(exp.Window) if _same_query(w, clause)), None)
         if window is not None:
-            self.error(f"window functions are not allowed in {where}", window)
+            self.state.error(f"window functions are not allowed in {where}", window)
             return False
         return True
 
@@ -39,7 +42,7 @@ class Grouping(AnalyzerCore):
         if any(k.isdigit() for k in [*keys, *leading]):
             return  # positional references: not compared
         if sorted(keys) != sorted(leading):
-            self.error("SELECT DISTINCT ON expressions must match initial ORDER BY expressions", on)
+            self.state.error("SELECT DISTINCT ON expressions must match initial ORDER BY expressions", on)
 
     def check_grouping(self, node: exp.Select, scope: Scope) -> None:
         """Aggregate misuse Postgres would reject: aggregates in WHERE, JOIN ... ON or GROUP BY,
@@ -56,7 +59,7 @@ class Grouping(AnalyzerCore):
                 for arg in agg.iter_expressions():
                     inner = next(aggregates(arg), None)
                     if inner is not None:
-                        self.error("aggregate function calls cannot be nested", inner)
+                        self.state.error("aggregate function calls cannot be nested", inner)
                         return
         group = node.args.get("group")
         grouped_query = group is not None or having is not None or any(next(aggregates(e), None) for e in results)
@@ -88,7 +91,7 @@ class Grouping(AnalyzerCore):
             for col in _free_columns(item.this if isinstance(item, exp.Alias) else item, grouped_sql):
                 if not col.table and col.name in scope.merged:  # a USING column: one side's, or a COALESCE
                     if scope.merged_as.get(col.name) not in grouped_sql:
-                        self.error(
+                        self.state.error(
                             f"column {col.name} must appear in the GROUP BY clause or be used in an aggregate function",
                             col,
                         )
@@ -112,7 +115,7 @@ class Grouping(AnalyzerCore):
                         name = next((n for n, _ in rel.columns if (id(rel), n) not in grouped_cols), name)
                     else:
                         name = "*"
-                self.error(
+                self.state.error(
                     f"column {rel.alias}.{name} must appear in the GROUP BY clause or be used in an aggregate function",
                     col,
                 )

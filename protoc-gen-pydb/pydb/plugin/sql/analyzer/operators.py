@@ -12,8 +12,10 @@ from ..catalog.types import PgType
 from ..rules.casts import assignable, describe, is_untyped, same_family, wider
 from ..rules.ranges import range_operator
 from ..rules.resolution import ResolveError, resolve_operator
-from .core import AnalyzerCore
+from .literal_casts import CastsAndLiterals
+from .recursion import TypesExpressions, TypesQueries
 from .scope import Scope, Typed
+from .state import StatementState
 
 #: How operators are written, for messages.
 _OPERATORS: dict[type[exp.Expr], str] = {
@@ -50,8 +52,19 @@ def _op(node: exp.Expr) -> str:
     return _OPERATORS.get(type(node), "?")
 
 
-class Operators(AnalyzerCore):
-    """Operator expressions."""
+class Operators:
+    """Operator expressions: comparison, IN/ANY, arithmetic, `||`, json, containment. Types
+    operands through `self.expr`, subqueries through `self.queries`, literals by `self.casts`."""
+
+    #: The operands' typing: `ExpressionTyping` (connected by `Analyzer.__init__`).
+    expr: TypesExpressions
+    #: The subqueries' typing: `Statements` (connected by `Analyzer.__init__`).
+    queries: TypesQueries
+
+    def __init__(self, state: StatementState, casts: CastsAndLiterals) -> None:
+        self.state = state
+        self.params = state.params
+        self.casts = casts
 
     def operator(
         self, symbol: str, left: exp.Expr, right: exp.Expr, node: exp.Expr, scope: Scope, *, value_of_left: bool = False
@@ -61,44 +74,44 @@ class Operators(AnalyzerCore):
         `value_of_left`: the type is the left operand's as the operator takes it (NULLIF)."""
         sides = []
         for side in (left, right):
-            if isinstance(side, exp.Parameter) and self.param_types.get(side.name) is not None:
-                sides.append(Typed(self.param_types[side.name], side.name in self.nullable_params))
+            if isinstance(side, exp.Parameter) and self.params.types.get(side.name) is not None:
+                sides.append(Typed(self.params.types[side.name], side.name in self.params.nullable))
             elif is_untyped(side):
                 sides.append(Typed(t.UNKNOWN, False))
             else:
-                sides.append(self.infer(side, scope))
+                sides.append(self.expr.infer(side, scope))
         if sides[0].type is None or sides[1].type is None:
             return Typed(None, True)
-        ranges = {name: r.subtype for name, r in self.catalog.ranges.items()}
+        ranges = {name: r.subtype for name, r in self.state.catalog.ranges.items()}
         on_range = range_operator(symbol, sides[0].type, sides[1].type, ranges)
         if on_range is not None:  # a range type the schema declares, under pg_catalog's anyrange operators
             result, left_type, right_type = on_range
             nullable = False
             for side, given, operand_type in ((left, sides[0], left_type), (right, sides[1], right_type)):
-                operand = self.expect(side, operand_type, scope) if is_untyped(side) else given
+                operand = self.expr.expect(side, operand_type, scope) if is_untyped(side) else given
                 nullable = nullable or operand.nullable
             return Typed(left_type if value_of_left else result, nullable)
         try:
             resolution = resolve_operator(
-                symbol, self.builtins.operators(symbol), sides[0].type, sides[1].type, env=self.builtins
+                symbol, self.state.builtins.operators(symbol), sides[0].type, sides[1].type, env=self.state.builtins
             )
         except ResolveError as err:
-            self.error(err.message + (f" ({err.note})" if err.note else ""), node)
+            self.state.error(err.message + (f" ({err.note})" if err.note else ""), node)
             return Typed(None, True)
         nullable = False
         for side, typed, coerced in ((left, sides[0], resolution.left), (right, sides[1], resolution.right)):
             if is_untyped(side) and coerced is not None:
-                typed = self.expect(side, coerced, scope)
+                typed = self.expr.expect(side, coerced, scope)
             nullable = nullable or typed.nullable
         return Typed(resolution.left if value_of_left else resolution.result, nullable)
 
     def expect_json(self, node: exp.Expr, scope: Scope, op: str) -> Typed:
         """The left side of a json operator: a json or jsonb value (a parameter becomes jsonb)."""
         if is_untyped(node):
-            return self.expect(node, t.JSONB, scope)
-        typed = self.infer(node, scope)
+            return self.expr.expect(node, t.JSONB, scope)
+        typed = self.expr.infer(node, scope)
         if typed.type is not None and typed.type.name not in t.JSON:
-            self.error(f"operator does not exist: {describe(typed.type)} {op} ...; it takes json or jsonb", node)
+            self.state.error(f"operator does not exist: {describe(typed.type)} {op} ...; it takes json or jsonb", node)
             return Typed(None, typed.nullable)
         return typed
 
@@ -110,9 +123,9 @@ class Operators(AnalyzerCore):
         subject = self.expect_json(node.this, scope, op)
         key = node.expression
         if isinstance(key, exp.Parameter):
-            self.bind(key, t.TEXT.array() if path_op else t.TEXT)
+            self.params.bind(key, t.TEXT.array() if path_op else t.TEXT)
         elif isinstance(key, exp.Expr) and not isinstance(key, (exp.JSONPath, exp.Literal)):
-            key_type = self.infer(key, scope).type
+            key_type = self.expr.infer(key, scope).type
             # A key is text, an index an integer; a path (#>, #>>) is text[].
             fits = (
                 (key_type == t.TEXT.array())
@@ -120,7 +133,7 @@ class Operators(AnalyzerCore):
                 else (key_type is not None and key_type.name in t.TEXTUAL | t.INTEGER and not key_type.is_array)
             )
             if key_type is not None and key_type not in (t.UNKNOWN, t.NULL) and not fits:
-                self.error(
+                self.state.error(
                     f"operator does not exist: {describe(subject.type or t.JSONB)} {op} {describe(key_type)}", node
                 )
         if as_text:
@@ -131,8 +144,8 @@ class Operators(AnalyzerCore):
         """`@>`, `<@` (jsonb or arrays) and `&&` (arrays): both sides of one type."""
         op = _OPERATORS.get(type(node), "&&")
         left, right = node.this, node.expression
-        lt = self.infer(left, scope) if not is_untyped(left) else Typed(None, False)
-        rt = self.infer(right, scope) if not is_untyped(right) else Typed(None, False)
+        lt = self.expr.infer(left, scope) if not is_untyped(left) else Typed(None, False)
+        rt = self.expr.infer(right, scope) if not is_untyped(right) else Typed(None, False)
         known = lt.type if lt.type not in (None, t.UNKNOWN, t.NULL) else rt.type
         if known is None or known in (t.UNKNOWN, t.NULL):
             known = t.JSONB if op != "&&" else None
@@ -142,14 +155,14 @@ class Operators(AnalyzerCore):
             return self.operator(op, left, right, node, scope)
         if known is not None:
             if not known.is_array and (known.name not in t.JSON or op == "&&"):
-                self.error(f"operator does not exist: {describe(known)} {op} ...; it takes arrays or jsonb", node)
+                self.state.error(f"operator does not exist: {describe(known)} {op} ...; it takes arrays or jsonb", node)
                 return Typed(t.BOOL, True)
             for side in (left, right):
                 if is_untyped(side):
-                    self.expect(side, known, scope)
+                    self.expr.expect(side, known, scope)
             if lt.type is not None and rt.type is not None and lt.type.is_array and rt.type.is_array:
                 if lt.type != rt.type:  # anyarray on both sides: one array type, no coercion
-                    self.error(f"operator does not exist: {describe(lt.type)} {op} {describe(rt.type)}", node)
+                    self.state.error(f"operator does not exist: {describe(lt.type)} {op} {describe(rt.type)}", node)
             elif lt.type is not None and rt.type is not None and lt.type != rt.type:
                 self.check_comparable(lt.type, rt.type, node)
         return Typed(t.BOOL, lt.nullable or rt.nullable)
@@ -157,52 +170,52 @@ class Operators(AnalyzerCore):
     def concat(self, node: exp.DPipe, scope: Scope) -> Typed:
         """`||`: jsonb || jsonb, array || array (or element), else text concatenation."""
         left, right = node.this, node.expression
-        lt = self.infer(left, scope) if not is_untyped(left) else Typed(None, False)
-        rt = self.infer(right, scope) if not is_untyped(right) else Typed(None, False)
+        lt = self.expr.infer(left, scope) if not is_untyped(left) else Typed(None, False)
+        rt = self.expr.infer(right, scope) if not is_untyped(right) else Typed(None, False)
         nullable = lt.nullable or rt.nullable
         for typed, other, other_typed in ((lt, right, rt), (rt, left, lt)):
             kind = typed.type
             if kind is not None and (kind.is_array or kind.name == "jsonb"):
                 if is_untyped(other):
-                    self.expect(other, kind, scope)
+                    self.expr.expect(other, kind, scope)
                 elif other_typed.type is not None and not (
                     assignable(other_typed.type, kind) or assignable(other_typed.type, kind.element)
                 ):
-                    self.error(
+                    self.state.error(
                         f"operator does not exist: {describe(lt.type or kind)} || {describe(rt.type or kind)}", node
                     )
                 return Typed(kind, nullable)
         for side in (left, right):
             if is_untyped(side):
-                self.expect(side, t.TEXT, scope)
+                self.expr.expect(side, t.TEXT, scope)
         return Typed(t.TEXT, nullable)
 
     def comparison(self, node: exp.Expr, scope: Scope) -> Typed:
         left, right = node.this, node.expression
         if isinstance(right, (exp.Any, exp.All)):
-            lt = self.infer(left, scope)
+            lt = self.expr.infer(left, scope)
             inner = right.this
             if isinstance(inner, (exp.Subquery, exp.Select)):
-                rows = self.query(inner.this if isinstance(inner, exp.Subquery) else inner, Scope(parent=scope))
+                rows = self.queries.query(inner.this if isinstance(inner, exp.Subquery) else inner, Scope(parent=scope))
                 if lt.type is not None and rows and rows[0][1].type is not None:
                     self.check_comparable(lt.type, rows[0][1].type, node)
             elif lt.type is not None and lt.type not in (t.UNKNOWN, t.NULL) and is_untyped(inner):
-                self.expect(inner, lt.type.array(), scope)
+                self.expr.expect(inner, lt.type.array(), scope)
             elif lt.type is not None and lt.type not in (t.UNKNOWN, t.NULL):
                 # ARRAY[...] and other typed arrays resolve their own type first (ARRAY[@a] is
                 # text[]); then the element must compare with the left side.
-                at = self.infer(inner, scope)
+                at = self.expr.infer(inner, scope)
                 if at.type is not None and at.type.is_array:
                     self.check_comparable(lt.type, at.type.element, node)
                 elif at.type is not None:
-                    self.expect(inner, lt.type.array(), scope)
+                    self.expr.expect(inner, lt.type.array(), scope)
             else:
-                at = self.infer(inner, scope)
+                at = self.expr.infer(inner, scope)
                 if at.type is not None and at.type.is_array and isinstance(left, exp.Parameter):
                     # the scalar operator reduces an element domain to its base type
-                    self.bind(left, replace(at.type.element, domain=None))
+                    self.params.bind(left, replace(at.type.element, domain=None))
                 elif at.type is not None and at.type.is_array and isinstance(left, exp.Literal) and left.is_string:
-                    self.check_literal(left, at.type.element)
+                    self.casts.check_literal(left, at.type.element)
             return Typed(t.BOOL, True)
         return self.compare(left, right, node, scope)
 
@@ -211,7 +224,7 @@ class Operators(AnalyzerCore):
         two typed sides must be comparable. Rows `(a, b) = (@x, @y)` compare element-wise."""
         if isinstance(left, exp.Tuple) and isinstance(right, exp.Tuple):
             if len(left.expressions) != len(right.expressions):
-                self.error(
+                self.state.error(
                     f"row comparison needs rows of the same length ({len(left.expressions)} vs "
                     f"{len(right.expressions)})",
                     node,
@@ -219,9 +232,9 @@ class Operators(AnalyzerCore):
             pairs = zip(left.expressions, right.expressions, strict=False)
             results = [self.compare(a, b, node, scope) for a, b in pairs]
             return Typed(t.BOOL, any(r.nullable for r in results))
-        untyped_left, untyped_right = self.untyped(left), self.untyped(right)
-        lt = self.infer(left, scope) if not untyped_left else Typed(None, False)
-        rt = self.infer(right, scope) if not untyped_right else Typed(None, False)
+        untyped_left, untyped_right = self.params.untyped(left), self.params.untyped(right)
+        lt = self.expr.infer(left, scope) if not untyped_left else Typed(None, False)
+        rt = self.expr.infer(right, scope) if not untyped_right else Typed(None, False)
         # A parameter an earlier use typed, next to a type it cannot meet: reported as the
         # parameter's two types (PostgreSQL: operator does not exist: uuid = bigint).
         if isinstance(left, exp.Parameter) and _conflict(lt.type, rt.type):
@@ -229,19 +242,19 @@ class Operators(AnalyzerCore):
         elif isinstance(right, exp.Parameter) and _conflict(rt.type, lt.type):
             untyped_right, rt = True, Typed(None, False)
         if untyped_left and rt.type is not None:
-            lt = self.expect(left, self.operand_type(node, rt.type, known_left=False), scope)
+            lt = self.expr.expect(left, self.operand_type(node, rt.type, known_left=False), scope)
         elif untyped_right and lt.type is not None:
-            rt = self.expect(right, self.operand_type(node, lt.type, known_left=True), scope)
+            rt = self.expr.expect(right, self.operand_type(node, lt.type, known_left=True), scope)
         elif lt.type is not None and rt.type is not None:
             self.check_comparable(lt.type, rt.type, node)
         elif untyped_left and untyped_right:
             # unknown = unknown: Postgres compares as text (`@a = 'x'`, `@a = @b`).
             for side in (left, right):
                 if isinstance(side, exp.Parameter):
-                    self.bind(side, t.TEXT)
+                    self.params.bind(side, t.TEXT)
         if any(s.type is not None and s.type.name == "json" and not s.type.is_array for s in (lt, rt)):
             op = _OPERATORS.get(type(node), "compare")
-            self.error(f"operator does not exist: json {op} json (json cannot be compared; use jsonb)", node)
+            self.state.error(f"operator does not exist: json {op} json (json cannot be compared; use jsonb)", node)
         return Typed(t.BOOL, lt.nullable or rt.nullable)
 
     def operand_type(self, node: exp.Expr, known: PgType, known_left: bool) -> PgType:
@@ -252,7 +265,7 @@ class Operators(AnalyzerCore):
             return known
         left, right = (known, t.UNKNOWN) if known_left else (t.UNKNOWN, known)
         try:
-            resolution = resolve_operator(op, self.builtins.operators(op), left, right, env=self.builtins)
+            resolution = resolve_operator(op, self.state.builtins.operators(op), left, right, env=self.state.builtins)
         except ResolveError:
             return known
         found = resolution.right if known_left else resolution.left
@@ -265,29 +278,31 @@ class Operators(AnalyzerCore):
             return
         op = _OPERATORS.get(type(node), "=")
         try:  # an operator of its own, such as xid = integer (`xmax = 0`)
-            resolve_operator(op, self.builtins.operators(op), a, b, env=self.builtins)
+            resolve_operator(op, self.state.builtins.operators(op), a, b, env=self.state.builtins)
         except ResolveError:
-            self.error(f"operator does not exist: {describe(a)} {op} {describe(b)}", node)
+            self.state.error(f"operator does not exist: {describe(a)} {op} {describe(b)}", node)
 
     def in_(self, node: exp.In, scope: Scope) -> Typed:
-        subject = self.infer(node.this, scope) if not is_untyped(node.this) else Typed(None, False)
+        subject = self.expr.infer(node.this, scope) if not is_untyped(node.this) else Typed(None, False)
         query = node.args.get("query")
         if query is not None:
-            rows = self.query(query.this if isinstance(query, exp.Subquery) else query, Scope(parent=scope))
+            rows = self.queries.query(query.this if isinstance(query, exp.Subquery) else query, Scope(parent=scope))
             if isinstance(node.this, exp.Tuple):  # (a, b) IN (SELECT x, y ...): column by column
                 subjects = node.this.expressions
                 if len(rows) != len(subjects):
-                    self.error(f"subquery has too {'many' if len(rows) > len(subjects) else 'few'} columns", query)
+                    self.state.error(
+                        f"subquery has too {'many' if len(rows) > len(subjects) else 'few'} columns", query
+                    )
                 for value, (_, row, _) in zip(subjects, rows, strict=False):
                     if is_untyped(value) and row.type is not None:
-                        self.expect(value, row.type, scope)
+                        self.expr.expect(value, row.type, scope)
                         continue
-                    typed = self.infer(value, scope)
+                    typed = self.expr.infer(value, scope)
                     if typed.type is not None and row.type is not None:
                         self.check_comparable(typed.type, row.type, node)
                 return Typed(t.BOOL, True)
             if len(rows) != 1:
-                self.error(f"subquery has too {'many' if len(rows) > 1 else 'few'} columns", query)
+                self.state.error(f"subquery has too {'many' if len(rows) > 1 else 'few'} columns", query)
             elif subject.type is not None and rows[0][1].type is not None:
                 self.check_comparable(subject.type, rows[0][1].type, node)
             return Typed(t.BOOL, True)
@@ -296,16 +311,18 @@ class Operators(AnalyzerCore):
             return Typed(t.BOOL, any(r.nullable for r in row_results))
         for e in node.expressions:
             if subject.type is not None:
-                self.expect(e, subject.type, scope)
+                self.expr.expect(e, subject.type, scope)
             else:
-                self.infer(e, scope)
+                self.expr.infer(e, scope)
         return Typed(t.BOOL, subject.nullable)
 
     def arithmetic(self, node: exp.Expr, scope: Scope) -> Typed:
         left, right = node.this, node.expression
-        lt = self.infer(left, scope)
-        rt = self.infer(right, scope)
-        if any(s.type is not None and not s.type.is_array and s.type.name in self.catalog.ranges for s in (lt, rt)):
+        lt = self.expr.infer(left, scope)
+        rt = self.expr.infer(right, scope)
+        if any(
+            s.type is not None and not s.type.is_array and s.type.name in self.state.catalog.ranges for s in (lt, rt)
+        ):
             return self.operator(_op(node), left, right, node, scope)  # union, intersection, difference
         nullable = lt.nullable or rt.nullable
         a, b = lt.type, rt.type
@@ -315,7 +332,7 @@ class Operators(AnalyzerCore):
         for side, other in ((left, b), (right, a)):
             if (
                 isinstance(side, exp.Parameter)
-                and self.param_types.get(side.name) is None
+                and self.params.types.get(side.name) is None
                 and other is not None
                 and not other.is_array
                 and (other.name in t.TEMPORAL or other == t.INTERVAL)
@@ -323,25 +340,25 @@ class Operators(AnalyzerCore):
                 return self.operator(_op(node), left, right, node, scope)
         # A parameter takes the other operand's type.
         for side, other in ((left, b), (right, a)):
-            if isinstance(side, exp.Parameter) and self.param_types.get(side.name) is not None:
+            if isinstance(side, exp.Parameter) and self.params.types.get(side.name) is not None:
                 continue  # typed by an earlier use: `created_at > @t AND ... @t + INTERVAL '1 day'`
             if isinstance(side, exp.Parameter) and other is not None:
                 if other == t.INTERVAL and isinstance(node, (exp.Mul, exp.Div)):
-                    self.bind(side, t.FLOAT8)
+                    self.params.bind(side, t.FLOAT8)
                 elif other.name in t.TEMPORAL:
-                    self.bind(side, t.INTERVAL)
+                    self.params.bind(side, t.INTERVAL)
                 else:
-                    self.bind(side, other)
+                    self.params.bind(side, other)
             elif isinstance(side, exp.Literal) and side.is_string and other is not None:
                 # `now() + '5 seconds'`: the literal is read as what the operator needs.
                 if (other.name in t.TEMPORAL and isinstance(node, exp.Add)) or (
                     other == t.INTERVAL and isinstance(node, (exp.Add, exp.Sub))
                 ):
-                    self.check_literal(side, t.INTERVAL)
+                    self.casts.check_literal(side, t.INTERVAL)
                 elif other.name in t.NUMERIC and not other.is_array:
-                    self.check_literal(side, other)
-        a = lt.type if not isinstance(left, exp.Parameter) else self.param_types.get(left.name)
-        b = rt.type if not isinstance(right, exp.Parameter) else self.param_types.get(right.name)
+                    self.casts.check_literal(side, other)
+        a = lt.type if not isinstance(left, exp.Parameter) else self.params.types.get(left.name)
+        b = rt.type if not isinstance(right, exp.Parameter) else self.params.types.get(right.name)
         if a is None or b is None:
             return Typed(
                 a or b if isinstance(node, (exp.Add, exp.Sub)) and (a or b) and (a or b) != t.INTERVAL else None,
@@ -362,7 +379,7 @@ class Operators(AnalyzerCore):
             moment = a if a.name in t.TEMPORAL else b
             if isinstance(node, exp.Add) or (isinstance(node, exp.Sub) and moment is a):
                 return Typed(PgType("timestamp") if moment.name == "date" else moment, nullable)
-            self.error(f"operator does not exist: {describe(a)} {_op(node)} {describe(b)}", node)
+            self.state.error(f"operator does not exist: {describe(a)} {_op(node)} {describe(b)}", node)
             return Typed(None, nullable)
         if a.name in t.TEMPORAL and b.name in t.TEMPORAL and isinstance(node, exp.Sub):
             return Typed(t.INTERVAL, nullable)
@@ -372,7 +389,7 @@ class Operators(AnalyzerCore):
             number = other.name in t.NUMERIC or other == t.UNKNOWN
             if number and not (isinstance(node, exp.Div) and b == t.INTERVAL):
                 return Typed(t.INTERVAL, nullable)
-            self.error(f"operator does not exist: {describe(a)} {_op(node)} {describe(b)}", node)
+            self.state.error(f"operator does not exist: {describe(a)} {_op(node)} {describe(b)}", node)
             return Typed(None, nullable)
         if a == t.INTERVAL and b == t.INTERVAL:
             return Typed(t.INTERVAL, nullable)
@@ -381,14 +398,16 @@ class Operators(AnalyzerCore):
         if a.name in t.NUMERIC and b.name in t.NUMERIC and not (a.is_array or b.is_array):
             try:  # PostgreSQL's operator for the pair (float4 + numeric is float8)
                 symbol = _op(node)
-                resolution = resolve_operator(symbol, self.builtins.operators(symbol), a, b, env=self.builtins)
+                resolution = resolve_operator(
+                    symbol, self.state.builtins.operators(symbol), a, b, env=self.state.builtins
+                )
                 return Typed(resolution.result, nullable)
             except ResolveError:
                 return Typed(wider(a, b), nullable)
         if t.UNKNOWN in (a, b):
             known = b if a == t.UNKNOWN else a
             if known == t.UNKNOWN:
-                self.error(f"operator is not unique: unknown {_op(node)} unknown (cast one side)", node)
+                self.state.error(f"operator is not unique: unknown {_op(node)} unknown (cast one side)", node)
                 return Typed(None, nullable)
             if known.name in t.TEMPORAL and isinstance(node, exp.Sub) and a != t.UNKNOWN:
                 return Typed(t.INTERVAL, nullable)  # ts - 'literal' is ts - ts, as Postgres reads it
@@ -402,11 +421,11 @@ class Operators(AnalyzerCore):
                 return Typed(known, nullable)
         try:  # any other operator of the pair: the catalog's, an extension's (pg_trgm's text % text)
             symbol = _op(node)
-            resolution = resolve_operator(symbol, self.builtins.operators(symbol), a, b, env=self.builtins)
+            resolution = resolve_operator(symbol, self.state.builtins.operators(symbol), a, b, env=self.state.builtins)
             return Typed(resolution.result, nullable)
         except ResolveError:
             pass
-        self.error(f"operator does not exist: {describe(a)} {_op(node)} {describe(b)}", node)
+        self.state.error(f"operator does not exist: {describe(a)} {_op(node)} {describe(b)}", node)
         return Typed(None, nullable)
 
 

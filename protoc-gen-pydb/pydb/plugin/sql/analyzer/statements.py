@@ -13,30 +13,41 @@ from ..catalog.types import PgType, span_of
 from ..rules.casts import assignable, describe, is_untyped
 from ..rules.coercion import ResolveError, common_type, require_equality
 from ..rules.literals import is_int
-from .core import AnalyzerCore
-from .expressions import output_name
-from .grouping import grouping_items, sometimes_grouped
+from .expressions import ExpressionTyping, output_name
+from .from_items import FromItems
+from .grouping import Grouping, grouping_items, sometimes_grouped
 from .result import Expansion
 from .scope import Relation, Scope, StarColumn, Typed, all_relations, local_column_names, row_type_columns
+from .state import StatementState
 
 
-class Statements(AnalyzerCore):
-    """SELECT, VALUES, set operations."""
+class Statements:
+    """SELECT, VALUES, set operations and their output columns. Scopes come from
+    `self.from_items`, expressions are typed by `self.expr`, grouping checked by `self.grouping`."""
+
+    def __init__(
+        self, state: StatementState, expr: ExpressionTyping, from_items: FromItems, grouping: Grouping
+    ) -> None:
+        self.state = state
+        self.params = state.params
+        self.expr = expr
+        self.from_items = from_items
+        self.grouping = grouping
 
     def query(self, node: exp.Expr, scope: Scope) -> list[tuple[str, Typed, SqlSpan | None]]:
         if isinstance(node, exp.Subquery):
             return self.query(node.this, scope)
         if isinstance(node, (exp.Union, exp.Intersect, exp.Except)):
-            scope = self.with_ctes(node, scope)
+            scope = self.from_items.with_ctes(node, scope)
             # A branch that is a plain SELECT leaves its untyped outputs (`SELECT @u`, 'x', NULL)
             # unresolved: the set operation's common type is theirs (PostgreSQL's
             # transformSetOperationTree); a nested set operation or VALUES resolved its own.
             branches = [_unwrap_subquery(node.this), _unwrap_subquery(node.expression)]
-            self.unresolved_outputs.update(id(b) for b in branches if isinstance(b, exp.Select))
+            self.state.unresolved_outputs.update(id(b) for b in branches if isinstance(b, exp.Select))
             left = self.query(node.this, scope)
             right = self.query(node.expression, scope)
             if len(left) != len(right):
-                self.error(
+                self.state.error(
                     f"each side of {type(node).__name__.upper()} must have the same number of columns ({len(left)} vs {len(right)})",
                     node,
                 )
@@ -55,12 +66,12 @@ class Statements(AnalyzerCore):
                     known = self.common_type([x for x in types if x is not None], type(node).__name__.upper(), span)
                 for cell in untyped:
                     if known is not None:
-                        self.expect(cell, known, scope)
+                        self.expr.expect(cell, known, scope)
                 if node.args.get("distinct") and known is not None and not equality_missing:
                     try:  # without ALL the rows are compared: json, void cannot be
-                        require_equality(known, env=self.builtins)
+                        require_equality(known, env=self.state.builtins)
                     except ResolveError as err:
-                        self.error(err.message, span=span)
+                        self.state.error(err.message, span=span)
                         equality_missing = True
                 merged.append((name, Typed(known, typed.nullable or other.nullable), span))
             self.limit_offset(node, scope)  # (SELECT ...) UNION (SELECT ...) LIMIT @n OFFSET @m
@@ -68,11 +79,11 @@ class Statements(AnalyzerCore):
         if isinstance(node, exp.Values):
             return self.values_rows(node, scope)
         if not isinstance(node, exp.Select):
-            self.error(f"unsupported query {type(node).__name__}", node)
+            self.state.error(f"unsupported query {type(node).__name__}", node)
             return []
-        scope = self.with_ctes(node, scope)
+        scope = self.from_items.with_ctes(node, scope)
         local = Scope(parent=scope)
-        self.from_clause(node, local)
+        self.from_items.from_clause(node, local)
         # The parameters are listed WHERE's first, then GROUP BY's, then HAVING's, as before the
         # select list; they are typed in PostgreSQL's order below.
         self.list_params(node.args.get("where"))
@@ -116,7 +127,7 @@ class Statements(AnalyzerCore):
         for clause in ("where", "having"):
             condition = node.args.get(clause)
             if condition is not None:
-                self.expect(condition.this, t.BOOL, local)
+                self.expr.expect(condition.this, t.BOOL, local)
         local.output = {n: typed for n, typed, _ in outputs}
         order = node.args.get("order")
         if order is not None:
@@ -124,22 +135,22 @@ class Statements(AnalyzerCore):
                 key = o.this if isinstance(o, exp.Ordered) else o
                 if isinstance(key, exp.Literal) and not key.is_string and is_int(str(key.this)):
                     if not 1 <= int(str(key.this)) <= len(outputs):
-                        self.error(f"ORDER BY position {key.this} is not in select list", key)
+                        self.state.error(f"ORDER BY position {key.this} is not in select list", key)
                 elif isinstance(key, (exp.Literal, exp.Boolean, exp.Null)):
-                    self.error("non-integer constant in ORDER BY", key)
+                    self.state.error("non-integer constant in ORDER BY", key)
                 elif isinstance(key, exp.Column) and not key.table and key.name in local.output:
                     pass  # a bare name is an output column first (SQL92), even one FROM has twice
                 else:
                     self.grouping_key(key, local, allow_output=True)
             if isinstance(distinct, exp.Distinct) and distinct.args.get("on") is not None:
-                self.check_distinct_on(distinct.args["on"], order)
+                self.grouping.check_distinct_on(distinct.args["on"], order)
         for key in late_keys:
             self.grouping_key(key, local)
         self.limit_offset(node, local)
         for window in windows:
-            self.window_spec(window, local)
-        self.check_grouping(node, local)
-        if id(node) not in self.unresolved_outputs:
+            self.expr.window_spec(window, local)
+        self.grouping.check_grouping(node, local)
+        if id(node) not in self.state.unresolved_outputs:
             outputs = self.untyped_outputs_as_text(node.expressions, outputs, local)
         return outputs
 
@@ -154,14 +165,14 @@ class Statements(AnalyzerCore):
             if isinstance(cell, exp.Paren):
                 cell = cell.unnest()
             name, typed, span = outputs[position]
-            if isinstance(cell, exp.Parameter) and self.param_types.get(cell.name) is None:
-                resolved[position] = (name, self.expect(cell, t.TEXT, scope), span)
+            if isinstance(cell, exp.Parameter) and self.params.types.get(cell.name) is None:
+                resolved[position] = (name, self.expr.expect(cell, t.TEXT, scope), span)
             elif isinstance(cell, exp.Parameter) and typed.type is None:
                 # Untyped when the select list was read, typed by a later clause (WHERE id = @a):
                 # PostgreSQL still makes this use text, a second type for one parameter.
-                later = self.param_types.get(cell.name)
+                later = self.params.types.get(cell.name)
                 if later is not None and later != t.TEXT:
-                    self.error(f"inconsistent types deduced for parameter ${self.param_number(cell.name)}", cell)
+                    self.state.error(f"inconsistent types deduced for parameter ${self.params.number(cell.name)}", cell)
                 resolved[position] = (name, Typed(later, typed.nullable), span)
             elif typed.type == t.UNKNOWN:  # 'x': text (NULL stays untyped: the result check asks for a cast)
                 resolved[position] = (name, Typed(t.TEXT, typed.nullable), span)
@@ -170,23 +181,23 @@ class Statements(AnalyzerCore):
     def list_params(self, clause: exp.Expr | None) -> None:
         """List `clause`'s parameters, in the order they are written, without typing them."""
         for param in clause.find_all(exp.Parameter, bfs=False) if clause is not None else ():
-            self.see_param(param.name)
+            self.params.see(param.name)
 
     def grouping_key(self, node: exp.Expr, scope: Scope, allow_output: bool = False) -> Typed:
         """A GROUP BY, ORDER BY or DISTINCT ON expression: a parameter no context typed is text
         (PostgreSQL resolves an unknown sort or group key so)."""
         bare = node.unnest() if isinstance(node, exp.Paren) else node
-        if isinstance(bare, exp.Parameter) and self.param_types.get(bare.name) is None:
-            return self.expect(bare, t.TEXT, scope)
-        return self.infer(node, scope, allow_output=allow_output)
+        if isinstance(bare, exp.Parameter) and self.params.types.get(bare.name) is None:
+            return self.expr.expect(bare, t.TEXT, scope)
+        return self.expr.infer(node, scope, allow_output=allow_output)
 
     def common_type(self, types: list[PgType], construct: str, span: SqlSpan | None) -> PgType | None:
         """The type PostgreSQL resolves a UNION column, VALUES column, CASE or COALESCE to
         (untyped literals alone: text); an error when the types cannot be matched."""
         try:
-            return common_type(types, construct, env=self.builtins)
+            return common_type(types, construct, env=self.state.builtins)
         except ResolveError as err:
-            self.error(err.message, span=span)
+            self.state.error(err.message, span=span)
             return None
 
     def limit_offset(self, node: exp.Expr, scope: Scope) -> None:
@@ -205,11 +216,13 @@ class Statements(AnalyzerCore):
             if not isinstance(value, exp.Expr):
                 continue
             if is_untyped(value):
-                self.expect(value, t.INT8, scope)
+                self.expr.expect(value, t.INT8, scope)
                 continue
-            typed = self.infer(value, scope)
-            if typed.type is not None and not assignable(typed.type, t.INT8, env=self.builtins):
-                self.error(f"argument of {key.upper()} must be type bigint, not type {describe(typed.type)}", value)
+            typed = self.expr.infer(value, scope)
+            if typed.type is not None and not assignable(typed.type, t.INT8, env=self.state.builtins):
+                self.state.error(
+                    f"argument of {key.upper()} must be type bigint, not type {describe(typed.type)}", value
+                )
 
     def values_rows(self, node: exp.Values, scope: Scope) -> list[tuple[str, Typed, SqlSpan | None]]:
         rows = [row.expressions if isinstance(row, exp.Tuple) else [row] for row in node.expressions]
@@ -217,27 +230,29 @@ class Statements(AnalyzerCore):
             return []
         for row, row_node in zip(rows[1:], node.expressions[1:], strict=True):
             if len(row) != len(rows[0]):
-                self.error("VALUES lists must all be the same length", row_node)
+                self.state.error("VALUES lists must all be the same length", row_node)
                 rows = rows[:1]  # type the first row only; its columns stay known
                 break
         out: list[tuple[str, Typed, SqlSpan | None]] = []
         for i, first in enumerate(rows[0]):
             cells = [row[i] for row in rows]
-            typed = [None if is_untyped(c) else self.infer(c, scope) for c in cells]
+            typed = [None if is_untyped(c) else self.expr.infer(c, scope) for c in cells]
             # PostgreSQL's common type of the column ((1), (2.5): numeric; untyped alone: text).
             known: PgType | None = None
             if all(x is None or x.type is not None for x in typed):
                 types = [
                     x.type or t.UNKNOWN
                     if x is not None
-                    else (self.param_types.get(c.name) if isinstance(c, exp.Parameter) else None) or t.UNKNOWN
+                    else (self.params.types.get(c.name) if isinstance(c, exp.Parameter) else None) or t.UNKNOWN
                     for c, x in zip(cells, typed, strict=True)
                 ]
                 known = self.common_type(types, "VALUES", span_of(first))
             nullable = False
             for cell, cell_type in zip(cells, typed, strict=True):
                 if cell_type is None:
-                    cell_type = self.expect(cell, known, scope) if known is not None else self.infer(cell, scope)
+                    cell_type = (
+                        self.expr.expect(cell, known, scope) if known is not None else self.expr.infer(cell, scope)
+                    )
                 nullable = nullable or cell_type.nullable
             out.append((f"column{i + 1}", Typed(known, nullable), span_of(first)))
         return out
@@ -250,15 +265,15 @@ class Statements(AnalyzerCore):
         explicit column list it stands for."""
         # Per item: its star columns, or its one typed value (named once the list is matched).
         typed_items: list[list[StarColumn] | Typed] = []
-        top = id(owner) in self.top_level
+        top = id(owner) in self.state.top_level
         for item in items:
             star: list[StarColumn] | None = None
             if isinstance(item, exp.Star):
                 star = scope.star
                 if not scope.relations and not scope.lenient():
-                    self.error("SELECT * with no FROM", item)
+                    self.state.error("SELECT * with no FROM", item)
             elif isinstance(item, exp.Column) and isinstance(item.this, exp.Star):
-                star_rel = self.find_relation(item.table, scope, item)
+                star_rel = self.from_items.find_relation(item.table, scope, item)
                 star = star_rel.star() if star_rel is not None else []
             elif isinstance(item, exp.Dot) and isinstance(item.expression, exp.Star):
                 star = self.field_star(item, scope)
@@ -267,14 +282,14 @@ class Statements(AnalyzerCore):
                 if top:
                     self.expand(item, star)
                 continue
-            typed = self.infer(item, scope)
+            typed = self.expr.infer(item, scope)
             typed_items.append(typed)
             if top and typed.embedded is not None and isinstance(item, exp.Column) and not item.table:
                 row = next((rel for rel in all_relations(scope) if item.name in rel.names), None)
                 if row is not None:
                     self.expand(item, row.star())
         # After the items: the lists nested in them have taken their own names first.
-        names = self.output_names.names([self.item_start(item) for item in items])
+        names = self.state.output_names.names([self.state.item_start(item) for item in items])
         out: list[tuple[str, Typed, SqlSpan | None]] = []
         for position, (item, found) in enumerate(zip(items, typed_items, strict=True)):
             if isinstance(found, list):
@@ -286,16 +301,16 @@ class Statements(AnalyzerCore):
     def field_star(self, item: exp.Dot, scope: Scope) -> list[StarColumn]:
         """`(composite).*`: a column per field of the value's row type, each NULL when the value
         or the field is (`(f(x)).*`, `(t).*`)."""
-        base = self.infer(item.this, scope)
-        fields = row_type_columns(self.catalog, base.type)
+        base = self.expr.infer(item.this, scope)
+        fields = row_type_columns(self.state.catalog, base.type)
         if fields is None and base.embedded is not None:
             fields = tuple((n, typed.type) for n, typed in base.embedded if typed.type is not None)
-        span = self.span(item.this)
+        span = self.state.span(item.this)
         if fields is None or span is None:
             if base.type is not None:
-                self.error(f"type {describe(base.type)} is not composite", item)
+                self.state.error(f"type {describe(base.type)} is not composite", item)
             return []
-        value = self.sql[span.start : span.end + 1]
+        value = self.state.sql[span.start : span.end + 1]
         if not value.startswith("("):
             value = f"({value})"
         return [StarColumn(n, Typed(ty, True), f"{value}.{quote_ident(n)}") for n, ty in fields]
@@ -303,7 +318,7 @@ class Statements(AnalyzerCore):
     def expand(self, item: exp.Expr, star: list[StarColumn]) -> None:
         span = span_of(item)
         if span is not None and star:
-            self.expansions.append(Expansion(span, ", ".join(c.sql for c in star)))
+            self.state.expansions.append(Expansion(span, ", ".join(c.sql for c in star)))
 
 
 def _grouped_sql(rel: Relation, column: str) -> set[str]:

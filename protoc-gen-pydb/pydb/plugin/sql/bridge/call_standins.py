@@ -9,6 +9,7 @@ from pglast import ast
 from sqlglot import exp
 
 from ..catalog.types import TIMESTAMPTZ, PgType
+from ..syntax.pgtree import nodes_of
 
 _FUNC_ALIASES = {
     "currenttimestamp": "now",
@@ -76,15 +77,9 @@ def function_calls(tree: ast.Node | None, original_offset: Callable[[int], int])
     the call as PostgreSQL reads it (its name as written, argument count, named arguments,
     VARIADIC, OVER), whatever node sqlglot made of it (`div(a, b)` becomes a cast)."""
     calls: dict[int, ast.FuncCall] = {}
-    stack: list[object] = [tree]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, ast.Node):
-            if isinstance(item, ast.FuncCall) and item.location is not None and item.location >= 0:
-                calls[original_offset(item.location)] = item
-            stack.extend(getattr(item, name) for name in item)
-        elif isinstance(item, tuple):
-            stack.extend(item)
+    for call in nodes_of(tree, ast.FuncCall):
+        if call.location is not None and call.location >= 0:
+            calls[original_offset(call.location)] = call
     return calls
 
 

@@ -19,6 +19,7 @@ from sqlglot import exp
 from sqlglot.errors import ParseError, TokenError
 
 from ..syntax.grammar import GrammarCheck
+from ..syntax.pgtree import nodes_of
 
 #: Binary nodes sqlglot makes of operators it reads but has no meaning for: typed by the operator
 #: written (`written_operator`), whatever stood in the text sqlglot was given.
@@ -62,27 +63,14 @@ def sqlglot_text(grammar: GrammarCheck) -> str:
     if grammar.tree is None:
         return sql
     chars = list(sql)
-    stack: list[object] = [grammar.tree]
-    for _ in range(1_000_000):
-        if not stack:
-            break
-        item = stack.pop()
-        if isinstance(item, ast.Node):
-            if (
-                isinstance(item, ast.A_Expr)
-                and item.kind == A_Expr_Kind.AEXPR_OP
-                and item.lexpr is not None
-                and len(item.name or ()) == 1
-                and item.location is not None
-            ):
-                symbol = str(next(iter(item.name or ())).sval)
-                start = grammar.original_offset(item.location)
-                standin = _standin(len(symbol))
-                if sql[start : start + len(symbol)] == symbol and standin is not None and not sqlglot_reads(symbol):
-                    chars[start : start + len(symbol)] = standin
-            stack.extend(getattr(item, name) for name in item)
-        elif isinstance(item, tuple):
-            stack.extend(item)
+    for item in nodes_of(grammar.tree, ast.A_Expr):
+        binary = item.kind == A_Expr_Kind.AEXPR_OP and item.lexpr is not None and len(item.name or ()) == 1
+        if binary and item.location is not None:
+            symbol = str(next(iter(item.name or ())).sval)
+            start = grammar.original_offset(item.location)
+            standin = _standin(len(symbol))
+            if sql[start : start + len(symbol)] == symbol and standin is not None and not sqlglot_reads(symbol):
+                chars[start : start + len(symbol)] = standin
     return "".join(chars)
 
 

@@ -167,6 +167,11 @@ class Bindings:
     family2_unknown: bool = False
 
 
+#: The polymorphic pseudo-types every argument of which must be of one same type (domains as
+#: their base type), by the field of `Bindings` that type is bound to.
+_SAME_TYPE_SLOTS = {"anyarray": "array", "anyrange": "range", "anymultirange": "multirange"}
+
+
 def generic_bindings(inputs: Sequence[PgType], declared: Sequence[PgType], env: TypeEnv) -> Bindings | None:
     """The polymorphic type variables the actual arguments bind, or None when inconsistent."""
     b = Bindings()
@@ -188,21 +193,13 @@ def generic_bindings(inputs: Sequence[PgType], declared: Sequence[PgType], env: 
             if b.elem is not None and b.elem != actual:
                 return None
             b.elem = actual
-        elif d == "anyarray":
+        elif d in _SAME_TYPE_SLOTS:  # anyarray, anyrange, anymultirange: one type for all
             actual = base_type(actual, env)
-            if b.array is not None and b.array != actual:
+            slot = _SAME_TYPE_SLOTS[d]
+            bound = getattr(b, slot)
+            if bound is not None and bound != actual:
                 return None
-            b.array = actual
-        elif d == "anyrange":
-            actual = base_type(actual, env)
-            if b.range is not None and b.range != actual:
-                return None
-            b.range = actual
-        elif d == "anymultirange":
-            actual = base_type(actual, env)
-            if b.multirange is not None and b.multirange != actual:
-                return None
-            b.multirange = actual
+            setattr(b, slot, actual)
         elif d in ("anycompatible", "anycompatiblenonarray"):
             have_compatible_nonarray |= d == "anycompatiblenonarray"
             compatible_inputs.append(actual)

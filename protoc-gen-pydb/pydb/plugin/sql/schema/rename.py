@@ -3,6 +3,7 @@ applies them (dependents dropped with CASCADE, ALTERs passed down to inheritors)
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -30,11 +31,8 @@ def drop(state: State, node: PgNode) -> None:
         if kind in _RELATION_KINDS:
             _drop_relation(state, [s.sval for s in obj], _RELATION_KINDS[kind], bool(node.missing_ok), cascade)
         elif kind == ObjectType.OBJECT_INDEX:
-            parts = [s.sval for s in obj]
-            key = state.find_key(*split_name(parts), state.indexes)
+            key = _dropped(state, [s.sval for s in obj], state.indexes, "index", bool(node.missing_ok))
             if key is None:
-                if not node.missing_ok:
-                    state.error(f"index {'.'.join(parts)} does not exist")
                 continue
             if key in state.index_parent and state.index_parent[key] in state.indexes:
                 parent = state.index_parent[key].split(".", 1)[1]
@@ -48,11 +46,8 @@ def drop(state: State, node: PgNode) -> None:
                 keys.remove(index.columns)
                 state.tables[index.table] = replace(table, unique_keys=tuple(keys))
         elif kind == ObjectType.OBJECT_SEQUENCE:
-            parts = [s.sval for s in obj]
-            key = state.find_key(*split_name(parts), state.sequences)
+            key = _dropped(state, [s.sval for s in obj], state.sequences, "sequence", bool(node.missing_ok))
             if key is None:
-                if not node.missing_ok:
-                    state.error(f"sequence {'.'.join(parts)} does not exist")
                 continue
             del state.sequences[key]
         elif kind in (ObjectType.OBJECT_TYPE, ObjectType.OBJECT_DOMAIN):
@@ -70,6 +65,15 @@ def drop(state: State, node: PgNode) -> None:
             if state.find_key(*split_name(parts), state.tables) is None and not node.missing_ok:
                 state.error(f"relation {'.'.join(parts)} does not exist")
         # casts, operators, aggregates, roles, text search objects, ...: not in the catalog
+
+
+def _dropped(state: State, parts: list[str], objects: Mapping[str, object], what: str, missing_ok: bool) -> str | None:
+    """The key of the `what` (index, sequence) a DROP names; None after PostgreSQL's error when
+    there is none (none under IF EXISTS)."""
+    key = state.find_key(*split_name(parts), objects)
+    if key is None and not missing_ok:
+        state.error(f"{what} {'.'.join(parts)} does not exist")
+    return key
 
 
 def drop_relation(state: State, key: str, cascade: bool) -> None:
@@ -298,8 +302,7 @@ def _move_relation(state: State, rv: PgNode, schema: str | None, new_name: str, 
             state.missing_relation(rv)
         return
     new_key = f"{schema or key.split('.', 1)[0]}.{new_name}"
-    if state.relation_exists(new_key):
-        state.error(f"relation {new_key} already exists", rv.location)
+    if state.relation_taken(new_key, rv):  # PostgreSQL's "relation ... already exists"
         return
     if key in state.indexes:
         state.indexes[new_key] = replace(state.indexes.pop(key), name=new_key)

@@ -1,54 +1,46 @@
-"""The state of one statement's analysis, shared by the scope, expression and statement modules:
-the statement text, the catalog, the problems found, the `@name` parameters and their types,
-and where nodes stand in the text."""
+"""The state of one statement's analysis, shared by every part of the analyzer: the statement
+text and its grammar, the catalog, the problems found, the `@name` parameters (`Parameters`),
+what the statement's walk has recorded so far, and where nodes stand in the text (`span` and
+its kin: sqlglot places identifiers and literals only)."""
 
 from __future__ import annotations
 
 import re
-from abc import ABC, abstractmethod
 
-from pglast import ast
 from sqlglot import exp
 
 from ...diagnostics import Problem, SqlSpan
 from ..bridge.call_standins import function_calls
 from ..bridge.type_standins import type_names_by_offset
-from ..catalog import types as t
 from ..catalog.builtins import load_builtins
-from ..catalog.model import Catalog, Table
+from ..catalog.model import Catalog
 from ..catalog.types import PgType, span_of
-from ..rules.casts import cast_name, is_untyped, same_family
 from ..syntax.colnames import OutputNames
 from ..syntax.grammar import GrammarCheck
+from .parameters import Parameters
 from .result import Expansion
-from .scope import Relation, Scope, Typed
 
 #: What follows `x` in `x::type`: the type name, its modifiers and array brackets.
-_IS_AFTER = re.compile(r"[\s)]*IS\b", re.IGNORECASE)
 _CAST_SUFFIX = re.compile(
     r"\s*::\s*[\w.\"]+(?:\s+(?:with|without)\s+time\s+zone)?(?:\s*\([\d\s,]*\))?(?:\s*\[\s*\])*", re.I
 )
 
 
-class AnalyzerCore(ABC):
-    """One statement's analysis state. The analysis itself is split by concern into mixins
-    (scope, infer, operators, functions, grouping, statements); the methods they call across
-    modules are declared here."""
+class StatementState:
+    """One statement's analysis state, the one object every part of the analyzer shares
+    (`Analyzer` makes it and hands it to each part)."""
 
     def __init__(
         self, sql: str, catalog: Catalog, grammar: GrammarCheck, nullable_params: frozenset[str] = frozenset()
     ):
         self.sql = sql
         self.catalog = catalog
-        self.nullable_params = nullable_params
+        self.grammar = grammar
         self.problems: list[Problem] = []
-        self.param_types: dict[str, PgType | None] = {}
+        self.warnings: list[Problem] = []
         self.param_spans = grammar.parameter_spans  # found by PostgreSQL's lexer
-        self.window_depth = 0
-        self._param_order: list[str] = []
-        #: Parameters a use left untyped (`@p IS NULL`) before any use typed them: PostgreSQL
-        #: keeps that use's parameter unknown, so a later type for it is its error.
-        self.untyped_uses: dict[str, SqlSpan | None] = {}
+        #: The `@name` parameters: their types as the statement's uses give them.
+        self.params = Parameters(sql, self.param_spans, nullable_params, self.problems)
         #: Inside a window's PARTITION BY or ORDER BY (typed last by PostgreSQL) when above 0.
         self.window_depth = 0
         #: The nodes whose select list or RETURNING list is the statement's result (the
@@ -60,7 +52,6 @@ class AnalyzerCore(ABC):
         self.expansions: list[Expansion] = []
         self.output_names = OutputNames(grammar.tree, grammar.original_offset)
         self.calls = function_calls(grammar.tree, grammar.original_offset)
-        self.grammar = grammar
         #: PostgreSQL's TypeNames by where they start in the text: what a cast's type is.
         self.type_names_at = type_names_by_offset(grammar)
         #: The built-ins as the schema's database sees them: with its extensions' types, casts
@@ -70,7 +61,6 @@ class AnalyzerCore(ABC):
         self.row_columns: dict[int, tuple[tuple[str, PgType], ...]] = {}
         #: A call of a function with one named OUT parameter, by id: that name.
         self.out_names: dict[int, str] = {}
-        self.warnings: list[Problem] = []
 
     def error(self, message: str, node: exp.Expr | None = None, span: SqlSpan | None = None) -> None:
         if span is None and node is not None:
@@ -164,158 +154,6 @@ class AnalyzerCore(ABC):
             return None
         m = re.search(r"[A-Za-z_]\w*\s*=>\s*$", self.sql[: span.start])
         return SqlSpan(m.start(), span.end) if m else span
-
-    def param_span(self, name: str) -> SqlSpan | None:
-        spans = self.param_spans.get(name)
-        return spans[0] if spans else None
-
-    def param_number(self, name: str) -> int:
-        """`@name`'s number as PREPARE sees it (`$1`, ...): parameters numbered in text order."""
-        return list(self.param_spans).index(name) + 1 if name in self.param_spans else 0
-
-    def is_null_use(self, name: str) -> SqlSpan | None:
-        """Where `@name IS [NOT] NULL` writes `@name`, when the parameter is used more than once
-        (sqlglot places no parameter): the first of its uses that `IS` follows."""
-        for span in self.param_spans.get(name, []):
-            if _IS_AFTER.match(self.sql, span.end + 1):
-                return span
-        return None
-
-    def see_param(self, name: str) -> None:
-        if name not in self.param_types:
-            self.param_types[name] = None
-            self._param_order.append(name)
-
-    def untyped(self, node: exp.Expr) -> bool:
-        """Whether `node` takes its type from the context: a string literal, NULL, or a
-        parameter no earlier use has typed (PostgreSQL gives the later uses that type)."""
-        if isinstance(node, exp.Parameter) and self.param_types.get(node.name) is not None:
-            return False
-        return is_untyped(node)
-
-    def bind(self, param: exp.Parameter, pgtype: PgType | None) -> None:
-        name = param.name
-        self.see_param(name)
-        if pgtype is None or pgtype in (t.UNKNOWN, t.NULL):
-            return
-        current = self.param_types[name]
-        if current is None and name in self.untyped_uses:
-            # PostgreSQL's message, with what it leaves out: the request field, and the fix.
-            self.error(
-                f"could not determine data type of parameter ${self.param_number(name)} (request field {name}):"
-                f" PostgreSQL types a parameter at its first use, and `@{name} IS NULL` gives it none;"
-                f" cast it there: `@{name}::{cast_name(pgtype)} IS NULL`",
-                span=self.untyped_uses[name],
-            )
-            self.untyped_uses.pop(name)
-        if current is None:
-            self.param_types[name] = pgtype
-        elif current != pgtype and not same_family(current, pgtype):
-            self.error(f"parameter @{name} is used both as {current} and as {pgtype}", span=self.param_span(name))
-
-    # -- implemented by the mixins (scope, infer, operators, functions, grouping, statements) --
-    @abstractmethod
-    def add_source(self, source: exp.Expr, scope: Scope, nullable: bool) -> None: ...
-
-    @abstractmethod
-    def arithmetic(self, node: exp.Expr, scope: Scope) -> Typed: ...
-
-    @abstractmethod
-    def assign(self, value: exp.Expr, want: PgType, scope: Scope, column: str | None = None) -> Typed: ...
-
-    @abstractmethod
-    def check_comparable(self, a: PgType, b: PgType, node: exp.Expr) -> None: ...
-
-    @abstractmethod
-    def check_distinct_on(self, on: exp.Expr, order: exp.Expr) -> None: ...
-
-    @abstractmethod
-    def check_grouping(self, node: exp.Select, scope: Scope) -> None: ...
-
-    @abstractmethod
-    def check_literal(self, lit: exp.Literal, want: PgType) -> None: ...
-
-    @abstractmethod
-    def check_per_row(self, clause: exp.Expr, where: str) -> bool: ...
-
-    @abstractmethod
-    def column(self, col: exp.Column, scope: Scope, allow_output: bool = False) -> Typed: ...
-
-    @abstractmethod
-    def comparison(self, node: exp.Expr, scope: Scope) -> Typed: ...
-
-    @abstractmethod
-    def concat(self, node: exp.DPipe, scope: Scope) -> Typed: ...
-
-    @abstractmethod
-    def containment(self, node: exp.Expr, scope: Scope) -> Typed: ...
-
-    @abstractmethod
-    def expect(self, node: exp.Expr, want: PgType, scope: Scope) -> Typed: ...
-
-    @abstractmethod
-    def expect_json(self, node: exp.Expr, scope: Scope, op: str) -> Typed: ...
-
-    @abstractmethod
-    def find_relation(self, qualifier: str, scope: Scope, node: exp.Expr) -> Relation | None: ...
-
-    @abstractmethod
-    def from_clause(self, node: exp.Expr, scope: Scope) -> None: ...
-
-    @abstractmethod
-    def function(self, node: exp.Func, scope: Scope) -> Typed: ...
-
-    @abstractmethod
-    def in_(self, node: exp.In, scope: Scope) -> Typed: ...
-
-    @abstractmethod
-    def infer(self, node: exp.Expr, scope: Scope, allow_output: bool = False) -> Typed: ...
-
-    @abstractmethod
-    def join(self, join: exp.Join, scope: Scope) -> None: ...
-
-    @abstractmethod
-    def window_spec(self, window: exp.Window, scope: Scope) -> None: ...
-
-    @abstractmethod
-    def json_extract(self, node: exp.Expr, scope: Scope) -> Typed: ...
-
-    @abstractmethod
-    def resolved_call(self, node: exp.Expr, call: ast.FuncCall, scope: Scope) -> Typed | None: ...
-
-    @abstractmethod
-    def call_exists(self, call: ast.FuncCall) -> bool: ...
-
-    @abstractmethod
-    def operator(
-        self, symbol: str, left: exp.Expr, right: exp.Expr, node: exp.Expr, scope: Scope, *, value_of_left: bool = False
-    ) -> Typed: ...
-
-    @abstractmethod
-    def common_type_call(
-        self, node: exp.Expr, args: list[exp.Expr], scope: Scope, construct: str | None = None
-    ) -> Typed: ...
-
-    @abstractmethod
-    def ordered_set_aggregate(self, node: exp.WithinGroup, scope: Scope) -> Typed: ...
-
-    @abstractmethod
-    def query(self, node: exp.Expr, scope: Scope) -> list[tuple[str, Typed, SqlSpan | None]]: ...
-
-    @abstractmethod
-    def relation_of(self, source: exp.Expr, scope: Scope) -> Relation | None: ...
-
-    @abstractmethod
-    def statement_rows(self, body: exp.Expr, scope: Scope) -> list[tuple[str, Typed, SqlSpan | None]] | None: ...
-
-    @abstractmethod
-    def table(self, node: exp.Table, scope: Scope | None = None) -> Table | None: ...
-
-    @abstractmethod
-    def values_rows(self, node: exp.Values, scope: Scope) -> list[tuple[str, Typed, SqlSpan | None]]: ...
-
-    @abstractmethod
-    def with_ctes(self, node: exp.Expr, scope: Scope) -> Scope: ...
 
 
 def _close_parens(sql: str, span: SqlSpan) -> SqlSpan:
