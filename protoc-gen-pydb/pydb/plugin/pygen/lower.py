@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 import keyword
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from pydb import __version__
 
@@ -137,8 +137,9 @@ class _Module:
             return f"None if {v} is None else {convert.format(v)}"
         return convert.format(v)
 
-    def converter(self, row: ir.Row) -> str:
-        """The name of the function turning a row into `row.message` (one per distinct body)."""
+    def converter(self, row: ir.Row, table: str | None = None) -> str:
+        """The name of the function turning a row into `row.message` (one per distinct body);
+        `table`: the row is an element of an array of that table's rows (rt.table_rows)."""
         values = self.row_values(row)
         key = (row.message.full_name, tuple(v.argument for v in values))
         if key not in self.converters:
@@ -150,7 +151,12 @@ class _Module:
             self.converters[key] = model.RowConverter(
                 name, self.type(row.message), f"A result row as a {row.message.full_name}.", tuple(values)
             )
-        return self.converters[key].function
+        found = self.converters[key]
+        if table is not None and found.loads is None:
+            const = found.function.removesuffix("_from_row").upper() + "_COLUMNS"
+            types = py_tuple(tuple(_loaded_as(x) for x in sorted(_columns(row), key=lambda x: x.position)))
+            self.converters[key] = replace(found, loads=(const, types, table))
+        return found.function
 
     def row_values(self, row: ir.Row) -> list[model.FieldValue]:
         """A row as the keyword arguments of `row.message`'s constructor."""
@@ -164,6 +170,13 @@ class _Module:
                 comment = f"{c.name}: a joined row" + (
                     " (absent after an outer join)" if c.presence is not None else ""
                 )
+                values.append(model.FieldValue(argument(c.field.name, expr), comment))
+            elif isinstance(c, ir.Nested):
+                nested = self.converter(c.row, str(c.pg_type.element))
+                loads = next(x.loads for x in self.converters.values() if x.function == nested)
+                assert loads is not None
+                expr = f"[{nested}(x) for x in rt.table_rows(row[{c.position}], {loads[0]})]"
+                comment = f"{c.name} {c.pg_type}: a table's rows, one message each"
                 values.append(model.FieldValue(argument(c.field.name, expr), comment))
             else:
                 comment = f"{c.name} {c.pg_type}" + (" (nullable)" if c.nullable else "")
@@ -223,8 +236,18 @@ def _wrapped(columns: tuple[str, ...], start: int, indent: str) -> str:
 def _columns(row: ir.Row) -> list[ir.Column]:
     out: list[ir.Column] = []
     for c in row.columns:
-        out += _columns(c.row) if isinstance(c, ir.Embedded) else [c]
+        out += [c] if isinstance(c, ir.Column) else _columns(c.row)
     return out
+
+
+def _loaded_as(c: ir.Column) -> str:
+    """The built-in type whose psycopg loader reads `c` inside a table's row (rt.table_rows):
+    its own, or `text` for the values read as their text form (enums, uuid, json, ...)."""
+    if c.conversion in _TEXT_LOADED or c.conversion is _C.ENUM or "." in c.pg_type.name:
+        name = "text"
+    else:
+        name = c.pg_type.name
+    return name + "[]" if c.pg_type.is_array else name
 
 
 def _braces(text: str) -> str:
