@@ -37,6 +37,8 @@ class _Rpc:
         self._null_literals = null_literals
         self.expansions = expansions
         self.catalog = catalog
+        #: While the columns of an array of rows are bound: what their diagnostics start with.
+        self.within = ""
         #: (message, field) pairs no column fills.
         self.unfilled: list[tuple[str, str]] = []
 
@@ -47,6 +49,7 @@ class _Rpc:
         return self._null_literals()
 
     def error(self, message: str, col: ResultColumn | None = None) -> None:
+        message = self.within + message
         self.rep.at_method(self.si, self.mi, f"{self.name}: {message}", self.sql, col.span if col else None)
 
 
@@ -289,7 +292,7 @@ def _message(where: _Rpc, f: Field) -> Message | None:
 
 
 #: The one form a repeated message field is filled from, for the diagnostics of the others.
-NESTED_FORM = "array_agg(l ORDER BY l.id) FILTER (WHERE l.id IS NOT NULL) AS {name}"
+NESTED_FORM = "array_agg(t ORDER BY t.id) FILTER (WHERE t.id IS NOT NULL) AS {name}"
 
 
 def _nested(where: _Rpc, col: ResultColumn, target: Message, position: int) -> ir.Nested | None:
@@ -312,13 +315,17 @@ def _nested(where: _Rpc, col: ResultColumn, target: Message, position: int) -> i
         )
         where.error(
             f"result column {col.name} is {what}, {why}, but {target.full_name}.{f.name} is {f.describe()}; "
-            f"aggregate the table's rows themselves, `{NESTED_FORM.format(name=col.name)}` "
-            "(see docs/adding-an-rpc.md, one-to-many)",
+            f"aggregate the table's rows themselves, `{NESTED_FORM.format(name=col.name)}` with t the "
+            "table's alias (see docs/adding-an-rpc.md, one-to-many)",
             col,
         )
         return None
     columns = tuple(ResultColumn(c.name, c.type, not c.not_null, col.span) for c in table.columns)
-    row = _row(where, columns, nested, 0)
+    where.within = f"in {col.name}, an array of {table.schema}.{table.name} rows: "
+    try:
+        row = _row(where, columns, nested, 0)
+    finally:
+        where.within = ""
     return ir.Nested(col.name, position, pg, field_ref(f, where.rep.index), row)
 
 
