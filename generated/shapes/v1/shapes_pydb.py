@@ -33,7 +33,7 @@ _ITEM_KIND_TO_PG: dict[shapes_pb2.ItemKind.ValueType, str] = {
 }
 
 
-#: How rt.table_rows loads each column of a shapes.order_lines row (in table order) for _order_line_from_row.
+#: How rt.table_rows loads the columns of shapes.order_lines rows (in table order) for _order_line_from_row.
 _ORDER_LINE_COLUMNS = ("int8", "int8", "text", "int4", "text", "text", "timestamptz")
 
 
