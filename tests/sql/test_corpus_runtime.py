@@ -201,6 +201,14 @@ async def test_nested_rows_read_as_their_result_columns(generated: Path, conn: p
     assert (joined.id, joined.name) == (1, "Ada") and list(joined.jobs) == list(flat.jobs)
     lateral: Any = await call(conn, "nested_rows_array_agg", "ListUsersJobs")
     assert [list(u.jobs) for u in lateral.users] == [sorted(flat.jobs, key=lambda j: j.id)]
+    # app.users rows, their text[] and jsonb columns inside each row's text form.
+    users: Any = await call(conn, "arrays_any_unnest", "UsersTagged")
+    owners: Any = await call(conn, "nested_rows_array_agg", "ListKindOwners")
+    assert [(k.kind, list(k.owners)) for k in owners.kinds] == [
+        ("build", list(users.users)),
+        ("test", list(users.users)),
+    ]
+    assert list(owners.kinds[0].owners[0].tags) == ["admin", "ops"]
 
 
 async def test_arrays_enums_and_nullable_joins(generated: Path, conn: psycopg.AsyncConnection[Any]) -> None:
