@@ -14,6 +14,7 @@ from typing import Any
 import grpc
 import psycopg
 import pytest
+from psycopg.types.composite import CompositeInfo, register_composite
 from psycopg_pool import AsyncConnectionPool
 from pydb import runtime as rt
 from shapes.v1 import shapes_pb2, shapes_pb2_grpc, shapes_pydb, shapes_pydb_server
@@ -129,3 +130,15 @@ def test_table_rows_reads_the_text_forms() -> None:
     assert rt.table_rows(text, ("int8", "text", "text")) == [(1, 'a "b"', None), (2, "", "x\\y")]
     assert rt.table_rows(None, ("int8",)) == []
     assert rt.table_rows("{}", ("int8",)) == []
+
+
+async def test_a_composite_the_connection_registered_changes_nothing(orders_url: str) -> None:
+    """The handler reads with loaders of its own: a loader the connection's owner registered for
+    the lines' row type (psycopg would then hand over objects, not the text form) is not used."""
+    order_id, ids = place(orders_url, "owner", [("a", 1, "tool", None, None)])
+    async with await psycopg.AsyncConnection.connect(orders_url, autocommit=True) as conn:
+        info = await CompositeInfo.fetch(conn, "shapes.order_lines")
+        assert info is not None
+        register_composite(info, conn)
+        order = await shapes_pydb.get_order(conn, shapes_pb2.GetOrderRequest(id=order_id))
+    assert [(line.id, line.sku) for line in order.lines] == [(ids[0], "a")]

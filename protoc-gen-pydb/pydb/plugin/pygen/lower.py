@@ -240,6 +240,14 @@ def _columns(row: ir.Row) -> list[ir.Column]:
     return out
 
 
+def _rows(row: ir.Row) -> list[ir.Column | ir.Embedded | ir.Nested]:
+    """`row`'s columns and those of the rows nested in it."""
+    out: list[ir.Column | ir.Embedded | ir.Nested] = []
+    for c in row.columns:
+        out += [c] if isinstance(c, ir.Column) else [c, *_rows(c.row)]
+    return out
+
+
 def _loaded_as(c: ir.Column) -> str:
     """The built-in type whose psycopg loader reads `c` inside a table's row (rt.table_rows):
     its own, or `text` for the values read as their text form (enums, uuid, json, ...)."""
@@ -284,6 +292,7 @@ def _rpc(m: _Module, rpc: ir.Rpc) -> model.Rpc:
     response = ""
     text_types: tuple[str, ...] = ()
     timestamp_types: tuple[str, ...] = ()
+    own_loaders = False
     can_fail = False
     if rpc.row is not None:
         # A streamed read fills each batch in place (stream_values): no converter of its own.
@@ -298,6 +307,9 @@ def _rpc(m: _Module, rpc: ir.Rpc) -> model.Rpc:
         columns = _columns(rpc.row)
         text_types = tuple(sorted({c.pg_type.name for c in columns if c.conversion in _TEXT_LOADED}))
         timestamp_types = tuple(sorted({c.pg_type.name for c in columns if c.conversion is _C.TIMESTAMP}))
+        # An array of a table's rows must reach rt.table_rows as its text form: a handler with
+        # rows of it reads with loaders of its own, whatever the connection's owner registered.
+        own_loaders = any(isinstance(c, ir.Nested) for c in _rows(rpc.row))
         # Every value converts (docs/diagnostics.md) but a NULL element of an array.
         can_fail = any(c.field.repeated for c in columns)
     if rpc.cardinality is ir.Cardinality.EXEC_ROWS:
@@ -328,7 +340,7 @@ def _rpc(m: _Module, rpc: ir.Rpc) -> model.Rpc:
         params=tuple(m.param(p) for p in rpc.params),
         response=response,
         result_field=rpc.result_field,
-        loaders_const=function.upper() + "_LOADERS" if text_types or timestamp_types else None,
+        loaders_const=function.upper() + "_LOADERS" if text_types or timestamp_types or own_loaders else None,
         loaders_args=", ".join(
             f"{keyword}={py_tuple(types)}"
             for keyword, types in (("text", text_types), ("timestamps", timestamp_types))
