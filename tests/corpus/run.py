@@ -368,7 +368,7 @@ _PREFIXES: dict[str, tuple[str, ...]] = {
         "issue11_composite_field_",
         "issue11_extension_citext_param",
     ),
-    "Result columns": ("result_",),
+    "Result columns": ("result_", "nested_rows_"),
 }
 _NOT_RESULT_COLUMNS = {"result_field_unknown", "result_field_not_message"}
 

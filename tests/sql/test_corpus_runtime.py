@@ -192,6 +192,25 @@ async def test_every_column_type_converts(generated: Path, conn: psycopg.AsyncCo
     assert not other.HasField("ratio") and not other.HasField("run_at") and not other.HasField("note")
 
 
+async def test_nested_rows_read_as_their_result_columns(generated: Path, conn: psycopg.AsyncConnection[Any]) -> None:
+    """An array of app.jobs rows into repeated Job (array_agg, outer join and LATERAL) gives the
+    very messages those rows give as result columns: every column type, NULLs included."""
+    flat: Any = await call(conn, "arrays_any_unnest", "GetJobs")
+    assert len(flat.jobs) == 2
+    joined: Any = await call(conn, "nested_rows_array_agg", "GetUserJobs")
+    assert (joined.id, joined.name) == (1, "Ada") and list(joined.jobs) == list(flat.jobs)
+    lateral: Any = await call(conn, "nested_rows_array_agg", "ListUsersJobs")
+    assert [list(u.jobs) for u in lateral.users] == [sorted(flat.jobs, key=lambda j: j.id)]
+    # app.users rows, their text[] and jsonb columns inside each row's text form.
+    users: Any = await call(conn, "arrays_any_unnest", "UsersTagged")
+    owners: Any = await call(conn, "nested_rows_array_agg", "ListKindOwners")
+    assert [(k.kind, list(k.owners)) for k in owners.kinds] == [
+        ("build", list(users.users)),
+        ("test", list(users.users)),
+    ]
+    assert list(owners.kinds[0].owners[0].tags) == ["admin", "ops"]
+
+
 async def test_arrays_enums_and_nullable_joins(generated: Path, conn: psycopg.AsyncConnection[Any]) -> None:
     users: Any = await call(conn, "arrays_any_unnest", "UsersTagged")
     assert [u.email for u in users.users] == ["ada@example.com"]

@@ -19,3 +19,21 @@ CREATE TABLE shapes.readings (
   seq bigint NOT NULL,
   value double precision NOT NULL
 );
+
+-- An order and its lines, for the one-to-many shape (GetOrder): each line one row of
+-- shapes.order_lines, read into a repeated nested message.
+CREATE TABLE shapes.orders (
+  id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+  customer text NOT NULL,
+  placed_at timestamptz NOT NULL DEFAULT now()
+);
+
+CREATE TABLE shapes.order_lines (
+  id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+  order_id bigint NOT NULL REFERENCES shapes.orders (id) ON DELETE CASCADE,
+  sku text NOT NULL,
+  quantity integer NOT NULL CHECK (quantity > 0),
+  kind shapes.item_kind NOT NULL,
+  note text,
+  shipped_at timestamptz
+);

@@ -295,3 +295,96 @@ class InsertReadingsRequest(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___InsertReadingsRequest: _TypeAlias = InsertReadingsRequest  # noqa: Y015
+
+@_typing.final
+class OrderLine(_message.Message):
+    """One line of an order: the columns of shapes.order_lines, field by field."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ID_FIELD_NUMBER: _builtins.int
+    ORDER_ID_FIELD_NUMBER: _builtins.int
+    SKU_FIELD_NUMBER: _builtins.int
+    QUANTITY_FIELD_NUMBER: _builtins.int
+    KIND_FIELD_NUMBER: _builtins.int
+    NOTE_FIELD_NUMBER: _builtins.int
+    SHIPPED_AT_FIELD_NUMBER: _builtins.int
+    id: _builtins.int
+    order_id: _builtins.int
+    sku: _builtins.str
+    quantity: _builtins.int
+    kind: Global___ItemKind.ValueType
+    note: _builtins.str
+    @_builtins.property
+    def shipped_at(self) -> _timestamp_pb2.Timestamp: ...
+    def __init__(
+        self,
+        *,
+        id: _builtins.int = ...,
+        order_id: _builtins.int = ...,
+        sku: _builtins.str = ...,
+        quantity: _builtins.int = ...,
+        kind: Global___ItemKind.ValueType = ...,
+        note: _builtins.str | None = ...,
+        shipped_at: _timestamp_pb2.Timestamp | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_note", b"_note", "note", b"note", "shipped_at", b"shipped_at"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_note", b"_note", "id", b"id", "kind", b"kind", "note", b"note", "order_id", b"order_id", "quantity", b"quantity", "shipped_at", b"shipped_at", "sku", b"sku"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__note: _TypeAlias = _typing.Literal["note"]  # noqa: Y015
+    _WhichOneofArgType__note: _TypeAlias = _typing.Literal["_note", b"_note"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__note) -> _WhichOneofReturnType__note | None: ...
+
+Global___OrderLine: _TypeAlias = OrderLine  # noqa: Y015
+
+@_typing.final
+class GetOrderRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ID_FIELD_NUMBER: _builtins.int
+    id: _builtins.int
+    def __init__(
+        self,
+        *,
+        id: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["id", b"id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetOrderRequest: _TypeAlias = GetOrderRequest  # noqa: Y015
+
+@_typing.final
+class Order(_message.Message):
+    """An order with its lines (one-to-many): `lines` is filled from an array of order_lines rows."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ID_FIELD_NUMBER: _builtins.int
+    CUSTOMER_FIELD_NUMBER: _builtins.int
+    PLACED_AT_FIELD_NUMBER: _builtins.int
+    LINES_FIELD_NUMBER: _builtins.int
+    id: _builtins.int
+    customer: _builtins.str
+    @_builtins.property
+    def placed_at(self) -> _timestamp_pb2.Timestamp: ...
+    @_builtins.property
+    def lines(self) -> _containers.RepeatedCompositeFieldContainer[Global___OrderLine]: ...
+    def __init__(
+        self,
+        *,
+        id: _builtins.int = ...,
+        customer: _builtins.str = ...,
+        placed_at: _timestamp_pb2.Timestamp | None = ...,
+        lines: _abc.Iterable[Global___OrderLine] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["placed_at", b"placed_at"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["customer", b"customer", "id", b"id", "lines", b"lines", "placed_at", b"placed_at"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___Order: _TypeAlias = Order  # noqa: Y015

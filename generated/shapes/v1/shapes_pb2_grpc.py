@@ -64,6 +64,11 @@ class ShapesServiceStub:
                 request_serializer=shapes_dot_v1_dot_shapes__pb2.InsertReadingsRequest.SerializeToString,
                 response_deserializer=shapes_dot_v1_dot_shapes__pb2.LoadItemsResponse.FromString,
                 _registered_method=True)
+        self.GetOrder = channel.unary_unary(
+                '/shapes.v1.ShapesService/GetOrder',
+                request_serializer=shapes_dot_v1_dot_shapes__pb2.GetOrderRequest.SerializeToString,
+                response_deserializer=shapes_dot_v1_dot_shapes__pb2.Order.FromString,
+                _registered_method=True)
 
 
 class ShapesServiceServicer:
@@ -113,6 +118,15 @@ class ShapesServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def GetOrder(self, request, context):
+        """An order with its lines in id order. array_agg of the lines' whole rows fills the repeated
+        nested field, each column checked against OrderLine; FILTER drops the NULL row an outer
+        join gives an order without lines (no lines: an empty list).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ShapesServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -145,6 +159,11 @@ def add_ShapesServiceServicer_to_server(servicer, server):
                     servicer.InsertReadings,
                     request_deserializer=shapes_dot_v1_dot_shapes__pb2.InsertReadingsRequest.FromString,
                     response_serializer=shapes_dot_v1_dot_shapes__pb2.LoadItemsResponse.SerializeToString,
+            ),
+            'GetOrder': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetOrder,
+                    request_deserializer=shapes_dot_v1_dot_shapes__pb2.GetOrderRequest.FromString,
+                    response_serializer=shapes_dot_v1_dot_shapes__pb2.Order.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -309,6 +328,33 @@ class ShapesService:
             '/shapes.v1.ShapesService/InsertReadings',
             shapes_dot_v1_dot_shapes__pb2.InsertReadingsRequest.SerializeToString,
             shapes_dot_v1_dot_shapes__pb2.LoadItemsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetOrder(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/shapes.v1.ShapesService/GetOrder',
+            shapes_dot_v1_dot_shapes__pb2.GetOrderRequest.SerializeToString,
+            shapes_dot_v1_dot_shapes__pb2.Order.FromString,
             options,
             channel_credentials,
             insecure,

@@ -50,6 +50,11 @@ class ShapesServiceStub:
     """Bulk ingest of measurements, a batch of rows per request, into an append-only table."""
     InsertReadings: _grpc.UnaryUnaryMultiCallable[_shapes_pb2.InsertReadingsRequest, _shapes_pb2.LoadItemsResponse]
     """The unary bulk insert LoadReadings is measured against."""
+    GetOrder: _grpc.UnaryUnaryMultiCallable[_shapes_pb2.GetOrderRequest, _shapes_pb2.Order]
+    """An order with its lines in id order. array_agg of the lines' whole rows fills the repeated
+    nested field, each column checked against OrderLine; FILTER drops the NULL row an outer
+    join gives an order without lines (no lines: an empty list).
+    """
 
 @_typing.type_check_only
 class ShapesServiceAsyncStub(ShapesServiceStub):
@@ -70,6 +75,11 @@ class ShapesServiceAsyncStub(ShapesServiceStub):
     """Bulk ingest of measurements, a batch of rows per request, into an append-only table."""
     InsertReadings: _aio.UnaryUnaryMultiCallable[_shapes_pb2.InsertReadingsRequest, _shapes_pb2.LoadItemsResponse]  # type: ignore[assignment]
     """The unary bulk insert LoadReadings is measured against."""
+    GetOrder: _aio.UnaryUnaryMultiCallable[_shapes_pb2.GetOrderRequest, _shapes_pb2.Order]  # type: ignore[assignment]
+    """An order with its lines in id order. array_agg of the lines' whole rows fills the repeated
+    nested field, each column checked against OrderLine; FILTER drops the NULL row an outer
+    join gives an order without lines (no lines: an empty list).
+    """
 
 class ShapesServiceServicer(metaclass=_abc_1.ABCMeta):
     @_abc_1.abstractmethod
@@ -123,5 +133,16 @@ class ShapesServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_shapes_pb2.LoadItemsResponse, _abc.Awaitable[_shapes_pb2.LoadItemsResponse]]:
         """The unary bulk insert LoadReadings is measured against."""
+
+    @_abc_1.abstractmethod
+    def GetOrder(
+        self,
+        request: _shapes_pb2.GetOrderRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_shapes_pb2.Order, _abc.Awaitable[_shapes_pb2.Order]]:
+        """An order with its lines in id order. array_agg of the lines' whole rows fills the repeated
+        nested field, each column checked against OrderLine; FILTER drops the NULL row an outer
+        join gives an order without lines (no lines: an empty list).
+        """
 
 def add_ShapesServiceServicer_to_server(servicer: ShapesServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

@@ -33,6 +33,36 @@ _ITEM_KIND_TO_PG: dict[shapes_pb2.ItemKind.ValueType, str] = {
 }
 
 
+#: How rt.table_rows loads the columns of shapes.order_lines rows (in table order) for _order_line_from_row.
+_ORDER_LINE_COLUMNS = ("int8", "int8", "text", "int4", "text", "text", "timestamptz")
+
+
+def _order_line_from_row(row: tuple[Any, ...]) -> shapes_pb2.OrderLine:
+    """A result row as a shapes.v1.OrderLine."""
+    return shapes_pb2.OrderLine(
+        id=row[0],  # id int8
+        order_id=row[1],  # order_id int8
+        sku=row[2],  # sku text
+        quantity=row[3],  # quantity int4
+        # kind shapes.item_kind
+        kind=_ITEM_KIND_FROM_PG.get(row[4], shapes_pb2.ITEM_KIND_UNSPECIFIED),
+        note=row[5],  # note text (nullable)
+        # shipped_at timestamptz (nullable)
+        shipped_at=None if row[6] is None else rt.timestamp_value(row[6]),
+    )
+
+
+def _order_from_row(row: tuple[Any, ...]) -> shapes_pb2.Order:
+    """A result row as a shapes.v1.Order."""
+    return shapes_pb2.Order(
+        id=row[0],  # id int8
+        customer=row[1],  # customer text
+        placed_at=rt.timestamp_value(row[2]),  # placed_at timestamptz
+        # lines shapes.order_lines[]: a table's rows, one message each
+        lines=[_order_line_from_row(x) for x in rt.table_rows(row[3], _ORDER_LINE_COLUMNS)],
+    )
+
+
 INSERT_ITEMS_SQL = """\
 INSERT INTO shapes.items (sku, kind, quantity)
 SELECT * FROM unnest(%(skus)s::text[], %(kinds)s::shapes.item_kind[], %(quantities)s::int4[])
@@ -78,6 +108,35 @@ async def insert_readings(
     async with conn.cursor(row_factory=tuple_row) as cur:
         await cur.execute(INSERT_READINGS_SQL, params, prepare=True)
         return shapes_pb2.LoadItemsResponse(rows_written=cur.rowcount)
+
+
+GET_ORDER_SQL = """\
+SELECT o.id, o.customer, o.placed_at,
+       array_agg(l ORDER BY l.id) FILTER (WHERE l.id IS NOT NULL) AS lines
+FROM shapes.orders o LEFT JOIN shapes.order_lines l ON l.order_id = o.id
+WHERE o.id = %(id)s GROUP BY o.id
+"""
+GET_ORDER_LOADERS = rt.loaders(timestamps=("timestamptz",))
+
+
+async def get_order(
+    conn: AsyncConnection[Any], request: shapes_pb2.GetOrderRequest
+) -> shapes_pb2.Order:
+    """GetOrder: An order with its lines in id order. array_agg of the lines' whole rows fills the
+    repeated nested field, each column checked against OrderLine; FILTER drops the NULL row an outer
+    join gives an order without lines (no lines: an empty list).
+
+    Exactly one row. No row: NOT_FOUND.
+    """
+    params = {
+        "id": request.id,
+    }
+    async with rt.cursor(conn, GET_ORDER_LOADERS) as cur:
+        await cur.execute(GET_ORDER_SQL, params, prepare=True)
+        row = await cur.fetchone()
+        if row is None:
+            raise rt.NotFound("GetOrder: no matching row")
+        return _order_from_row(row)
 
 
 EXPORT_ITEMS_SQL = """\
@@ -227,6 +286,12 @@ class ShapesServiceHandlers(shapes_pb2_grpc.ShapesServiceServicer):
     ) -> shapes_pb2.LoadItemsResponse:
         # May write: on the primary.
         return await self.db.run(context, "InsertReadings", insert_readings, request, replica=False)
+
+    async def GetOrder(
+        self, request: shapes_pb2.GetOrderRequest, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> shapes_pb2.Order:
+        # Read-only: on the replica pool when the server has one (DATABASE_REPLICA_URL).
+        return await self.db.run(context, "GetOrder", get_order, request, replica=True)
 
     async def ExportItems(
         self, request: shapes_pb2.ExportItemsRequest, context: grpc.aio.ServicerContext[Any, Any]

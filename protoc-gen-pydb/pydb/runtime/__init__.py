@@ -33,6 +33,7 @@ from .errors import (
     status_for_db_error,
 )
 from .listen import listen
+from .nesting import table_rows
 from .paging import Keyset, next_page_token, page_after, page_size
 from .streaming import STREAM_BATCH_ROWS, requests, server_cursor, stream
 from .trace import traceparent
@@ -65,6 +66,7 @@ __all__ = [
     "server_cursor",
     "status_for_db_error",
     "stream",
+    "table_rows",
     "text_array",
     "timestamp_param",
     "timestamp_value",

@@ -130,15 +130,15 @@ def elements(value: list[Any] | None) -> list[Any]:
     return value
 
 
-def text_array(value: str | list[str] | None) -> list[str]:
+def text_array(value: str | list[str] | None, *, drop_nulls: bool = False) -> list[str]:
     """A one-dimensional array of text-form values as its elements: a list when psycopg knows the
     array type (built-ins, loaded element by element as text), else PostgreSQL's text form
     (`{a,"b c"}`: enums, extension and composite types). A NULL array is [] (an empty repeated
-    field); a NULL element cannot be represented: OUT_OF_RANGE."""
+    field); a NULL element cannot be represented: OUT_OF_RANGE (or, with `drop_nulls`, is left out)."""
     if value is None:
         return []
     if isinstance(value, list):
-        return elements(value)
+        return [v for v in value if v is not None] if drop_nulls else elements(value)
     out: list[str] = []
     i, end = 1, len(value) - 1  # inside the braces
     while i < end:
@@ -155,9 +155,10 @@ def text_array(value: str | list[str] | None) -> list[str]:
         else:
             stop = value.find(",", i)
             stop = end if stop == -1 else stop
-            if value[i:stop] == "NULL":
+            if value[i:stop] != "NULL":
+                out.append(value[i:stop])
+            elif not drop_nulls:
                 raise OutOfRange("an array holds a NULL element, which a repeated field cannot")
-            out.append(value[i:stop])
             i = stop
         i += 1  # the comma
     return out

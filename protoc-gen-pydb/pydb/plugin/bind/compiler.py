@@ -276,7 +276,16 @@ class FileCompiler:
                 return parsed.null_columns() if parsed is not None else frozenset()
 
             row = bind_row(
-                self.report, si, mi, method.name, sql, analysis.columns, target, null_literals, analysis.expansions
+                self.report,
+                si,
+                mi,
+                method.name,
+                sql,
+                analysis.columns,
+                target,
+                null_literals,
+                analysis.expansions,
+                catalog,
             )
         if self.report.error_count() > errors_before:
             return None

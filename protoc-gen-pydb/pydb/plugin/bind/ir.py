@@ -181,11 +181,26 @@ class Embedded:
 
 
 @dataclass(frozen=True)
+class Nested:
+    """An array of a table's rows (`array_agg(l ORDER BY l.id) FILTER (WHERE l.id IS NOT NULL)
+    AS lines`) at `position`, filling a repeated message field: one message per element, its
+    columns (in table order, each `Column.position` an index into the element) checked like
+    result columns. A NULL array is no elements; a NULL element (an outer join's missing row,
+    without FILTER) is dropped."""
+
+    name: str
+    position: int
+    pg_type: PgType  # the array type, `shapes.order_lines[]`
+    field: FieldRef
+    row: Row
+
+
+@dataclass(frozen=True)
 class Row:
     """How a result row becomes a message."""
 
     message: TypeRef
-    columns: tuple[Column | Embedded, ...]
+    columns: tuple[Column | Embedded | Nested, ...]
 
 
 @dataclass(frozen=True)

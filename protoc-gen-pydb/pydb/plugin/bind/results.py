@@ -8,7 +8,7 @@ import functools
 from collections.abc import Callable
 
 from ..protos import Field, Message
-from ..sql import NULL, Analysis, Expansion, PgType, ResultColumn, closest, did_you_mean
+from ..sql import NULL, Analysis, Catalog, Expansion, PgType, ResultColumn, closest, did_you_mean
 from . import ir
 from . import typemap as t
 from .enums import enum_mapping
@@ -31,10 +31,14 @@ class _Rpc:
         sql: str,
         null_literals: Callable[[], frozenset[str]],
         expansions: tuple[Expansion, ...] = (),
+        catalog: Catalog | None = None,
     ) -> None:
         self.rep, self.si, self.mi, self.name, self.sql = rep, si, mi, name, sql
         self._null_literals = null_literals
         self.expansions = expansions
+        self.catalog = catalog
+        #: While the columns of an array of rows are bound: what their diagnostics start with.
+        self.within = ""
         #: (message, field) pairs no column fills.
         self.unfilled: list[tuple[str, str]] = []
 
@@ -45,6 +49,7 @@ class _Rpc:
         return self._null_literals()
 
     def error(self, message: str, col: ResultColumn | None = None) -> None:
+        message = self.within + message
         self.rep.at_method(self.si, self.mi, f"{self.name}: {message}", self.sql, col.span if col else None)
 
 
@@ -143,13 +148,15 @@ def bind_row(
     target: Message,
     null_literals: Callable[[], frozenset[str]],
     expansions: tuple[Expansion, ...],
+    catalog: Catalog | None = None,
 ) -> ir.Row:
     """The row as a `target` message; every problem reported (the caller checks the count).
     Fields no column fills are reported (once, at the field) only when the RPC and the schema
     have no other error: after a wrong column name they are a follow-on. A column among
-    `null_literals()` (a NULL literal, `NULL::int AS age`) leaves its field unset on purpose."""
+    `null_literals()` (a NULL literal, `NULL::int AS age`) leaves its field unset on purpose.
+    `catalog` gives the columns of a table whose rows an array column holds (`_nested`)."""
     errors_before = rep.error_count()
-    where = _Rpc(rep, si, mi, rpc, sql, null_literals, expansions)
+    where = _Rpc(rep, si, mi, rpc, sql, null_literals, expansions, catalog)
     row = _row(where, columns, target, 0, top=True)
     if rep.error_count() == errors_before and not rep.schema_has_errors:
         for message, name in where.unfilled:
@@ -164,7 +171,7 @@ def bind_row(
 
 
 def _row(where: _Rpc, columns: tuple[ResultColumn, ...], target: Message, start: int, top: bool = False) -> ir.Row:
-    out: list[ir.Column | ir.Embedded] = []
+    out: list[ir.Column | ir.Embedded | ir.Nested] = []
     filled: set[str] = set()
     position = start
     for col in columns:
@@ -191,11 +198,13 @@ def _row(where: _Rpc, columns: tuple[ResultColumn, ...], target: Message, start:
             if literal and col.name in where.null_literals:
                 position += width
                 continue  # NULL::type AS field: left unset on purpose
-            bound = (
-                _embedded(where, col, target, position)
-                if col.embedded is not None
-                else _column(where, col, target, position)
-            )
+            bound: ir.Column | ir.Embedded | ir.Nested | None
+            if col.embedded is not None:
+                bound = _embedded(where, col, target, position)
+            elif f.repeated and _message(where, f) is not None:
+                bound = _nested(where, col, target, position)
+            else:
+                bound = _column(where, col, target, position)
             if bound is not None:
                 out.append(bound)
         position += width
@@ -288,6 +297,51 @@ def _embedded(where: _Rpc, col: ResultColumn, target: Message, position: int) ->
     # Inside the nested message a column's own nullability counts, not the outer join's.
     row = _row(where, col.embedded, nested, position)
     return ir.Embedded(col.name, field_ref(f, where.rep.index), row, presence)
+
+
+def _message(where: _Rpc, f: Field) -> Message | None:
+    """The message of a field that holds one (a wrapper, Timestamp or Duration holds a value)."""
+    if f.type in t.WRAPPERS or f.type in (t.TIMESTAMP_MSG, t.DURATION_MSG):
+        return None
+    return where.rep.index.messages.get(f.type)
+
+
+#: The one form a repeated message field is filled from, for the diagnostics of the others.
+NESTED_FORM = "array_agg(t ORDER BY t.id) FILTER (WHERE t.id IS NOT NULL) AS {name}"
+
+
+def _nested(where: _Rpc, col: ResultColumn, target: Message, position: int) -> ir.Nested | None:
+    """An array of a table's rows (`array_agg(l ...)`, or a LATERAL subquery's) into a repeated
+    message field: the table's columns checked against the nested message like result columns,
+    by name, type and nullability (NOT NULL in the table counts: the rows are the table's)."""
+    f = target.field(col.name)
+    nested = _message(where, f) if f is not None else None
+    assert f is not None and nested is not None
+    if col.type is None or col.type == NULL:
+        return None  # unknown: the analyzer reported why
+    pg = col.type
+    table = where.catalog.table(pg.name) if where.catalog is not None and pg.is_array else None
+    if table is None:
+        what = "an array of anonymous records" if pg == PgType("record", is_array=True) else str(pg)
+        why = (
+            "whose elements carry no column types to check"
+            if pg.name in ("json", "jsonb", "record")
+            else "which is not an array of a table's rows"
+        )
+        where.error(
+            f"result column {col.name} is {what}, {why}, but {target.full_name}.{f.name} is {f.describe()}; "
+            f"aggregate the table's rows themselves, `{NESTED_FORM.format(name=col.name)}` with t the "
+            "table's alias (see docs/adding-an-rpc.md, one-to-many)",
+            col,
+        )
+        return None
+    columns = tuple(ResultColumn(c.name, c.type, not c.not_null, col.span) for c in table.columns)
+    where.within = f"in {col.name}, an array of {table.schema}.{table.name} rows: "
+    try:
+        row = _row(where, columns, nested, 0)
+    finally:
+        where.within = ""
+    return ir.Nested(col.name, position, pg, field_ref(f, where.rep.index), row)
 
 
 #: The fields that hold any count PostgreSQL reports (its command tag counts in 64 bits).

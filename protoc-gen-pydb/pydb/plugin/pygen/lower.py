@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 import keyword
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from pydb import __version__
 
@@ -137,8 +137,9 @@ class _Module:
             return f"None if {v} is None else {convert.format(v)}"
         return convert.format(v)
 
-    def converter(self, row: ir.Row) -> str:
-        """The name of the function turning a row into `row.message` (one per distinct body)."""
+    def converter(self, row: ir.Row, table: str | None = None) -> str:
+        """The name of the function turning a row into `row.message` (one per distinct body);
+        `table`: the row is an element of an array of that table's rows (rt.table_rows)."""
         values = self.row_values(row)
         key = (row.message.full_name, tuple(v.argument for v in values))
         if key not in self.converters:
@@ -150,7 +151,12 @@ class _Module:
             self.converters[key] = model.RowConverter(
                 name, self.type(row.message), f"A result row as a {row.message.full_name}.", tuple(values)
             )
-        return self.converters[key].function
+        found = self.converters[key]
+        if table is not None and found.loads is None:
+            const = found.function.removesuffix("_from_row").upper() + "_COLUMNS"
+            types = py_tuple(tuple(_loaded_as(x) for x in sorted(_columns(row), key=lambda x: x.position)))
+            self.converters[key] = replace(found, loads=(const, types, table))
+        return found.function
 
     def row_values(self, row: ir.Row) -> list[model.FieldValue]:
         """A row as the keyword arguments of `row.message`'s constructor."""
@@ -164,6 +170,13 @@ class _Module:
                 comment = f"{c.name}: a joined row" + (
                     " (absent after an outer join)" if c.presence is not None else ""
                 )
+                values.append(model.FieldValue(argument(c.field.name, expr), comment))
+            elif isinstance(c, ir.Nested):
+                nested = self.converter(c.row, str(c.pg_type.element))
+                loads = next(x.loads for x in self.converters.values() if x.function == nested)
+                assert loads is not None
+                expr = f"[{nested}(x) for x in rt.table_rows(row[{c.position}], {loads[0]})]"
+                comment = f"{c.name} {c.pg_type}: a table's rows, one message each"
                 values.append(model.FieldValue(argument(c.field.name, expr), comment))
             else:
                 comment = f"{c.name} {c.pg_type}" + (" (nullable)" if c.nullable else "")
@@ -223,8 +236,26 @@ def _wrapped(columns: tuple[str, ...], start: int, indent: str) -> str:
 def _columns(row: ir.Row) -> list[ir.Column]:
     out: list[ir.Column] = []
     for c in row.columns:
-        out += _columns(c.row) if isinstance(c, ir.Embedded) else [c]
+        out += [c] if isinstance(c, ir.Column) else _columns(c.row)
     return out
+
+
+def _rows(row: ir.Row) -> list[ir.Column | ir.Embedded | ir.Nested]:
+    """`row`'s columns and those of the rows nested in it."""
+    out: list[ir.Column | ir.Embedded | ir.Nested] = []
+    for c in row.columns:
+        out += [c] if isinstance(c, ir.Column) else [c, *_rows(c.row)]
+    return out
+
+
+def _loaded_as(c: ir.Column) -> str:
+    """The built-in type whose psycopg loader reads `c` inside a table's row (rt.table_rows):
+    its own, or `text` for the values read as their text form (enums, uuid, json, ...)."""
+    if c.conversion in _TEXT_LOADED or c.conversion is _C.ENUM or "." in c.pg_type.name:
+        name = "text"
+    else:
+        name = c.pg_type.name
+    return name + "[]" if c.pg_type.is_array else name
 
 
 def _braces(text: str) -> str:
@@ -261,6 +292,7 @@ def _rpc(m: _Module, rpc: ir.Rpc) -> model.Rpc:
     response = ""
     text_types: tuple[str, ...] = ()
     timestamp_types: tuple[str, ...] = ()
+    own_loaders = False
     can_fail = False
     if rpc.row is not None:
         # A streamed read fills each batch in place (stream_values): no converter of its own.
@@ -275,6 +307,9 @@ def _rpc(m: _Module, rpc: ir.Rpc) -> model.Rpc:
         columns = _columns(rpc.row)
         text_types = tuple(sorted({c.pg_type.name for c in columns if c.conversion in _TEXT_LOADED}))
         timestamp_types = tuple(sorted({c.pg_type.name for c in columns if c.conversion is _C.TIMESTAMP}))
+        # An array of a table's rows must reach rt.table_rows as its text form: a handler with
+        # rows of it reads with loaders of its own, whatever the connection's owner registered.
+        own_loaders = any(isinstance(c, ir.Nested) for c in _rows(rpc.row))
         # Every value converts (docs/diagnostics.md) but a NULL element of an array.
         can_fail = any(c.field.repeated for c in columns)
     if rpc.cardinality is ir.Cardinality.EXEC_ROWS:
@@ -292,7 +327,7 @@ def _rpc(m: _Module, rpc: ir.Rpc) -> model.Rpc:
     if rpc.traceparent is not None:
         name = rpc.traceparent.name
         traceparent = f"not request.HasField({py_str(name)})" if rpc.traceparent.presence else f"not request.{name}"
-    loaders_const = function.upper() + "_LOADERS" if text_types or timestamp_types else None
+    loaders_const = function.upper() + "_LOADERS" if text_types or timestamp_types or own_loaders else None
     return model.Rpc(
         name=rpc.name,
         function=function,

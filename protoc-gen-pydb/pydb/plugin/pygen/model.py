@@ -47,6 +47,9 @@ class RowConverter:
     message_type: str  # Python type, e.g. task_pb2.Task
     doc: str
     values: tuple[FieldValue, ...]
+    #: For the elements of an array of a table's rows: the constant naming how rt.table_rows
+    #: loads each column (`_ORDER_LINE_COLUMNS`), its tuple literal and the table; else None.
+    loads: tuple[str, str, str] | None = None
 
 
 @dataclass(frozen=True)
