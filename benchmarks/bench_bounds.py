@@ -8,14 +8,13 @@ side by side in one run against one server process on a scratch database:
 
 Targets (docs/security.md): flood p50 within 3x of idle; other rows within 2x of idle.
 
-    DATABASE_URL=postgresql://postgres@127.0.0.1:5432/postgres .venv/bin/python benchmarks/bench_bounds.py
+    python benchmarks/run.py --only bounds   # or: python benchmarks/bench_bounds.py [--quick]
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import os
 import re
 import statistics
@@ -25,8 +24,10 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+import common
 import grpc
 import psycopg
+from common import Json
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "generated"))
@@ -37,7 +38,7 @@ from generation.task.v1 import task_pb2_grpc  # noqa: E402
 TOKEN = "bench-token-" + uuid.uuid4().hex
 AUTH = (("authorization", f"Bearer {TOKEN}"),)
 MB = 1024 * 1024
-SCHEMA = ROOT / "example_protos" / "generation" / "task" / "v1" / "schema.sql"
+FLOOD_TARGET, HOT_ROW_TARGET = 3.0, 2.0
 
 
 def rss(pid: int, field: str = "VmRSS") -> int:
@@ -82,10 +83,10 @@ async def p50(call: Any, n: int) -> float:
     return statistics.median(times)
 
 
-async def flood(address: str, stop: asyncio.Event) -> int:
+async def flood(address: str, stop: asyncio.Event, clients: int) -> int:
     body = b"\x0a" + b"\xff" * (39 * MB // 10)
     sent = 0
-    channels = [grpc.aio.insecure_channel(address) for _ in range(100)]
+    channels = [grpc.aio.insecure_channel(address) for _ in range(clients)]
 
     async def one(ch: grpc.aio.Channel) -> None:
         nonlocal sent
@@ -101,7 +102,7 @@ async def flood(address: str, stop: asyncio.Event) -> int:
     return sent
 
 
-async def bench_flood(url: str) -> dict[str, Any]:
+async def bench_flood(url: str, clients: int, calls: int) -> dict[str, Any]:
     proc, address = await start_server(url)
     try:
         async with grpc.aio.insecure_channel(address) as ch:
@@ -115,25 +116,25 @@ async def bench_flood(url: str) -> dict[str, Any]:
 
             await p50(get, 50)
             before = rss(proc.pid)
-            idle = await p50(get, 300)
+            idle = await p50(get, calls)
             # The flood from a process of its own: its client work must not delay this one's calls.
             flooder = await asyncio.create_subprocess_exec(
-                sys.executable, __file__, "--flood", address, stdout=asyncio.subprocess.PIPE
+                sys.executable, __file__, "--flood", address, str(clients), stdout=asyncio.subprocess.PIPE
             )
             await asyncio.sleep(1.0)  # the flood under way
-            loaded = await p50(get, 300)
+            loaded = await p50(get, calls)
             flooder.terminate()
             out, _ = await flooder.communicate()
             sent = int(out or b"0")
             growth = rss(proc.pid, "VmHWM") - before
-        return {"idle_p50_ms": idle, "flood_p50_ms": loaded, "ratio": loaded / idle,
-                "unauthenticated_sent": sent, "rss_growth_mb": growth / MB}  # fmt: skip
+        return {"clients": clients, "calls": calls, "idle_p50_ms": idle, "flood_p50_ms": loaded,
+                "ratio": loaded / idle, "unauthenticated_sent": sent, "rss_growth_mb": growth / MB}  # fmt: skip
     finally:
         proc.terminate()
         await proc.wait()
 
 
-async def bench_hot_row(url: str) -> dict[str, Any]:
+async def bench_hot_row(url: str, hammers: int, calls: int) -> dict[str, Any]:
     proc, address = await start_server(url, "--pool-max", "10", "--lock-timeout", "1")
     try:
         async with grpc.aio.insecure_channel(address) as ch, await psycopg.AsyncConnection.connect(url) as holder:
@@ -156,8 +157,8 @@ async def bench_hot_row(url: str) -> dict[str, Any]:
                 )
 
             await p50(beat_others, 5)
-            idle_one = await p50(beat_one, 100)
-            idle_batch = await p50(beat_others, 20)
+            idle_one = await p50(beat_one, calls)
+            idle_batch = await p50(beat_others, max(calls // 5, 5))
             await holder.execute("SELECT 1 FROM generation.tasks WHERE id = %s FOR UPDATE", (hot.id,))
             stop = asyncio.Event()
             refused: dict[str, int] = {}
@@ -170,14 +171,14 @@ async def bench_hot_row(url: str) -> dict[str, Any]:
                     except grpc.aio.AioRpcError as err:
                         refused[err.code().name] = refused.get(err.code().name, 0) + 1
 
-            hammering = [asyncio.ensure_future(hammer()) for _ in range(100)]
+            hammering = [asyncio.ensure_future(hammer()) for _ in range(hammers)]
             await asyncio.sleep(0.5)
-            hot_one = await p50(beat_one, 100)
-            hot_batch = await p50(beat_others, 20)
+            hot_one = await p50(beat_one, calls)
+            hot_batch = await p50(beat_others, max(calls // 5, 5))
             stop.set()
             await asyncio.gather(*hammering)
             await holder.rollback()
-        return {"idle_p50_ms": idle_one, "hot_p50_ms": hot_one, "ratio": hot_one / idle_one,
+        return {"hammers": hammers, "calls": calls, "idle_p50_ms": idle_one, "hot_p50_ms": hot_one, "ratio": hot_one / idle_one,
                 "idle_40_p50_ms": idle_batch, "hot_40_p50_ms": hot_batch, "ratio_40": hot_batch / idle_batch,
                 "hot_row_answers": refused}  # fmt: skip
     finally:
@@ -185,32 +186,72 @@ async def bench_hot_row(url: str) -> dict[str, Any]:
         await proc.wait()
 
 
-async def main() -> None:
-    server_url = os.environ.get("DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
-    name = f"bench_bounds_{uuid.uuid4().hex[:8]}"
-    with psycopg.connect(server_url, autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
-    url = psycopg.conninfo.make_conninfo(server_url, dbname=name)
-    try:
-        with psycopg.connect(url, autocommit=True) as conn:
-            conn.execute(SCHEMA.read_text().encode())
-        out = {"flood": await bench_flood(url), "hot_row": await bench_hot_row(url), "loadavg": os.getloadavg()}
-        print(json.dumps(out, indent=2))
-    finally:
-        with psycopg.connect(server_url, autocommit=True) as conn:
-            conn.execute(f'DROP DATABASE "{name}" WITH (FORCE)')
+def run(server: str, quick: bool = False) -> Json:
+    result: Json = {}
+    with common.queue_database(server) as url:
+        result["flood"] = asyncio.run(bench_flood(url, 10 if quick else 100, 20 if quick else 300))
+    with common.queue_database(server) as url:
+        result["hot_row"] = asyncio.run(bench_hot_row(url, 10 if quick else 100, 20 if quick else 100))
+    result["targets"] = {"flood_ratio": FLOOD_TARGET, "hot_row_ratio": HOT_ROW_TARGET}
+    return result
 
 
-async def flood_until_stopped(address: str) -> None:
+def _met(ok: bool) -> str:
+    return "**met**" if ok else "**not met**"
+
+
+def headline(r: Json) -> list[tuple[str, str, str, str]]:
+    """report.py's headline rows: (what, measured, target, verdict)."""
+    f, h = r["flood"], r["hot_row"]
+    return [
+        (f"Authenticated GetTask p50 under {f['clients']} unauthenticated 3.9 MB calls vs idle",
+         f"{f['flood_p50_ms']:.2f} vs {f['idle_p50_ms']:.2f} ms = {f['ratio']:.2f}x (RSS +{f['rss_growth_mb']:.0f} MB)",
+         f"≤ {FLOOD_TARGET:g}x", _met(f["ratio"] <= FLOOD_TARGET)),
+        (f"HeartbeatTask p50 on another row while {h['hammers']} callers wait on one locked row vs idle",
+         f"{h['hot_p50_ms']:.2f} vs {h['idle_p50_ms']:.2f} ms = {h['ratio']:.2f}x (40 rows at once: {h['ratio_40']:.2f}x)",
+         f"≤ {HOT_ROW_TARGET:g}x", _met(h["ratio"] <= HOT_ROW_TARGET)),
+    ]  # fmt: skip
+
+
+def section(r: Json) -> list[str]:
+    """report.py's section for RESULTS.md."""
+    f, h = r["bounds"]["flood"], r["bounds"]["hot_row"]
+    answers = ", ".join(f"{k} {v:,}" for k, v in sorted(h["hot_row_answers"].items())) or "none refused"
+    return [
+        "## 18. Bounded under abuse: unauthenticated floods and a hot row (issue 27)",
+        "",
+        (__doc__ or "").split("\n\n", 1)[1].split("\n\n")[0].strip(),
+        "",
+        "| measure | idle p50 ms | under load p50 ms | ratio | target |",
+        "|---|---|---|---|---|",
+        f"| GetTask, {f['clients']} unauthenticated 3.9 MB callers | {f['idle_p50_ms']:.3f} | {f['flood_p50_ms']:.3f} | **{f['ratio']:.2f}x** | ≤ {FLOOD_TARGET:g}x |",
+        f"| HeartbeatTask on another row, {h['hammers']} callers on a locked row | {h['idle_p50_ms']:.3f} | {h['hot_p50_ms']:.3f} | **{h['ratio']:.2f}x** | ≤ {HOT_ROW_TARGET:g}x |",
+        f"| 40 HeartbeatTasks at once on other rows, same | {h['idle_40_p50_ms']:.3f} | {h['hot_40_p50_ms']:.3f} | {h['ratio_40']:.2f}x | - |",
+        "",
+        f"Flood: {f['unauthenticated_sent']:,} unauthenticated calls sent ({f['calls']} timed GetTasks per phase); "
+        f"server peak RSS growth **{f['rss_growth_mb']:.1f} MB** (target < 100 MB, tests/server/). "
+        f"Hot row ({h['calls']} timed calls per phase): the locked row's callers were answered {answers}.",
+        "",
+    ]  # fmt: skip
+
+
+def main() -> int:
+    args = common.arg_parser(__doc__ or "").parse_args()
+    with common.server_url() as (server, _):
+        common.write_json(run(server, quick=args.quick), args.out)
+    return 0
+
+
+async def flood_until_stopped(address: str, clients: int) -> None:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     loop.add_signal_handler(15, stop.set)
-    sent = await flood(address, stop)
+    sent = await flood(address, stop, clients)
     print(sent, flush=True)
 
 
 if __name__ == "__main__":
     if sys.argv[1:2] == ["--flood"]:
-        asyncio.run(flood_until_stopped(sys.argv[2]))
+        asyncio.run(flood_until_stopped(sys.argv[2], int(sys.argv[3])))
     else:
-        asyncio.run(main())
+        raise SystemExit(main())

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import bench_bounds
 import bench_claims
 import bench_schedule
 import bench_shapes
@@ -113,6 +114,8 @@ def headline(r: Json) -> list[tuple[str, str, str, str]]:
         rows += bench_shapes.headline(r["shapes"])
     if r.get("claims") and not r.get("quick"):
         rows += bench_claims.headline(r["claims"])
+    if r.get("bounds") and not r.get("quick"):
+        rows += bench_bounds.headline(r["bounds"])
     return rows
 
 
@@ -569,6 +572,7 @@ def markdown(r: Json) -> str:
         ("peers", report_peers.section),
         ("shapes", bench_shapes.section),
         ("claims", bench_claims.section),
+        ("bounds", bench_bounds.section),
     ):
         if name in r:
             out += section(r)

@@ -2,7 +2,7 @@
 
     python benchmarks/run.py                 # everything (about 10 minutes)
     python benchmarks/run.py --only codegen  # one or more of: codegen overhead throughput backlog partition events fleet replication
-                                             #   autofailover longtx devloop schedule observe peers shapes claims
+                                             #   autofailover longtx devloop schedule observe peers shapes claims bounds
     python benchmarks/run.py --quick         # tiny sizes, a smoke run (numbers mean nothing)
     python benchmarks/run.py --render-only   # re-write RESULTS.md and plots from results.json
 
@@ -28,12 +28,14 @@ from common import Json
 NAMES = (
     "codegen", "overhead", "throughput", "backlog", "partition", "events", "fleet", "replication",
     "autofailover", "longtx", "devloop", "schedule", "observe", "peers", "shapes", "claims",
+    "bounds",
 )  # fmt: skip
 
 
 def run_all(names: list[str], quick: bool) -> Json:
     import bench_autofailover
     import bench_backlog
+    import bench_bounds
     import bench_claims
     import bench_codegen
     import bench_devloop
@@ -92,6 +94,8 @@ def run_all(names: list[str], quick: bool) -> Json:
                     results[name] = bench_shapes.run(server, quick=quick)
                 elif name == "claims":
                     results[name] = bench_claims.run(server, quick=quick)
+                elif name == "bounds":
+                    results[name] = bench_bounds.run(server, quick=quick)
             except Exception:  # one broken benchmark must not lose the others' results
                 traceback.print_exc()
                 results.setdefault("failed", {})[name] = traceback.format_exc(limit=3)

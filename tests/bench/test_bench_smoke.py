@@ -155,6 +155,19 @@ def test_claims(pg_server: tuple[str, Cluster | None], tmp_path: Path) -> None:
     assert "## 16. Fair and bounded claims" in render({"claims": result}, tmp_path)
 
 
+def test_bounds(pg_server: tuple[str, Cluster | None], tmp_path: Path) -> None:
+    """Both side-by-side measurements of issue 27 (rows 5 and 7) ran and the section renders."""
+    result = bench("bench_bounds").run(pg_server[0], quick=True)
+    flood, hot = result["flood"], result["hot_row"]
+    assert flood["clients"] == 10 and flood["unauthenticated_sent"] > 0
+    assert flood["idle_p50_ms"] > 0 and flood["flood_p50_ms"] > 0 and flood["rss_growth_mb"] is not None
+    assert hot["hammers"] == 10 and hot["idle_p50_ms"] > 0 and hot["hot_p50_ms"] > 0 and hot["hot_40_p50_ms"] > 0
+    assert sum(hot["hot_row_answers"].values()) > 0  # the locked row's callers were answered, not left waiting
+    text = render({"bounds": result}, tmp_path)
+    assert "## 18. Bounded under abuse" in text
+    assert len(bench("bench_bounds").headline(result)) == 2
+
+
 def test_observe(pg_server: tuple[str, Cluster | None], tmp_path: Path) -> None:
     result = bench("bench_observe").run(pg_server[0], quick=True)
     assert result["overhead"]["tasks_per_s_off"] > 0 and result["overhead"]["tasks_per_s_on"] > 0

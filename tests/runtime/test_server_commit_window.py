@@ -177,3 +177,48 @@ async def test_every_settling_rpc_is_safe_to_retry_after_a_lost_answer(pg_server
         with pytest.raises(grpc.aio.AioRpcError) as err:
             await call(pb.CompleteTaskRequest(task_id=one.id, lease_token=str(uuid.uuid4())))
         assert err.value.code() == Code.FAILED_PRECONDITION
+
+
+async def test_a_caller_leaving_mid_answer_is_not_logged_ok(
+    pg_server: tuple[str, Cluster | None], monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Issue 27 row 8: a GetTask whose 40 MB answer the caller cancels while gRPC sends it (the
+    handler has returned) is logged CANCELLED with `event=answer_not_delivered`, not `code=OK`,
+    and without gRPC's ExecuteBatchError traceback; the next call is logged OK."""
+    caplog.set_level(logging.DEBUG)
+    real = task_pydb.get_task
+    returned = asyncio.Event()
+    big = 40 * 1024 * 1024
+
+    async def padded(conn: Any, request: pb.GetTaskRequest) -> pb.GetTaskResponse:
+        response = await real(conn, request)
+        if request.task_id == target:
+            response.task.input = '{"pad": "' + "x" * big + '"}'
+            returned.set()
+        return response
+
+    monkeypatch.setattr(task_pydb, "get_task", padded)
+    limits = {"max_send_message_bytes": 2 * big, "max_unsent_answer_bytes": 4 * big,
+              "max_unsent_answer_bytes_per_connection": 2 * big}  # fmt: skip
+    async with (
+        private_service(pg_server[0], log_level="debug", **limits) as (_, server),
+        grpc.aio.insecure_channel(server.address, options=[("grpc.max_receive_message_length", -1)]) as ch,
+    ):
+        stub = task_pb2_grpc.GenerationDataServiceStub(ch)
+        tool = (await stub.RegisterTool(pb.RegisterToolRequest(name="leaves"))).tool
+        task = (await stub.QueueTask(pb.QueueTaskRequest(tool_id=tool.id))).task
+        target = task.id
+        call = stub.GetTask(pb.GetTaskRequest(task_id=task.id), timeout=30)
+        await returned.wait()
+        call.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await call
+        await settled()
+        target = ""
+        assert (await stub.GetTask(pb.GetTaskRequest(task_id=task.id), timeout=30)).task.id == task.id
+        await settled()
+    lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("rpc=GetTask ")]
+    assert len(lines) == 2, lines
+    assert "code=CANCELLED" in lines[0] and "event=answer_not_delivered" in lines[0], lines
+    assert "code=OK" in lines[1], lines
+    assert "ExecuteBatchError" not in caplog.text

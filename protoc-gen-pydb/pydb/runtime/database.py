@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -266,17 +267,66 @@ def _peer(context: grpc.aio.ServicerContext[Any, Any]) -> str:
         return ""
 
 
+class _Delivery:
+    """Whether gRPC failed to send one call's answer (its done callback reads it)."""
+
+    __slots__ = ("failed",)
+
+    def __init__(self) -> None:
+        self.failed = False
+
+    def watch(self, context: grpc.aio.ServicerContext[Any, Any], task: asyncio.Task[Any] | None) -> None:
+        """Once the handler has returned: the send of the answer, which grpc.aio starts in the
+        handler's task without a step between (status marked sent, then the batch awaited)."""
+        waiter = getattr(task, "_fut_waiter", None)
+        if context.done() and isinstance(waiter, asyncio.Future):
+            waiter.add_done_callback(self._settled)
+
+    def _settled(self, batch: asyncio.Future[Any]) -> None:
+        self.failed = self.failed or batch.cancelled() or batch.exception() is not None
+
+
+#: The answer the handler's task sends; for the filter of gRPC's own log lines.
+_sending: contextvars.ContextVar[_Delivery | None] = contextvars.ContextVar("pydb_sending", default=None)
+
+
+class _ToldSendFailures(logging.Filter):
+    """gRPC's traceback of an answer it could not send, when pydb's own line of that call says so."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        delivery = _sending.get()
+        if delivery is None or record.exc_info is None or record.exc_info[0] is None:
+            return True
+        if record.exc_info[0].__name__ != "ExecuteBatchError":
+            return True
+        delivery.failed = True
+        return False
+
+
+_GRPC_LOG = logging.getLogger("grpc._cython.cygrpc")
+if not any(isinstance(f, _ToldSendFailures) for f in _GRPC_LOG.filters):
+    _GRPC_LOG.addFilter(_ToldSendFailures())
+
+
 def _log_when_sent(
     context: grpc.aio.ServicerContext[Any, Any], rpc: str, started: float, call: _Call[Any, Any]
 ) -> None:
     committed = call.committed
+    # When the caller leaves while grpc.aio sends the answer, the send fails, but grpc swallows
+    # that (or logs a bare traceback) and the context's code()/cancelled() still say OK: they
+    # tell only what the handler set. No public API reports it, so the send's own future, awaited
+    # by this task once the handler has returned, is watched.
+    delivery = _Delivery()
+    _sending.set(delivery)
 
     def sent(done: grpc.aio.ServicerContext[Any, Any]) -> None:
         call.release()
         elapsed = (time.perf_counter() - started) * 1000
         outcome = done.code() if done.code() is not None else grpc.StatusCode.OK
-        if done.cancelled() and outcome == grpc.StatusCode.OK:
-            outcome = grpc.StatusCode.CANCELLED
+        if (done.cancelled() or delivery.failed) and outcome == grpc.StatusCode.OK:
+            remaining = done.time_remaining()
+            late = remaining is not None and remaining <= _DEADLINE_SLACK
+            outcome = grpc.StatusCode.DEADLINE_EXCEEDED if late else grpc.StatusCode.CANCELLED
         cause = "" if outcome == grpc.StatusCode.OK else "event=answer_not_delivered"
         if cause and committed:
             cause += " committed=true"
@@ -284,6 +334,7 @@ def _log_when_sent(
 
     try:
         context.add_done_callback(cast(Any, sent))
+        asyncio.get_running_loop().call_soon(delivery.watch, context, asyncio.current_task())
     except (AttributeError, NotImplementedError, RuntimeError):  # a context of another kind (tests)
         call.release()
         _log_call(rpc, grpc.StatusCode.OK, (time.perf_counter() - started) * 1000, "", None)
