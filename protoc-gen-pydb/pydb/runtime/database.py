@@ -13,7 +13,7 @@ import grpc
 import psycopg
 from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.message import Message
-from psycopg import AsyncConnection
+from psycopg import AsyncConnection, pq
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from .admission import AnswerBudget, RowGate, answer_size, answer_too_large, check_commit
@@ -389,16 +389,39 @@ class _Call(Generic[Req, Resp]):
                         del response
                         raise refused
                     return response
-                async with conn.transaction():
-                    response = await self.handler(conn, self.request)
-                    refused = check_commit(response, self.max_answer, self.deadline) or self._reserve(response)
-                    if refused is not None:
-                        del response  # as above
-                        raise refused  # and the transaction rolls back
-                    self.committed = True  # leaving this block sends COMMIT
-                return response
+                if not isinstance(self.request, Message):  # a client stream (COPY): no pipeline mode
+                    async with conn.transaction():
+                        response = await self._checked(conn)
+                        self.committed = True  # leaving this block sends COMMIT
+                    return response
+                return await self._pipelined(conn)
             finally:
                 _holding[key] -= 1
+
+    async def _checked(self, conn: AsyncConnection[Any]) -> Resp:
+        response = await self.handler(conn, self.request)
+        refused = check_commit(response, self.max_answer, self.deadline) or self._reserve(response)
+        if refused is not None:
+            del response  # as above
+            raise refused  # and the transaction rolls back
+        return response
+
+    async def _pipelined(self, conn: AsyncConnection[Any]) -> Resp:
+        """The handler in a transaction whose BEGIN goes out with its first statement (pipeline
+        mode): one round trip for both, the COMMIT (sent once `check_commit` passes) the second,
+        where `conn.transaction()` takes three. A failed statement, a refused answer or a
+        cancellation rolls back."""
+        try:
+            async with conn.pipeline():
+                await conn.execute(b"BEGIN")
+                response = await self._checked(conn)
+                self.committed = True  # COMMIT is sent as the pipeline ends
+                await conn.execute(b"COMMIT")
+        except BaseException:
+            if conn.pgconn.status == _CONNECTION_OK and conn.pgconn.transaction_status != _IDLE:
+                await conn.rollback()
+            raise
+        return response
 
     def _reserve(self, response: object) -> Exception | None:
         if self.budget is not None:
@@ -415,6 +438,9 @@ class _Call(Generic[Req, Resp]):
             self.budget.release(self.peer, self.reserved)
             self.reserved = 0
 
+
+_CONNECTION_OK = pq.ConnStatus.OK
+_IDLE = pq.TransactionStatus.IDLE
 
 #: A handler cancelled this close to its deadline was cancelled by it (logged DEADLINE_EXCEEDED).
 _DEADLINE_SLACK = 0.1

@@ -1025,8 +1025,12 @@ WITH done AS MATERIALIZED (
   SELECT * FROM unnest(%(task_ids)s::uuid[], %(lease_tokens)s::uuid[], %(outputs)s::text[], %(reported_usages)s::text[])
     AS d (id, lease_token, output, reported_usage)
 ), free AS MATERIALIZED (
-  SELECT l.id FROM generation.tasks AS l
-  WHERE l.id IN (SELECT id FROM done) AND l.status = 'processing'
+  -- The rows by primary key (= ANY: an index scan of tasks_pkey whatever the statistics say),
+  -- locked: their status and lease are checked on the values read here (no other transaction
+  -- changes a row this one locks). A status condition here or in the UPDATE made the planner
+  -- scan every row in processing for each entry (quadratic in the rows held).
+  SELECT l.id, l.status, l.lease_token FROM generation.tasks AS l
+  WHERE l.id = ANY(%(task_ids)s::uuid[])
   ORDER BY l.id
   FOR UPDATE SKIP LOCKED
 )
@@ -1037,7 +1041,7 @@ SET status = 'completed',
     completed_at = now(),
     claim_expires_at = NULL
 FROM done, free
-WHERE t.id = done.id AND t.id = free.id AND t.lease_token = done.lease_token AND t.status = 'processing'
+WHERE t.id = done.id AND t.id = free.id AND free.lease_token = done.lease_token AND free.status = 'processing'
 RETURNING t.id, t.tool_id, t.status, t.priority, t.retry_count, t.max_retries, t.input, t.output,
   t.error, t.reported_usage, t.reserved_token_amount, t.billing_idempotency_key, t.w3c_traceparent,
   t.lease_token, t.claim_expires_at, t.created_at, t.started_at, t.completed_at, t.lease_seconds,
@@ -1149,8 +1153,9 @@ WITH f AS MATERIALIZED (
   SELECT * FROM unnest(%(task_ids)s::uuid[], %(lease_tokens)s::uuid[], %(errors)s::text[], %(retry_after_seconds)s::float8[])
     AS e (id, lease_token, error, retry_after)
 ), free AS MATERIALIZED (
-  SELECT l.id FROM generation.tasks AS l
-  WHERE l.id IN (SELECT id FROM f) AND l.status = 'processing'
+  -- As CompleteTasks: by primary key, status and lease checked on the locked values.
+  SELECT l.id, l.status, l.lease_token FROM generation.tasks AS l
+  WHERE l.id = ANY(%(task_ids)s::uuid[])
   ORDER BY l.id
   FOR UPDATE SKIP LOCKED
 )
@@ -1171,7 +1176,7 @@ SET status = CASE WHEN t.retry_count + 1 < t.max_retries
     claim_expires_at = NULL,
     lease_token = NULL
 FROM f, free
-WHERE t.id = f.id AND t.id = free.id AND t.lease_token = f.lease_token AND t.status = 'processing'
+WHERE t.id = f.id AND t.id = free.id AND free.lease_token = f.lease_token AND free.status = 'processing'
 RETURNING t.id, t.tool_id, t.status, t.priority, t.retry_count, t.max_retries, t.input, t.output,
   t.error, t.reported_usage, t.reserved_token_amount, t.billing_idempotency_key, t.w3c_traceparent,
   t.lease_token, t.claim_expires_at, t.created_at, t.started_at, t.completed_at, t.lease_seconds,
