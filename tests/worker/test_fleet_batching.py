@@ -161,6 +161,32 @@ async def test_a_lost_answer_is_not_a_lost_lease(stub: Stub, tool: pb.Tool, data
     assert landed == [True, True, False]
 
 
+async def test_an_entry_skipped_while_its_row_was_locked_is_sent_again(
+    stub: Stub, tool: pb.Tool, database_url: str
+) -> None:
+    """CompleteTasks skips a row another transaction holds (it does not wait): the entry left out
+    of the answer is still this worker's, so it is sent again rather than dropped as a lost lease."""
+    import psycopg
+
+    await queue_many(stub, tool, 3)
+    claimed = list((await stub.ClaimTasks(pb.ClaimTasksRequest(tool_id=tool.id, limit=3))).tasks)
+    outcomes = [Outcome("complete", t, asyncio.Event(), output=json.dumps({"i": i})) for i, t in enumerate(claimed)]
+    batcher = ReportBatcher(stub, window=0.05)
+    flusher = asyncio.create_task(batcher.run())
+    async with await psycopg.AsyncConnection.connect(database_url) as holder:
+        await holder.execute("SELECT 1 FROM generation.tasks WHERE id = %s FOR UPDATE", (claimed[1].id,))
+        reports = asyncio.gather(*(batcher.report(o) for o in outcomes))
+        await wait_until(lambda: batcher.stats.skipped_locked >= 1, timeout=30, what="the locked entry left out")
+        await holder.rollback()  # the lock goes; the entry is sent again
+        landed = await asyncio.wait_for(reports, 30)
+    flusher.cancel()
+    assert landed == [True, True, True] and batcher.stats.lease_lost == 0
+    rows = await sql(
+        database_url, "SELECT id::text, status::text, output FROM generation.tasks WHERE tool_id = %s", tool.id
+    )
+    assert {r[0]: (r[1], r[2]) for r in rows} == {t.id: ("completed", {"i": i}) for i, t in enumerate(claimed)}
+
+
 class KeptEvents:
     """An event transport that keeps what the fleet writes, in order."""
 

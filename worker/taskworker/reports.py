@@ -118,6 +118,7 @@ class ReportStats:
     lease_lost: int = 0
     split_batches: int = 0  # refused as a whole, resent one by one
     landed_unseen: int = 0  # of `reported`, those that landed by an attempt whose answer was lost
+    skipped_locked: int = 0  # entries a batch left out while their row was locked, sent again
     refused_too_large: int = 0  # completions that could never fit: failed for good instead
     byte_bounded: int = 0  # batches closed by the byte limits before `max_batch`
 
@@ -271,10 +272,10 @@ class ReportBatcher:
                 if outcome.task.id in landed:
                     self.stats.reported += 1
                     outcome.settle(True)
-                elif outcome.uncertain:
-                    await self._settle_uncertain(outcome)
                 else:
-                    self._lost(outcome)
+                    # Left out: its lease is gone, an earlier attempt landed (its answer lost), or
+                    # its row was locked elsewhere (the batch skips locked rows): the row tells.
+                    await self._settle_uncertain(outcome)
         finally:
             self._slots.release()
 
@@ -388,6 +389,13 @@ class ReportBatcher:
             self.stats.landed_unseen += 1
             outcome.landed_unseen = True
             outcome.settle(True)
+        elif still_ours(outcome, row):
+            # Not taken, and the lease is still this worker's: the row was locked when the batch
+            # ran (CompleteTasks / FailTasks skip locked rows rather than wait); send it again.
+            self.stats.skipped_locked += 1
+            await asyncio.sleep(retry.delay(outcome.attempts, 0.01, self.max_backoff))
+            outcome.attempts += 1
+            self._put(outcome, front=True)
         else:
             self._lost(outcome)
 
@@ -395,6 +403,15 @@ class ReportBatcher:
         log.warning("task %s: %s not taken: lease lost", outcome.task.id, outcome.kind)
         self.stats.lease_lost += 1
         outcome.settle(False)
+
+
+def still_ours(outcome: Outcome, row: pb.Task) -> bool:
+    """Whether `row` is still processing under `outcome`'s lease, not lapsed: nothing took it yet
+    (a lapsed lease is as good as lost: the next claim takes the task)."""
+    if row.status != pb.TASK_STATUS_PROCESSING or row.lease_token != outcome.task.lease_token:
+        return False
+    now = datetime.datetime.now(datetime.UTC)
+    return not row.HasField("claim_expires_at") or row.claim_expires_at.ToDatetime(datetime.UTC) > now
 
 
 def landed_earlier(outcome: Outcome, row: pb.Task) -> bool:
