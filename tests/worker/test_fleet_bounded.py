@@ -163,20 +163,22 @@ def test_the_back_off_is_exponential_jittered_and_capped() -> None:
 
 
 async def test_a_row_over_a_send_limit_the_worker_was_not_told_is_settled_once(server: tuple[Stub, int, str]) -> None:
-    """A fleet told the server sends up to 64 MB: the completion is sent and lands, its answer is
-    refused for size, and so is every way of reading the row back. Each is tried once: the batch,
-    the entry alone (refused: the row is completed), one GetTask (too large: only the output
-    makes it so); the fleet counts the completion that inference shows, and sends nothing again."""
+    """A fleet told the server sends up to 64 MB: the completion's answer would be over the
+    server's real send limit, so the server refuses it before COMMIT ("answer too large ...
+    nothing was changed"). Each call is tried once: the batch, the entry alone (refused the same
+    way), then the task is failed for good with an error naming the refusal; nothing is sent
+    again and nothing is left processing."""
     stub, port, url = server
     methods = ("CompleteTasks", "CompleteTask", "GetTask", "FailTask", "FailTasks")
     before = await calls(port, *methods)
     tool_id, (task_id,) = await queue(stub, ["big"], inputs_pad=2_200_000)
     fleet = await run_fleet(stub, tool_id, {"big": "x" * 2_200_000}, 1, server_send_bytes=64 * MB)
-    assert (fleet.stats.completed, fleet.stats.failed, fleet.stats.lease_lost) == (1, 0, 0)
-    [(status, output_bytes)] = await sql(
-        url, "SELECT status::text, octet_length(output::text) FROM generation.tasks WHERE id = %s", task_id
+    assert (fleet.stats.completed, fleet.stats.failed, fleet.stats.lease_lost) == (0, 1, 0)
+    [(status, output, error)] = await sql(
+        url, "SELECT status::text, output, error FROM generation.tasks WHERE id = %s", task_id
     )
-    assert (status, output_bytes) == ("completed", 2_200_002)
+    assert status == "failed" and output is None and error.startswith("output refused: "), error
+    assert "answer too large" in error
     after = await calls(port, *methods)
     delta = {m: after[m] - before[m] for m in methods}
-    assert delta == {"CompleteTasks": 1, "CompleteTask": 1, "GetTask": 1, "FailTask": 0, "FailTasks": 0}, delta
+    assert delta == {"CompleteTasks": 1, "CompleteTask": 1, "GetTask": 0, "FailTask": 1, "FailTasks": 0}, delta

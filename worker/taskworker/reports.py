@@ -262,7 +262,7 @@ class ReportBatcher:
                 else:
                     log.warning("%s batch of %d refused (%s): sending one by one", kind, len(batch), err.code().name)
                     self.stats.split_batches += 1
-                    if retry.too_large(err):  # an answer over the limit follows a commit
+                    if retry.may_have_committed(err):  # gRPC refused an answer after a commit
                         for outcome in batch:
                             outcome.uncertain = True
                     await asyncio.gather(*(self._send_one(o) for o in batch))
@@ -349,7 +349,7 @@ class ReportBatcher:
             elif retry.too_large(err) and outcome.kind == "complete":
                 # Over a limit this worker was not told of: fail the task, once, with a short error.
                 self.stats.refused_too_large += 1
-                outcome.uncertain = True  # an answer over the send limit follows a commit
+                outcome.uncertain = retry.may_have_committed(err)  # gRPC's refusal follows a commit
                 outcome.refuse(f"output refused: {len(outcome.output.encode())} bytes of output: {err.details()}")
                 await self._send_one(outcome)
             elif err.code() in LEASE_LOST and outcome.uncertain:

@@ -46,9 +46,19 @@ COUNTS: Counter[tuple[str, str, Verdict]] = Counter()
 
 
 def too_large(err: grpc.aio.AioRpcError) -> bool:
-    """A message over a size limit (gRPC's own "Received/Sent message larger than max"), sent or
-    answered: the same call can never pass."""
-    return err.code() == grpc.StatusCode.RESOURCE_EXHAUSTED and "larger than max" in (err.details() or "").lower()
+    """A message over a size limit, sent or answered: gRPC's own "Received/Sent message larger
+    than max", or the server's "answer too large" (refused before COMMIT): the same call can
+    never pass."""
+    details = (err.details() or "").lower()
+    return err.code() == grpc.StatusCode.RESOURCE_EXHAUSTED and (
+        "larger than max" in details or "answer too large" in details
+    )
+
+
+def may_have_committed(err: grpc.aio.AioRpcError) -> bool:
+    """Whether a size refusal may follow a commit: gRPC refusing an answer after the handler
+    returned may; the server's own "answer too large" (it rolls back first) says nothing changed."""
+    return too_large(err) and "nothing was changed" not in (err.details() or "")
 
 
 def transient(err: grpc.aio.AioRpcError) -> bool:
