@@ -38,6 +38,7 @@ from .signatures import CastContext, CastSig, FunctionKind, FunctionSig, Operato
 from .types import PgType
 
 _DATA_FILE = Path(__file__).with_name("pgdata") / "pg15.json"
+_SETTINGS_FILE = Path(__file__).with_name("pgdata") / "pg15_settings.txt"  # scripts/extract_pg_settings.py
 
 #: pg_type.typtype: base, composite, domain, enum, pseudo, range, multirange.
 TYPTYPE_NAMES = {
@@ -220,6 +221,12 @@ class _Data:
 @functools.cache
 def _data() -> _Data:
     return _Data(json.loads(_DATA_FILE.read_bytes()))
+
+
+@functools.cache
+def setting_names() -> frozenset[str]:
+    """PostgreSQL 15's configuration parameters (lower case; placeholders with a dot not listed)."""
+    return frozenset(_SETTINGS_FILE.read_text(encoding="utf-8").split())
 
 
 class Builtins:
