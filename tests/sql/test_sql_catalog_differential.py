@@ -449,6 +449,14 @@ RESOLVED = {
                         up text GENERATED ALWAYS AS (upper(code)) STORED);
         ALTER TABLE a ALTER COLUMN code SET DEFAULT public.next_code();
     """,
+    "view_over_information_schema": """
+        CREATE SCHEMA m;
+        CREATE VIEW m.intro AS SELECT t.table_schema AS schema, t.table_name, t.table_type, c.column_name,
+            c.ordinal_position, c.is_nullable, c.data_type, c.table_schema || '.' AS dotted
+        FROM information_schema.tables AS t
+        JOIN information_schema.columns AS c ON (t.table_name = c.table_name AND t.table_schema = c.table_schema);
+        CREATE VIEW m.schemata AS SELECT * FROM information_schema.schemata;
+    """,
     "set_a_parameter_15_lacks": """
         SET transaction_timeout = 0;
         SET statement_timeout = 0;
