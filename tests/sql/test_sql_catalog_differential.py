@@ -493,7 +493,10 @@ def test_a_table_whose_expression_names_an_unknown_function(server: str) -> None
     a column written twice, so that statements using it are still checked)."""
     for sql, message in (
         ("CREATE TABLE t (id uuid DEFAULT uuidv7() PRIMARY KEY);", "function uuidv7() does not exist"),
-        ("CREATE TABLE t (a text GENERATED ALWAYS AS (slugify('a')) STORED);", "function slugify(unknown) does not exist"),
+        (
+            "CREATE TABLE t (a text GENERATED ALWAYS AS (slugify('a')) STORED);",
+            "function slugify(unknown) does not exist",
+        ),
         ("CREATE TABLE t (a int CHECK (a > 0 AND is_even(2)));", "function is_even(integer) does not exist"),
     ):
         (step,) = chain(server, ("t.sql", sql))

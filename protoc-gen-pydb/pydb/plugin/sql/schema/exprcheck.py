@@ -48,6 +48,6 @@ def _user_function(state: State, names: list[str]) -> bool:
 def _arg_type(arg: PgNode) -> str:
     if isinstance(arg, ast.A_Const) and not arg.isnull:
         return _CONST_TYPES.get(type(arg.val), "unknown")
-    if isinstance(arg, ast.TypeCast):
+    if isinstance(arg, ast.TypeCast) and arg.typeName is not None:
         return ".".join(strings(arg.typeName.names)).removeprefix("pg_catalog.")
     return "unknown"
