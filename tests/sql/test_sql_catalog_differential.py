@@ -449,6 +449,19 @@ RESOLVED = {
                         up text GENERATED ALWAYS AS (upper(code)) STORED);
         ALTER TABLE a ALTER COLUMN code SET DEFAULT public.next_code();
     """,
+    "on_conflict_of_seed_data": """
+        CREATE TABLE a (id int PRIMARY KEY, t int, u int, v int UNIQUE, w int);
+        CREATE UNIQUE INDEX ON a (t, u);
+        CREATE UNIQUE INDEX ON a (w) WHERE w > 0;
+        INSERT INTO a VALUES (1) ON CONFLICT (id) DO NOTHING;
+        INSERT INTO a VALUES (2) ON CONFLICT (u, t) DO NOTHING;
+        INSERT INTO a VALUES (3) ON CONFLICT (v) DO UPDATE SET t = 1;
+        INSERT INTO a VALUES (4) ON CONFLICT DO NOTHING;
+        INSERT INTO a VALUES (5) ON CONFLICT ON CONSTRAINT a_pkey DO NOTHING;
+        INSERT INTO a VALUES (6) ON CONFLICT (w) WHERE w > 0 DO NOTHING;
+        INSERT INTO a VALUES (7) ON CONFLICT (t) DO NOTHING;
+        INSERT INTO a VALUES (8) ON CONFLICT (w) DO NOTHING;
+    """,
     "view_over_information_schema": """
         CREATE SCHEMA m;
         CREATE VIEW m.intro AS SELECT t.table_schema AS schema, t.table_name, t.table_type, c.column_name,
@@ -483,6 +496,7 @@ def test_expression_cases_refuse_what_postgres_refuses(server: str) -> None:
         ("default_of_a_function_15_lacks", 2),
         ("default_of_an_extension_function", 1),
         ("set_a_parameter_15_lacks", 2),
+        ("on_conflict_of_seed_data", 2),
     ):
         (step,) = chain(server, (f"{case}.sql", RESOLVED[case]))
         assert len(step.pg_errors) == refused, (case, step.pg_errors)

@@ -24,6 +24,7 @@ from ..catalog.model import Catalog
 from ..syntax.pgparse import PgSyntaxError, RawStatement, parse, scan
 from . import alter, objects, procedural, tables
 from .state import PgNode, QueryTyper, State, strings
+from .exprcheck import check_on_conflict
 
 
 def apply_schema(
@@ -276,6 +277,7 @@ _HANDLERS: dict[str, Callable[[State, PgNode], None]] = {
     "DoStmt": _do,
     "CreateSchemaStmt": _create_schema,
     "CommentStmt": _comment,
+    "InsertStmt": check_on_conflict,
     **tables.HANDLERS,
     **alter.HANDLERS,
     **objects.HANDLERS,
@@ -285,7 +287,6 @@ _HANDLERS: dict[str, Callable[[State, PgNode], None]] = {
 _PASSED = frozenset(
     [
         "TransactionStmt",
-        "InsertStmt",
         "UpdateStmt",
         "DeleteStmt",
         "MergeStmt",

@@ -51,3 +51,26 @@ def _arg_type(arg: PgNode) -> str:
     if isinstance(arg, ast.TypeCast) and arg.typeName is not None:
         return ".".join(strings(arg.typeName.names)).removeprefix("pg_catalog.")
     return "unknown"
+
+
+def check_on_conflict(state: State, node: PgNode) -> None:
+    """An INSERT of a migration (seed data) with `ON CONFLICT (a, b)`: PostgreSQL infers a unique
+    index whose keys are exactly those columns, else refuses the statement. Checked only when the
+    target is plain (columns, no WHERE, no ON CONSTRAINT) on a table the catalog holds without an
+    exclusion constraint, partitions or children; anything else is left to PostgreSQL."""
+    clause = node.onConflictClause
+    infer = clause.infer if clause is not None else None
+    if infer is None or infer.conname or infer.whereClause is not None or not infer.indexElems:
+        return
+    names = [elem.name for elem in infer.indexElems]
+    if any(not isinstance(name, str) for name in names):
+        return
+    key = state.relation_key(node.relation)
+    table = state.tables.get(key) if key is not None else None
+    if key is None or table is None or table.kind != "table" or state.children(key):
+        return
+    if any(info.kind == "x" for info in state.constraints.get(key, {}).values()):
+        return
+    wanted = set(names)
+    if not any(i.table == key and i.unique and not i.partial and set(i.columns) == wanted for i in state.indexes.values()):
+        state.error("there is no unique or exclusion constraint matching the ON CONFLICT specification", infer.location)
