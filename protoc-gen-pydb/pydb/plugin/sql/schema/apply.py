@@ -23,8 +23,8 @@ from ..catalog.identifiers import parse_search_path
 from ..catalog.model import Catalog
 from ..syntax.pgparse import PgSyntaxError, RawStatement, parse, scan
 from . import alter, objects, procedural, tables
-from .state import PgNode, QueryTyper, State, strings
 from .exprcheck import check_on_conflict
+from .state import PgNode, QueryTyper, State, strings
 
 
 def apply_schema(

@@ -72,5 +72,7 @@ def check_on_conflict(state: State, node: PgNode) -> None:
     if any(info.kind == "x" for info in state.constraints.get(key, {}).values()):
         return
     wanted = set(names)
-    if not any(i.table == key and i.unique and not i.partial and set(i.columns) == wanted for i in state.indexes.values()):
+    if not any(
+        i.table == key and i.unique and not i.partial and set(i.columns) == wanted for i in state.indexes.values()
+    ):
         state.error("there is no unique or exclusion constraint matching the ON CONFLICT specification", infer.location)
