@@ -94,6 +94,7 @@ bench: venv
 # PostgreSQL 15; PGDATA_DSN defaults to postgresql://postgres@127.0.0.1:5432/postgres.
 pgdata: venv
 	$(PY) protoc-gen-pydb/scripts/extract_pg_catalog.py
+	$(PY) protoc-gen-pydb/scripts/extract_pg_names.py $${PGDATA_DSN:-postgresql://postgres@127.0.0.1:5432/postgres}
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

@@ -425,3 +425,93 @@ def test_like_refuses_a_column_twice(server: str) -> None:
         ("like_twice.sql", "CREATE TABLE r (id int); CREATE TABLE s (id int, n int); CREATE TABLE t (LIKE r, LIKE s);"),
     )
     assert [e.replace('"', "") for e in step.pg_errors] == step.catalog_errors == ["column id specified more than once"]
+
+
+# -- what PostgreSQL resolves when it stores an expression, and SET ------------------------------
+#: Each file: the statements PostgreSQL refuses, and those it applies around them.
+RESOLVED = {
+    "default_of_a_function_15_lacks": """
+        CREATE TABLE b (id uuid DEFAULT gen_random_uuid() PRIMARY KEY, at timestamptz DEFAULT now(), n int);
+        ALTER TABLE b ALTER COLUMN n SET DEFAULT next_number(1);
+        ALTER TABLE b ADD CONSTRAINT b_code CHECK (valid_code('x'));
+        ALTER TABLE b ALTER COLUMN n SET DEFAULT extract(year FROM now());
+    """,
+    "default_of_an_extension_function": """
+        CREATE TABLE a (id uuid);
+        ALTER TABLE a ALTER COLUMN id SET DEFAULT uuid_generate_v4();
+        CREATE EXTENSION IF NOT EXISTS "uuid-ossp";
+        ALTER TABLE a ALTER COLUMN id SET DEFAULT uuid_generate_v4();
+        CREATE TABLE b (id uuid DEFAULT uuid_generate_v4());
+    """,
+    "default_of_the_schemas_own_function": """
+        CREATE FUNCTION next_code() RETURNS text LANGUAGE sql AS $$ SELECT 'c' $$;
+        CREATE TABLE a (code text DEFAULT next_code() CHECK (length(code) > 0),
+                        up text GENERATED ALWAYS AS (upper(code)) STORED);
+        ALTER TABLE a ALTER COLUMN code SET DEFAULT public.next_code();
+    """,
+    "on_conflict_of_seed_data": """
+        CREATE TABLE a (id int PRIMARY KEY, t int, u int, v int UNIQUE, w int);
+        CREATE UNIQUE INDEX ON a (t, u);
+        CREATE UNIQUE INDEX ON a (w) WHERE w > 0;
+        INSERT INTO a VALUES (1) ON CONFLICT (id) DO NOTHING;
+        INSERT INTO a VALUES (2) ON CONFLICT (u, t) DO NOTHING;
+        INSERT INTO a VALUES (3) ON CONFLICT (v) DO UPDATE SET t = 1;
+        INSERT INTO a VALUES (4) ON CONFLICT DO NOTHING;
+        INSERT INTO a VALUES (5) ON CONFLICT ON CONSTRAINT a_pkey DO NOTHING;
+        INSERT INTO a VALUES (6) ON CONFLICT (w) WHERE w > 0 DO NOTHING;
+        INSERT INTO a VALUES (7) ON CONFLICT (t) DO NOTHING;
+        INSERT INTO a VALUES (8) ON CONFLICT (w) DO NOTHING;
+    """,
+    "view_over_information_schema": """
+        CREATE SCHEMA m;
+        CREATE VIEW m.intro AS SELECT t.table_schema AS schema, t.table_name, t.table_type, c.column_name,
+            c.ordinal_position, c.is_nullable, c.data_type, c.table_schema || '.' AS dotted
+        FROM information_schema.tables AS t
+        JOIN information_schema.columns AS c ON (t.table_name = c.table_name AND t.table_schema = c.table_schema);
+        CREATE VIEW m.schemata AS SELECT * FROM information_schema.schemata;
+    """,
+    "set_a_parameter_15_lacks": """
+        SET transaction_timeout = 0;
+        SET statement_timeout = 0;
+        SET lock_timeout = '1s';
+        SET app.tenant = 'x';
+        SET TIME ZONE 'UTC';
+        SET default_with_oids = false;
+        SET client_min_messages = warning;
+        RESET lock_timeout;
+        SET LOCAL no_such_parameter = 1;
+        CREATE TABLE t (id int);
+    """,
+}
+
+
+@pytest.mark.parametrize("case", sorted(RESOLVED))
+def test_expressions_and_settings_as_postgres(server: str, case: str) -> None:
+    (step,) = chain(server, (f"{case}.sql", RESOLVED[case]))
+    same_verdicts(step)
+
+
+def test_expression_cases_refuse_what_postgres_refuses(server: str) -> None:
+    for case, refused in (
+        ("default_of_a_function_15_lacks", 2),
+        ("default_of_an_extension_function", 1),
+        ("set_a_parameter_15_lacks", 2),
+        ("on_conflict_of_seed_data", 2),
+    ):
+        (step,) = chain(server, (f"{case}.sql", RESOLVED[case]))
+        assert len(step.pg_errors) == refused, (case, step.pg_errors)
+
+
+def test_a_table_whose_expression_names_an_unknown_function(server: str) -> None:
+    """PostgreSQL refuses the CREATE TABLE, with its message (the catalog keeps the table, as for
+    a column written twice, so that statements using it are still checked)."""
+    for sql, message in (
+        ("CREATE TABLE t (id uuid DEFAULT uuidv7() PRIMARY KEY);", "function uuidv7() does not exist"),
+        (
+            "CREATE TABLE t (a text GENERATED ALWAYS AS (slugify('a')) STORED);",
+            "function slugify(unknown) does not exist",
+        ),
+        ("CREATE TABLE t (a int CHECK (a > 0 AND is_even(2)));", "function is_even(integer) does not exist"),
+    ):
+        (step,) = chain(server, ("t.sql", sql))
+        assert [e.replace('"', "") for e in step.pg_errors] == step.catalog_errors == [message]

@@ -38,6 +38,8 @@ from .signatures import CastContext, CastSig, FunctionKind, FunctionSig, Operato
 from .types import PgType
 
 _DATA_FILE = Path(__file__).with_name("pgdata") / "pg15.json"
+_SETTINGS_FILE = Path(__file__).with_name("pgdata") / "pg15_settings.txt"  # scripts/extract_pg_names.py
+_INFOSCHEMA_DOMAINS_FILE = Path(__file__).with_name("pgdata") / "pg15_infoschema_domains.txt"  # the same
 
 #: pg_type.typtype: base, composite, domain, enum, pseudo, range, multirange.
 TYPTYPE_NAMES = {
@@ -220,6 +222,19 @@ class _Data:
 @functools.cache
 def _data() -> _Data:
     return _Data(json.loads(_DATA_FILE.read_bytes()))
+
+
+@functools.cache
+def setting_names() -> frozenset[str]:
+    """PostgreSQL 15's configuration parameters (lower case; placeholders with a dot not listed)."""
+    return frozenset(_SETTINGS_FILE.read_text(encoding="utf-8").split())
+
+
+@functools.cache
+def infoschema_domains() -> dict[tuple[str, str], str]:
+    """(view, column) -> the information_schema domain the column of that view is typed as."""
+    lines = _INFOSCHEMA_DOMAINS_FILE.read_text(encoding="utf-8").splitlines()
+    return {(rel, col): domain for rel, col, domain in (line.split(" ") for line in lines)}
 
 
 class Builtins:

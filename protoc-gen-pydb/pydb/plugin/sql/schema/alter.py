@@ -10,6 +10,7 @@ from pglast.enums import AlterTableType, ConstrType, DropBehavior, ObjectType
 
 from ..catalog.identifiers import did_you_mean
 from .depend import alter_type_allowed, drop_column, drop_constraint, null_default
+from .exprcheck import check_functions
 from .inherit import added_constraint, detached, inherit
 from .partitions import partition_bound
 from .state import PgNode, State
@@ -112,6 +113,8 @@ def _alter_cmd(state: State, key: str, cmd: PgNode, recursing: bool = False) -> 
             return
         drop_column(state, key, columns[idx].name, cmd.behavior == DropBehavior.DROP_CASCADE)
     elif sub == AlterTableType.AT_ColumnDefault and idx is not None:
+        if not check_functions(state, cmd.def_):
+            return
         columns[idx] = replace(columns[idx], has_default=cmd.def_ is not None and not null_default(cmd.def_))
     elif sub == AlterTableType.AT_DropNotNull and idx is not None:
         if columns[idx].name in table.primary_key:

@@ -18,10 +18,12 @@ from pglast import ast
 from pglast.enums import ObjectType, VariableSetKind
 
 from ...diagnostics import Problem, SqlSpan
+from ..catalog.builtins import setting_names
 from ..catalog.identifiers import parse_search_path
 from ..catalog.model import Catalog
 from ..syntax.pgparse import PgSyntaxError, RawStatement, parse, scan
 from . import alter, objects, procedural, tables
+from .exprcheck import check_on_conflict
 from .state import PgNode, QueryTyper, State, strings
 
 
@@ -147,7 +149,14 @@ def _describe(node: PgNode) -> str:
 
 # -- session statements ---------------------------------------------------------------------
 def _variable_set(state: State, node: PgNode) -> None:
-    """SET search_path applies to the rest of the schema; other settings do not shape it."""
+    """SET search_path applies to the rest of the schema; other settings do not shape it, but a
+    parameter PostgreSQL 15 does not have is its error (`transaction_timeout`, new in 17, is in
+    pg_dump 17's output); a name with a dot is a placeholder PostgreSQL accepts."""
+    settable = (VariableSetKind.VAR_SET_VALUE, VariableSetKind.VAR_SET_DEFAULT, VariableSetKind.VAR_SET_CURRENT)
+    name = str(node.name or "").lower()
+    if node.kind in (*settable, VariableSetKind.VAR_RESET) and "." not in name and name not in setting_names():
+        state.error(f"unrecognized configuration parameter {name}", node.location, word=node.name)
+        return
     if node.name != "search_path":
         return
     if node.kind in (VariableSetKind.VAR_SET_DEFAULT, VariableSetKind.VAR_RESET):
@@ -268,6 +277,7 @@ _HANDLERS: dict[str, Callable[[State, PgNode], None]] = {
     "DoStmt": _do,
     "CreateSchemaStmt": _create_schema,
     "CommentStmt": _comment,
+    "InsertStmt": check_on_conflict,
     **tables.HANDLERS,
     **alter.HANDLERS,
     **objects.HANDLERS,
@@ -277,7 +287,6 @@ _HANDLERS: dict[str, Callable[[State, PgNode], None]] = {
 _PASSED = frozenset(
     [
         "TransactionStmt",
-        "InsertStmt",
         "UpdateStmt",
         "DeleteStmt",
         "MergeStmt",

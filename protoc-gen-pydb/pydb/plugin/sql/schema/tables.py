@@ -16,6 +16,7 @@ from ..catalog.types import PgType
 from ..syntax.colnames import figure_index_colname
 from ..syntax.pgtree import nodes_of
 from .depend import column_refs, null_default
+from .exprcheck import check_functions
 from .inherit import clone_index, copy_index, inherit, partitions, referenced_partition, unique_colnames
 from .partitions import inherited_keys_include_key, partition_bound, partition_key, unique_includes_key
 from .state import SERIALS, ConstraintInfo, PgNode, State, choose_name, qualified, strings
@@ -66,12 +67,14 @@ def column_def(state: State, cd: PgNode, table_key: str) -> tuple[Column, list[C
             # expression PostgreSQL stores; a bare NULL of the column's type is not.
             coerced = tn is not None and (bool(tn.typmods) or names[-1] in ("bpchar", "char") or domain is not None)
             has_default = coerced or not null_default(con.raw_expr)
+            check_functions(state, con.raw_expr)
         elif kind == ConstrType.CONSTR_IDENTITY:
             has_default = not_null = True
             identity_always = con.generated_when == "a"
             identity = con
         elif kind == ConstrType.CONSTR_GENERATED:
             has_default = generated = True
+            check_functions(state, con.raw_expr)
             state.generated_reads.setdefault(table_key, {})[cd.colname] = set(column_refs(con.raw_expr))
         elif kind in (ConstrType.CONSTR_PRIMARY, ConstrType.CONSTR_UNIQUE, ConstrType.CONSTR_FOREIGN):
             if kind == ConstrType.CONSTR_PRIMARY:
@@ -302,6 +305,8 @@ def add_constraint(state: State, key: str, con: PgNode, on_columns: tuple[str, .
         cols = on_columns
     elif kind == ConstrType.CONSTR_CHECK:
         cols = tuple(column_refs(con.raw_expr))
+        if not check_functions(state, con.raw_expr):
+            return
     else:
         cols = tuple(s.sval for s in con.fk_attrs or ()) if kind == ConstrType.CONSTR_FOREIGN else constraint_keys(con)
     if kind == ConstrType.CONSTR_CHECK and con.is_no_inherit and table.kind == "partitioned_table":

@@ -16,6 +16,7 @@ from dataclasses import replace
 from pglast import ast
 from pglast.enums import SetOperation
 
+from ..catalog.builtins import infoschema_domains, load_builtins
 from ..catalog.identifiers import split_name
 from ..catalog.model import Column, Table
 from ..catalog.types import PgType
@@ -49,10 +50,28 @@ def _from_items(state: State, node: PgNode, out: list[tuple[str, Table | None]],
             out.append((alias, ctes[node.relname]))
             return
         key = state.relation_key(node)
+        if key is None and node.schemaname == "information_schema":
+            out.append((alias, _information_schema_view(str(node.relname))))
+            return
         out.append((alias, state.tables.get(key) if key is not None else None))
     else:
         other = getattr(getattr(node, "alias", None), "aliasname", None)
         out.append((str(other or ""), None))
+
+
+def _information_schema_view(name: str) -> Table | None:
+    """A view of information_schema with its columns' domains (sql_identifier, cardinal_number, ...)."""
+    relation = load_builtins().relation("information_schema", name)
+    if relation is None:
+        return None
+    domains = infoschema_domains()
+    columns = []
+    for col, pgtype, not_null in relation.columns:
+        domain = domains.get((name, col))
+        columns.append(
+            Column(col, replace(pgtype, domain=f"information_schema.{domain}") if domain else pgtype, not_null, False)
+        )
+    return Table("information_schema", name, tuple(columns))
 
 
 def _referenced(state: State, target: PgNode, items: list[tuple[str, Table | None]]) -> list[Column | None] | None:
