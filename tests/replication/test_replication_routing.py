@@ -81,7 +81,7 @@ def routes(handlers_source: str) -> dict[str, bool]:
     """RPC name -> whether its servicer method asks for the replica, read off the generated code."""
     # A call on one row by its key names the row too (`row=row`: its turn on the row, admission.py).
     calls = re.findall(
-        r'self\.db\.run\(context, "(\w+)", \w+, request, replica=(True|False)(?:, row=row)?\)', handlers_source
+        r'self\.db\.run\(\s*context, "(\w+)", \w+, request, replica=(True|False)(?:, row=row)?,?\s*\)', handlers_source
     )
     return {name: on == "True" for name, on in calls}
 

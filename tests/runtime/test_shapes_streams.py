@@ -164,6 +164,18 @@ async def test_copy_writes_every_streamed_row(shapes_url: str) -> None:
         await stop(server, channel, s)
 
 
+async def test_a_writers_row_count_is_answered_through_the_server(shapes_url: str) -> None:
+    """CARDINALITY_EXEC_ROWS through Database.run, whose writes run in pipeline mode (BEGIN sent
+    with the statement): the count is the statement's, read once its result is in."""
+    server, channel, s = await serve(shapes_url)
+    try:
+        request = shapes_pb2.InsertReadingsRequest(sensors=["a", "b", "c"], seqs=[1, 2, 3], values=[0.5, 1.5, 2.5])
+        assert (await s.stub.InsertReadings(request)).rows_written == 3
+        assert (await s.stub.InsertReadings(shapes_pb2.InsertReadingsRequest())).rows_written == 0
+    finally:
+        await stop(server, channel, s)
+
+
 @pytest.mark.parametrize(
     ("bad", "code", "says"),
     [

@@ -146,7 +146,7 @@ def test_system_protoc_makes_the_same_pydb_files(tmp_path: Path) -> None:
     only protoc-gen-pydb's files are compared."""
     done = subprocess.run(
         ["protoc", "-Iexample_protos", "-Iprotoc-gen-pydb", f"--plugin=protoc-gen-pydb={PLUGIN}",
-         f"--pydb_out={tmp_path}", "--pydb_opt=proto_path=example_protos", TASK],
+         f"--pydb_out={tmp_path}", "--pydb_opt=proto_path=example_protos", TASK, SHAPES],
         cwd=ROOT, env=env(), capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr

@@ -84,7 +84,7 @@ async def insert_items(
     }
     async with conn.cursor(row_factory=tuple_row) as cur:
         await cur.execute(INSERT_ITEMS_SQL, params, prepare=True)
-        return shapes_pb2.LoadItemsResponse(rows_written=cur.rowcount)
+        return shapes_pb2.LoadItemsResponse(rows_written=await rt.row_count(conn, cur))
 
 
 INSERT_READINGS_SQL = """\
@@ -107,7 +107,7 @@ async def insert_readings(
     }
     async with conn.cursor(row_factory=tuple_row) as cur:
         await cur.execute(INSERT_READINGS_SQL, params, prepare=True)
-        return shapes_pb2.LoadItemsResponse(rows_written=cur.rowcount)
+        return shapes_pb2.LoadItemsResponse(rows_written=await rt.row_count(conn, cur))
 
 
 GET_ORDER_SQL = """\

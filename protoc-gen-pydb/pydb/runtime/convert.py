@@ -16,7 +16,7 @@ from google.protobuf import duration_pb2, timestamp_pb2
 from psycopg import AsyncConnection, AsyncCursor, DataError, abc, postgres
 from psycopg.abc import AdaptContext, Buffer
 from psycopg.adapt import AdaptersMap, Loader
-from psycopg.pq import Format
+from psycopg.pq import Format, PipelineStatus
 from psycopg.rows import tuple_row
 from psycopg.types.string import TextLoader
 
@@ -247,3 +247,13 @@ class _LoadingCursor(AsyncCursor[tuple[Any, ...]]):
 def cursor(conn: AsyncConnection[Any], adapters: AdaptersMap) -> AsyncCursor[tuple[Any, ...]]:
     """A cursor on `conn` returning tuples, its values loaded by `adapters` (from `loaders`)."""
     return _LoadingCursor(conn, adapters)
+
+
+async def row_count(conn: AsyncConnection[Any], cur: AsyncCursor[Any]) -> int:
+    """The rows the statement just executed on `cur` touched. A writing call runs in pipeline
+    mode (its BEGIN goes out with the statement, database.py), where the statement's result, and
+    so its row count, arrives only at a sync: a nested pipeline block syncs as it ends."""
+    if conn.pgconn.pipeline_status != PipelineStatus.OFF:
+        async with conn.pipeline():
+            pass
+    return cur.rowcount

@@ -314,7 +314,7 @@ def _rpc(m: _Module, rpc: ir.Rpc) -> model.Rpc:
         can_fail = any(c.field.repeated for c in columns)
     if rpc.cardinality is ir.Cardinality.EXEC_ROWS:
         assert rpc.result_field is not None
-        written = "written" if rpc.shape is ir.Shape.COPY else "cur.rowcount"
+        written = "written" if rpc.shape is ir.Shape.COPY else "await rt.row_count(conn, cur)"
         response = f"{response_type}({argument(rpc.result_field, written)})"
     shape = None
     if rpc.parts:
