@@ -7,14 +7,13 @@ from __future__ import annotations
 
 import psycopg
 import pytest
-from corpus.run import pg_type_names as type_names
 from corpus.run import positional
 from pydb.plugin.sql.analyzer.analyzer import analyze
 from pydb.plugin.sql.analyzer.result import Analysis
 from pydb.plugin.sql.catalog.model import Catalog
 from pydb.plugin.sql.syntax.colnames import OutputNames
 from pydb.plugin.sql.syntax.grammar import check_statement
-from support.sql_oracle import schema_fixtures
+from support.sql_oracle import describe, ours, schema_fixtures
 
 SCHEMA = """
 CREATE TYPE public.mood AS ENUM ('calm', 'busy');
@@ -63,24 +62,6 @@ def analysed(sql: str, catalog: Catalog) -> Analysis:
     assert not problems, [p.message for p in problems]
     assert analysis is not None
     return analysis
-
-
-def describe(conn: psycopg.Connection, sql: str) -> tuple[dict[str, str], list[tuple[str, str]]]:
-    """PostgreSQL's parameter types by name and (name, type) per output column."""
-    text, order = positional(sql)
-    prepared = conn.pgconn.prepare(b"", text.encode())
-    assert prepared.status == psycopg.pq.ExecStatus.COMMAND_OK, (prepared.error_message or b"").decode()
-    described = conn.pgconn.describe_prepared(b"")
-    names = type_names(conn)
-    params = {name: names[described.param_type(i)] for i, name in enumerate(order)}
-    columns = [((described.fname(i) or b"").decode(), names[described.ftype(i)]) for i in range(described.nfields)]
-    return params, columns
-
-
-def ours(analysis: Analysis) -> tuple[dict[str, str], list[tuple[str, str]]]:
-    params = {p.name: str(p.type) for p in analysis.params}
-    columns = [(c.name, str(c.type)) for c in analysis.columns or ()]
-    return params, columns
 
 
 def expanded(sql: str, analysis: Analysis) -> str:

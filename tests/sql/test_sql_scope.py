@@ -12,8 +12,8 @@ import psycopg
 import pytest
 from pydb.plugin.sql.analyzer.analyzer import analyze
 from pydb.plugin.sql.catalog.model import Catalog
-from support.sql_oracle import schema_fixtures
-from test_sql_constructs import analysed, describe, expanded, ours
+from support.sql_oracle import describe, ours, schema_fixtures
+from test_sql_constructs import analysed, expanded
 
 SCHEMA = """
 CREATE TABLE writers (

@@ -19,6 +19,7 @@ import psycopg
 import pytest
 from corpus.run import pg_type_names, positional
 from pydb.plugin.sql.analyzer.analyzer import analyze
+from pydb.plugin.sql.analyzer.result import Analysis
 from pydb.plugin.sql.catalog.builtins import SchemaTypes, TypeInfo, load_builtins
 from pydb.plugin.sql.catalog.model import Catalog
 from pydb.plugin.sql.catalog.types import PgType
@@ -256,3 +257,22 @@ def schema_fixtures(
             yield connection
 
     return catalog_fixture, conn_fixture
+
+
+def describe(conn: psycopg.Connection, sql: str) -> tuple[dict[str, str], list[tuple[str, str]]]:
+    """PostgreSQL's parameter types by name and (name, type) per output column."""
+    text, order = positional(sql)
+    prepared = conn.pgconn.prepare(b"", text.encode())
+    assert prepared.status == psycopg.pq.ExecStatus.COMMAND_OK, (prepared.error_message or b"").decode()
+    described = conn.pgconn.describe_prepared(b"")
+    names = pg_type_names(conn)
+    params = {name: names[described.param_type(i)] for i, name in enumerate(order)}
+    columns = [((described.fname(i) or b"").decode(), names[described.ftype(i)]) for i in range(described.nfields)]
+    return params, columns
+
+
+def ours(analysis: Analysis) -> tuple[dict[str, str], list[tuple[str, str]]]:
+    """The analyzer's parameter types by name and (name, type) per output column, as `describe`."""
+    params = {p.name: str(p.type) for p in analysis.params}
+    columns = [(c.name, str(c.type)) for c in analysis.columns or ()]
+    return params, columns
