@@ -39,7 +39,7 @@ sys.path.insert(0, str(REPO / "benchmarks"))
 
 from differential_apps import app_of  # noqa: E402
 from pydb.plugin.sql.schema.source import read_files  # noqa: E402
-from sql_differential import discover  # noqa: E402
+from sqlc_cases import discover  # noqa: E402
 from support.catalog_oracle import pg_statements, run_chain  # noqa: E402
 from support.pg import with_dbname  # noqa: E402
 
