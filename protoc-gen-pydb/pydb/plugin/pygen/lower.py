@@ -362,7 +362,9 @@ def _rpc(m: _Module, rpc: ir.Rpc) -> model.Rpc:
         else "",
         copy_batch=attribute("request", rpc.copy_batch) if rpc.copy_batch else None,
         copy_types_const=function.upper() + "_TYPES" if copy_types else None,
-        copy_types=tuple((py_str(t), p.name) for t, p in zip(copy_types, rpc.params[: len(copy_types)], strict=True)),
+        copy_types=tuple((py_str(t), p.name) for t, p in zip(copy_types, rpc.params, strict=True))
+        if copy_types
+        else (),
         shaped=shape,
     )
 
