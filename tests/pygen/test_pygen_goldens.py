@@ -30,6 +30,7 @@ UPDATE = os.environ.get("PYDB_UPDATE_EXPECTED") == "1"
 def test_the_goldens_cover_the_features() -> None:
     assert set(FEATURES) >= {
         "comments",
+        "copy",
         "enum_arrays",
         "exec",
         "exec_rows",

@@ -177,8 +177,16 @@ async def export_items(
 
 
 LOAD_ITEMS_SQL = """\
-COPY shapes.items (sku, kind, quantity, note) FROM STDIN
+COPY shapes.items (sku, kind, quantity, note) FROM STDIN (FORMAT BINARY)
 """
+
+#: The COPY's columns in order, as psycopg writes them in PostgreSQL's binary format.
+LOAD_ITEMS_TYPES = (
+    "text",  # sku
+    "text",  # kind
+    "int4",  # quantity
+    "text",  # note
+)
 
 
 async def load_items(
@@ -192,6 +200,7 @@ async def load_items(
     """
     written = 0
     async with conn.transaction(), conn.cursor() as cur, cur.copy(LOAD_ITEMS_SQL) as copy:
+        copy.set_types(LOAD_ITEMS_TYPES)
         async for request in requests:
             await copy.write_row(
                 (
@@ -206,8 +215,16 @@ async def load_items(
 
 
 LOAD_ITEM_BATCHES_SQL = """\
-COPY shapes.items (sku, kind, quantity, note) FROM STDIN
+COPY shapes.items (sku, kind, quantity, note) FROM STDIN (FORMAT BINARY)
 """
+
+#: The COPY's columns in order, as psycopg writes them in PostgreSQL's binary format.
+LOAD_ITEM_BATCHES_TYPES = (
+    "text",  # sku
+    "text",  # kind
+    "int4",  # quantity
+    "text",  # note
+)
 
 
 async def load_item_batches(
@@ -221,23 +238,32 @@ async def load_item_batches(
     """
     written = 0
     async with conn.transaction(), conn.cursor() as cur, cur.copy(LOAD_ITEM_BATCHES_SQL) as copy:
+        copy.set_types(LOAD_ITEM_BATCHES_TYPES)
         async for request in requests:
-            for row in request.items:
-                await copy.write_row(
-                    (
-                        row.sku,  # sku text
-                        rt.enum_label(_ITEM_KIND_TO_PG, row.kind, "kind"),  # kind shapes.item_kind
-                        row.quantity,  # quantity int4
-                        row.note if row.HasField("note") else None,  # note text
-                    )
+            rows = [
+                (
+                    row.sku,  # sku text
+                    rt.enum_label(_ITEM_KIND_TO_PG, row.kind, "kind"),  # kind shapes.item_kind
+                    row.quantity,  # quantity int4
+                    row.note if row.HasField("note") else None,  # note text
                 )
-            written += len(request.items)
+                for row in request.items
+            ]
+            await rt.copy_rows(copy, rows)
+            written += len(rows)
     return shapes_pb2.LoadItemsResponse(rows_written=written)
 
 
 LOAD_READINGS_SQL = """\
-COPY shapes.readings (sensor, seq, value) FROM STDIN
+COPY shapes.readings (sensor, seq, value) FROM STDIN (FORMAT BINARY)
 """
+
+#: The COPY's columns in order, as psycopg writes them in PostgreSQL's binary format.
+LOAD_READINGS_TYPES = (
+    "text",  # sensor
+    "int8",  # seq
+    "float8",  # value
+)
 
 
 async def load_readings(
@@ -251,16 +277,18 @@ async def load_readings(
     """
     written = 0
     async with conn.transaction(), conn.cursor() as cur, cur.copy(LOAD_READINGS_SQL) as copy:
+        copy.set_types(LOAD_READINGS_TYPES)
         async for request in requests:
-            for row in request.readings:
-                await copy.write_row(
-                    (
-                        row.sensor,  # sensor text
-                        row.seq,  # seq int8
-                        row.value,  # value float8
-                    )
+            rows = [
+                (
+                    row.sensor,  # sensor text
+                    row.seq,  # seq int8
+                    row.value,  # value float8
                 )
-            written += len(request.readings)
+                for row in request.readings
+            ]
+            await rt.copy_rows(copy, rows)
+            written += len(rows)
     return shapes_pb2.LoadItemsResponse(rows_written=written)
 
 

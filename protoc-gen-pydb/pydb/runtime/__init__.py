@@ -23,6 +23,7 @@ from .convert import (
     timestamp_param,
     timestamp_value,
 )
+from .copying import copy_rows
 from .database import Database
 from .errors import (
     AlreadyExists,
@@ -51,6 +52,7 @@ __all__ = [
     "RpcError",
     "Unavailable",
     "array_text",
+    "copy_rows",
     "cursor",
     "duration_value",
     "elements",

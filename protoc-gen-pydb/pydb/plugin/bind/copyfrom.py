@@ -124,7 +124,7 @@ def _stand_in(sql: str, node: ast.CopyStmt) -> _Stand | str:
         return "COPY FROM a file or program reads on the database server; write COPY table (columns) FROM STDIN"
     if node.options:
         return (
-            "COPY's WITH options are not taken: the handler writes each request as a row in COPY's text format; "
+            "COPY's WITH options are not taken: the handler chooses COPY's format (binary where every column allows it); "
             "write COPY table (columns) FROM STDIN"
         )
     if node.whereClause is not None:

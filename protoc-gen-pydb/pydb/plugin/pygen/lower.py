@@ -13,7 +13,7 @@ from pydb import __version__
 from ..bind import ir, typemap
 from ..protos import python_module, snake_case
 from ..sql import quote_ident
-from . import model, shaped
+from . import copying, model, shaped
 from .text import py_str, py_tuple
 
 _C = ir.Conversion
@@ -328,12 +328,13 @@ def _rpc(m: _Module, rpc: ir.Rpc) -> model.Rpc:
         name = rpc.traceparent.name
         traceparent = f"not request.HasField({py_str(name)})" if rpc.traceparent.presence else f"not request.{name}"
     loaders_const = function.upper() + "_LOADERS" if text_types or timestamp_types or own_loaders else None
+    copy_types = copying.binary_types(rpc.params) if rpc.shape is ir.Shape.COPY else ()
     return model.Rpc(
         name=rpc.name,
         function=function,
         sql_const=function.upper() + "_SQL",
         # A COPY takes no parameters: psycopg sends its text as written (`%` not doubled).
-        sql="".join(map(str, rpc.statement.pieces)) if rpc.shape is ir.Shape.COPY else psycopg_sql(rpc.statement),
+        sql=_copy_sql(rpc, copy_types) if rpc.shape is ir.Shape.COPY else psycopg_sql(rpc.statement),
         request_type=m.type(rpc.request),
         response_type=response_type,
         cardinality=rpc.cardinality,
@@ -360,6 +361,10 @@ def _rpc(m: _Module, rpc: ir.Rpc) -> model.Rpc:
         if rpc.shape is ir.Shape.SERVER_STREAM and rpc.result_field
         else "",
         copy_batch=attribute("request", rpc.copy_batch) if rpc.copy_batch else None,
+        copy_types_const=function.upper() + "_TYPES" if copy_types else None,
+        copy_types=tuple((py_str(t), p.name) for t, p in zip(copy_types, rpc.params, strict=True))
+        if copy_types
+        else (),
         shaped=shape,
     )
 
@@ -369,6 +374,12 @@ def _stream_values(m: _Module, rpc: ir.Rpc) -> tuple[model.FieldValue, ...]:
     if rpc.shape is not ir.Shape.SERVER_STREAM or rpc.row is None:
         return ()
     return tuple(m.row_values(rpc.row))
+
+
+def _copy_sql(rpc: ir.Rpc, binary_types: tuple[str, ...]) -> str:
+    """A COPY's text: as written, in the binary format when its columns allow (pygen/copying.py)."""
+    sql = "".join(map(str, rpc.statement.pieces))
+    return copying.binary_copy(sql) if binary_types else sql
 
 
 def _copy_values(m: _Module, rpc: ir.Rpc) -> tuple[tuple[str, str], ...]:

@@ -129,6 +129,10 @@ class Rpc:
     #: How a COPY reads the batch of rows each request carries (`request.items`); None when
     #: each request is one row.
     copy_batch: str | None = None
+    #: A COPY in binary format: the module constant holding, per column, the type psycopg writes
+    #: its value as (`copy.set_types`), and (type, column) per column; None for the text format.
+    copy_types_const: str | None = None
+    copy_types: tuple[tuple[str, str], ...] = ()
     #: The statement in parts (sql_const is then the tuple of them), else None.
     shaped: Shaped | None = None
 
