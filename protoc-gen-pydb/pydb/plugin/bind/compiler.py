@@ -11,6 +11,7 @@ import posixpath
 import re
 import traceback
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 from google.protobuf import descriptor_pb2
 
@@ -20,12 +21,13 @@ from ..diagnostics import Diagnostic, Problem
 from ..protos import Message, ProtoIndex, leading_comment, location
 from ..sql import Analysis, Catalog, QualifiedName, SchemaRoots, analyze, load_catalog, read_files, schema_path
 from . import ir, paging, shapes, syntax
-from .cache import CompileCache
-from .copyfrom import compile_copy
 from .params import bind_params, field_ref
 from .positions import SourceMap
 from .report import Reporter, method_path
 from .results import bind_row, row_target
+
+if TYPE_CHECKING:  # the cache is the language server's and `check --watch`'s (passed in)
+    from .cache import CompileCache
 
 _CARDINALITY = {
     options_pb2.CARDINALITY_ONE: ir.Cardinality.ONE,
@@ -209,6 +211,8 @@ class FileCompiler:
         response = self.index.messages.get(method.output_type.lstrip("."))
         assert request is not None and response is not None  # protoc resolved them
         if method.client_streaming:
+            from .copyfrom import compile_copy  # COPY FROM RPCs only: not imported by every run
+
             return compile_copy(self.report, self.index, self.cache, si, mi, method, catalog, request, response)
         if method.server_streaming and opt.cardinality != options_pb2.CARDINALITY_MANY:
             self.at_method(

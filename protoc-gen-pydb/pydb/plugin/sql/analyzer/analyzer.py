@@ -43,7 +43,6 @@ from .result import Analysis, Param, ResultColumn, StatementKind
 from .scope import Scope, Typed
 from .state import StatementState
 from .statements import Statements
-from .utility import analyze_utility
 from .writes import Writes
 
 __all__ = ["Analyzer", "analyze"]
@@ -76,6 +75,8 @@ class Analyzer:
         if self.state.grammar.kind == "other" or (isinstance(tree, ast.SelectStmt) and tree.intoClause is not None):
             # CALL, TRUNCATE, NOTIFY, DDL (whose type names are its own: serial, a type it drops),
             # SELECT INTO (a CREATE TABLE AS): PostgreSQL's tree, not sqlglot's.
+            from .utility import analyze_utility  # utility statements only: not imported by every run
+
             utility = analyze_utility(self.state.sql, self.state.grammar, self.state.catalog, analyze)
             self.state.problems.extend(utility.problems)
             return utility
@@ -92,11 +93,7 @@ class Analyzer:
             return None
         stmt = statements[0]
         assert stmt is not None
-        _fold_identifiers(stmt)
-        _unwrap_parameters(stmt)
-        _row_constructors(stmt)
-        _quantified_all(stmt)
-        _arrow_operators(stmt)
+        _as_postgres_reads(stmt)
         self.state.top_level = {id(node) for node in _result_lists(stmt)}
         scope = Scope()
         key_param: str | None = None
@@ -239,27 +236,51 @@ def _reads_only(stmt: exp.Expr, catalog: Catalog) -> bool:
     return True
 
 
-def _fold_identifiers(stmt: exp.Expr) -> None:
+def _as_postgres_reads(stmt: exp.Expr) -> None:
+    """sqlglot's tree of the statement made PostgreSQL's reading of it, in one walk: the nodes
+    each rewrite below looks at, collected first (none of them makes or removes a node another
+    looks for, except that a ROW(...) call replaced is no ALL(...) call)."""
+    identifiers: list[exp.Identifier] = []
+    parens: list[exp.Paren] = []
+    calls: list[exp.Anonymous] = []
+    lambdas: list[exp.Lambda] = []
+    for node in stmt.walk():
+        if isinstance(node, exp.Identifier):
+            identifiers.append(node)
+        elif isinstance(node, exp.Paren):
+            parens.append(node)
+        elif isinstance(node, exp.Anonymous):
+            calls.append(node)
+        elif isinstance(node, exp.Lambda):
+            lambdas.append(node)
+    _fold_identifiers(identifiers)
+    _unwrap_parameters(parens)
+    _row_constructors(calls)
+    _quantified_all(calls)
+    _arrow_operators(lambdas)
+
+
+def _fold_identifiers(identifiers: list[exp.Identifier]) -> None:
     """Every name in the statement as PostgreSQL reads it: unquoted identifiers folded to lower
     case (`SELECT F FROM T` reads column f of table t; `AS MaxDate` names maxdate), quoted
     ones kept. Parameters are Vars, not Identifiers: `@userId` keeps its spelling."""
-    for ident in stmt.find_all(exp.Identifier):
+    for ident in identifiers:
         if not ident.quoted:
             ident.set("this", fold(str(ident.this)))
 
 
-def _row_constructors(stmt: exp.Expr) -> None:
+def _row_constructors(calls: list[exp.Anonymous]) -> None:
     """`ROW(a, b)` as PostgreSQL's tree has it: the row constructor `(a, b)` (sqlglot reads a
     call of a function row, which a keyword cannot name unquoted)."""
-    for call in list(stmt.find_all(exp.Anonymous)):
+    for call in calls:
         if str(call.this).lower() == "row" and call.parent is not None:
             call.replace(exp.Tuple(expressions=list(call.expressions)))
 
 
-def _quantified_all(stmt: exp.Expr) -> None:
+def _quantified_all(calls: list[exp.Anonymous]) -> None:
     """`x op ALL(array)` as PostgreSQL's tree has it: a quantified comparison (sqlglot reads a
     call of a function all, which the reserved word cannot name unquoted)."""
-    for call in list(stmt.find_all(exp.Anonymous)):
+    for call in calls:
         if str(call.this).upper() == "ALL" and len(call.expressions) == 1 and isinstance(call.parent, exp.Binary):
             call.replace(exp.All(this=call.expressions[0]))
 
@@ -282,11 +303,11 @@ _LOOSER_THAN_ARROW = (
 )
 
 
-def _arrow_operators(stmt: exp.Expr) -> None:
+def _arrow_operators(lambdas: list[exp.Lambda]) -> None:
     """`f(doc->'a'->>'b')` as PostgreSQL's tree has it: `(doc -> 'a') ->> 'b'`. In a call's
     arguments sqlglot reads `doc -> ...` as a lambda of parameter doc (PostgreSQL has none):
     the operand of the lambda's leftmost looser operator is the key of `doc -> key`."""
-    for lam in list(stmt.find_all(exp.Lambda)):
+    for lam in lambdas:
         params = lam.expressions
         if len(params) != 1 or not isinstance(params[0], exp.Identifier) or lam.parent is None:
             continue
@@ -307,10 +328,10 @@ def _arrow_operators(stmt: exp.Expr) -> None:
             lam.replace(body)
 
 
-def _unwrap_parameters(stmt: exp.Expr) -> None:
+def _unwrap_parameters(parens: list[exp.Paren]) -> None:
     """`(@p)` as PostgreSQL's tree has it: the parameter itself, untyped wherever it stands
     (`(@tag) = ANY(tags)`, `timeout + (@extra)`). A parameter's span comes from the tokens."""
-    for paren in list(stmt.find_all(exp.Paren)):
+    for paren in parens:
         inner = paren.unnest()
         if isinstance(inner, exp.Parameter) and paren.parent is not None:
             paren.replace(inner)

@@ -16,6 +16,7 @@ the analyzer resolves the TypeName PostgreSQL's parser found there (`type_names_
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator
 from typing import Any
 
@@ -141,9 +142,12 @@ def _run_end(tokens: list[tuple[str, int, int]], first: int) -> int:
     return min(first + _MOST_TOKENS, len(tokens))
 
 
+@functools.lru_cache(maxsize=4096)
 def _cast_of_null(type_text: str) -> str | None:
     """`SELECT NULL::<type_text>` as PostgreSQL's parse deparses it: the same for two spellings of
-    one TypeName, and for no text that holds more than a type name (`int AS v`, `int, $2`)."""
+    one TypeName, and for no text that holds more than a type name (`int AS v`, `int, $2`).
+    Memoised for the process (a pure function of the text; a statement's casts repeat a few
+    type names: one parse each, not one per cast and candidate)."""
     try:
         raw = parse(f"SELECT NULL::{type_text}")
     except PgSyntaxError:

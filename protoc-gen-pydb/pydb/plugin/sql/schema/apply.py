@@ -22,7 +22,7 @@ from ..catalog.builtins import setting_names
 from ..catalog.identifiers import parse_search_path
 from ..catalog.model import Catalog
 from ..syntax.pgparse import PgSyntaxError, RawStatement, parse, scan
-from . import alter, objects, procedural, tables
+from . import alter, objects, tables
 from .exprcheck import check_on_conflict
 from .state import PgNode, QueryTyper, State, strings
 
@@ -190,6 +190,8 @@ def _do(state: State, node: PgNode) -> None:
     what may be missing; a DO block without DDL (data fixes, RAISE) passes."""
     body = "".join(str(opt.arg.sval) for opt in node.args or () if opt.defname == "as")
     language = next((str(opt.arg.sval) for opt in node.args or () if opt.defname == "language"), "plpgsql")
+    from . import procedural  # DO blocks only: not imported by every run
+
     steps = procedural.plan(body) if language.lower() == "plpgsql" else None
     if steps is not None:
         procedural.run(steps, lambda sql: _apply_inner(state, sql), state.error)

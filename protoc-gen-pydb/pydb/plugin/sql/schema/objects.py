@@ -18,7 +18,6 @@ from ..syntax.pgtree import nodes_of, walk
 from . import rename
 from .state import PgNode, State, qualified, strings
 from .tables import deparse
-from .viewdomains import keep_domains
 
 _RELATION_KINDS = {
     ObjectType.OBJECT_TABLE: ("table", "partitioned_table"),
@@ -248,6 +247,8 @@ def _query_columns(state: State, query: PgNode, what: str, names: list[str]) -> 
     for i, rc in enumerate(result):
         name = names[i] if i < len(names) else rc.name
         out.append(Column(name, rc.type or PgType("unknown"), not rc.nullable, False))
+    from .viewdomains import keep_domains  # views only: not imported by every run
+
     return keep_domains(state, query, tuple(out))
 
 

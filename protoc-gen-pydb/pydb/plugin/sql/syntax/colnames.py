@@ -16,6 +16,8 @@ from pglast import ast
 from pglast.enums.parsenodes import A_Expr_Kind
 from pglast.enums.primnodes import MinMaxOp, SQLValueFunctionOp, SubLinkType, XmlExprOp
 
+from .pgtree import preorder
+
 UNNAMED = "?column?"
 
 _SQL_VALUE_FUNCTIONS = {
@@ -140,9 +142,9 @@ class TargetList:
     names: tuple[str, ...]
 
 
-def _target_lists(node: object) -> Iterator[TargetList]:
-    """Every select list and RETURNING list in the tree, nested ones included."""
-    if isinstance(node, ast.Node):
+def _target_lists(tree: object) -> Iterator[TargetList]:
+    """Every select list and RETURNING list in the tree, nested ones included (outer first)."""
+    for node in preorder(tree):
         targets = None
         if isinstance(node, ast.SelectStmt):
             targets = node.targetList
@@ -151,11 +153,6 @@ def _target_lists(node: object) -> Iterator[TargetList]:
         if targets:
             items = [t for t in targets if isinstance(t, ast.ResTarget)]
             yield TargetList(tuple(t.location or 0 for t in items), tuple(_target_name(t) for t in items))
-        for attr in getattr(type(node), "__slots__", ()):
-            yield from _target_lists(getattr(node, attr, None))
-    elif isinstance(node, (tuple, list)):
-        for item in node:
-            yield from _target_lists(item)
 
 
 class OutputNames:
