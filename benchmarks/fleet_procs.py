@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -39,8 +40,10 @@ def worker_main(address: str, tool_id: str, count: int, concurrency: int, report
                     first.append(time.perf_counter())
 
             batched = report_batch > 1
+            knobs = {"claimers": int(os.environ["PYDB_FLEET_CLAIMERS"])} if "PYDB_FLEET_CLAIMERS" in os.environ else {}
             fleet = WorkerFleet(
                 stub,
+                **knobs,
                 report_batch=report_batch,
                 report_window=0.002 if batched else 0.0,
                 report_in_flight=4 if batched else concurrency,  # unbatched: a report per task at once

@@ -69,7 +69,7 @@ from google.protobuf import duration_pb2
 
 from . import events as task_events
 from . import retry
-from .claims import claim_loop
+from .claims import claimers
 from .lanes import FleetStats, Held, Lane, Process, Resume, RetryAfter, Snooze, TaskContext, TaskResult, raised
 from .limits import DEFAULT_MESSAGE_BYTES, MessageLimits
 from .metrics import FleetObserver
@@ -101,6 +101,7 @@ class WorkerFleet:
         report_batch: int = 500,
         report_in_flight: int = 4,
         claim_max_bytes: int = DEFAULT_CLAIM_MAX_BYTES,
+        claimers: int = 1,
         server_receive_bytes: int = DEFAULT_MESSAGE_BYTES,
         server_send_bytes: int = DEFAULT_MESSAGE_BYTES,
         events: task_events.EventEmitter | None = None,
@@ -122,6 +123,9 @@ class WorkerFleet:
         self.drain_timeout = drain_timeout
         self.rpc_timeout = rpc_timeout
         self.claim_max_bytes = claim_max_bytes
+        # Claim loops per lane, sharing its slots (claims.py): more than one overlaps a claim's
+        # round trip with the previous claim's tasks, at the cost of smaller claims.
+        self.claimers = claimers
         self.cancel_grace = cancel_grace
         self.reports = ReportBatcher(
             stub,
@@ -209,7 +213,9 @@ class WorkerFleet:
             for lane in self.lanes.values()
         ]
         self._loops = [
-            asyncio.create_task(claim_loop(self, lane), name=f"poll {lane.tool_id}") for lane in self.lanes.values()
+            asyncio.create_task(claimer.run(), name=f"poll {lane.tool_id}")
+            for lane in self.lanes.values()
+            for claimer in claimers(self, lane)
         ]
         self.started.set()
         try:

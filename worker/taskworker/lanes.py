@@ -55,13 +55,26 @@ class TaskContext:
         self.fleet = fleet
         self.usage: dict[str, Any] = {}
         self.lease_lost = asyncio.Event()
-        # Set when the task was cancelled (CancelTask): stop soon; after the fleet's cancel_grace
-        # the coroutine is cancelled. Its result would be refused, so none is reported.
-        self.cancel_requested = asyncio.Event()
-        # Set when the attempt ran past its run-time limit (the heartbeat said so): the work is
-        # cancelled at once and the reaper fails the attempt.
-        self.runtime_exceeded = asyncio.Event()
+        # The two below are made when first read (most tasks never need them).
+        self._cancel_requested: asyncio.Event | None = None
+        self._runtime_exceeded: asyncio.Event | None = None
         self.claimed_at = time.monotonic()
+
+    @property
+    def cancel_requested(self) -> asyncio.Event:
+        """Set when the task was cancelled (CancelTask): stop soon; after the fleet's cancel_grace
+        the coroutine is cancelled. Its result would be refused, so none is reported."""
+        if self._cancel_requested is None:
+            self._cancel_requested = asyncio.Event()
+        return self._cancel_requested
+
+    @property
+    def runtime_exceeded(self) -> asyncio.Event:
+        """Set when the attempt ran past its run-time limit (the heartbeat said so): the work is
+        cancelled at once and the reaper fails the attempt."""
+        if self._runtime_exceeded is None:
+            self._runtime_exceeded = asyncio.Event()
+        return self._runtime_exceeded
 
     def report_usage(self, **amounts: Any) -> None:
         """Merged into the `reported_usage` JSON sent with CompleteTask (read to settle billing)."""
@@ -90,7 +103,8 @@ class TaskContext:
     @property
     def stopped(self) -> bool:
         """Cancelled, or past its run-time limit: whatever the work ends with is not reported."""
-        return self.cancel_requested.is_set() or self.runtime_exceeded.is_set()
+        cancelled, overdue = self._cancel_requested, self._runtime_exceeded
+        return (cancelled is not None and cancelled.is_set()) or (overdue is not None and overdue.is_set())
 
 
 # `process` returns a JSON-serialisable output, or a TaskResult carrying JSON text.
@@ -131,9 +145,7 @@ class Lane:
     reporting: int = 0  # of `running`, those whose work is done and whose outcome is on its way
     beat_tick: float = 1.0  # how often the heartbeat loop now checks due times
     beat_wake: asyncio.Event = field(default_factory=asyncio.Event)  # a task needs a finer tick
-    # The request_id of a claim whose outcome is unknown (its answer was lost): the next claim
-    # sends it again, so the data plane returns the tasks that claim holds instead of new ones.
-    claim_request_id: str | None = None
+    asked: int = 0  # slots the claims in flight asked for (claims.py)
 
 
 class Resume:
