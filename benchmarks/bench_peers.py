@@ -148,6 +148,7 @@ def child_env(ours: bool = False) -> dict[str, str]:
     modules at each start, counted in its CPU, while the peers' site-packages are compiled)."""
     env = common.env_with_path() if ours else dict(os.environ)
     env.pop("PYTHONDONTWRITEBYTECODE", None)
+    env["PYTHONPYCACHEPREFIX"] = str(ENVS / "pycache")  # not beside the sources (generated/ is diffed)
     return env
 
 
@@ -295,7 +296,7 @@ def _progress(round_no: int, name: str, run: Json) -> None:
     c = run["cpu_s_per_1000"]
     print(
         f"bench: peers round {round_no + 1}: {name} {' '.join(run['setting'])}: drain {run['drain_jobs_per_s']:,.0f}/s, "
-        f"enqueue {run['enqueue_jobs_per_s']:,.0f}/s, CPU/1000 {c['total']:.3f}, load {common.loadavg()}",
+        f"enqueue {run['enqueue_jobs_per_s']:,.0f}/s, CPU/1000 {c['total']:.3f}, load {common.loadavg():.1f}",
         file=sys.stderr,
         flush=True,
     )
