@@ -37,7 +37,7 @@ from common import Json
 
 PEERS_DIR = common.BENCH / "peers"
 ENVS = common.BENCH / ".peers"
-FLEET = common.BENCH / "bench_fleet.py"
+FLEET = common.BENCH / "fleet_procs.py"
 OURS = "pydb fleet"
 
 #: Per peer: its driver, the interpreter environment it needs, and the settings tried (the knobs
@@ -50,6 +50,11 @@ PEER_SETTINGS: dict[str, tuple[str, str, list[list[str]]]] = {
 }
 VERSIONS = {"py311": ("pgqueuer", "procrastinate", "asyncpg", "psycopg"), "py312": ("oban",)}
 REQUIREMENTS = {"py311": "requirements-peers.txt", "py312": "requirements-peers-oban.txt"}
+
+#: The batched path measured beside the fleet in each round: queue depth and seconds.
+BATCHED_DEPTH, BATCHED_SECONDS = 60_000, 3.0
+#: Rounds of a full run (every system once per round); `make bench` keeps 3.
+ROUNDS = int(os.environ.get("PYDB_BENCH_PEERS_ROUNDS", "3"))
 
 #: Per system: (jobs done, first claim, last done) from its own tables.
 SPANS = {
@@ -137,9 +142,19 @@ def postgres_cpu_seconds(url: str) -> float:
     return total
 
 
+def child_env(ours: bool = False) -> dict[str, str]:
+    """Every measured process's environment: bytecode cached as an installed package's is (a
+    shell that sets PYTHONDONTWRITEBYTECODE would make our worker recompile the project's
+    modules at each start, counted in its CPU, while the peers' site-packages are compiled)."""
+    env = common.env_with_path() if ours else dict(os.environ)
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    env["PYTHONPYCACHEPREFIX"] = str(ENVS / "pycache")  # not beside the sources (generated/ is diffed)
+    return env
+
+
 def run_process(argv: list[str]) -> Json:
     """Run a driver to its end (reaped, so its CPU is in this process's children's rusage)."""
-    proc = subprocess.run(argv, capture_output=True, cwd=PEERS_DIR, timeout=1800)
+    proc = subprocess.run(argv, capture_output=True, cwd=PEERS_DIR, timeout=1800, env=child_env())
     if proc.returncode != 0:
         raise RuntimeError(f"{argv[1]} {argv[2]} failed: {proc.stderr.decode(errors='replace')[-2000:]}")
     answer: Json = json.loads(proc.stdout) if proc.stdout.strip() else {}
@@ -207,7 +222,7 @@ def measure_peer(server: str, name: str, python: str, setting: list[str], count:
 
 def measure_ours(server: str, count: int) -> Json:
     """The fleet's figures (`count`: a multiple of bench_fleet's QueueTasks batch of 500)."""
-    env = common.env_with_path()
+    env = child_env(ours=True)
     with common.queue_database(server) as url:
         tool_id = tp.make_tool(url)
         proc, address = tp.start_server(url, pool=16)
@@ -231,11 +246,16 @@ def measure_ours(server: str, count: int) -> Json:
                 "server": tp.cpu_seconds(proc.pid) - server0,
                 "postgres": postgres_cpu_seconds(url) - pg0,
             }
+            result = span(url, OURS, count)
+            # The data plane's own ceiling on the same server: ClaimTasks(100) + CompleteTasks
+            # loops (bench_throughput's, 8 in two processes), the fleet's bar is 0.8x of it.
+            tp.refill(url, tool_id, BATCHED_DEPTH)
+            batched = tp.run_tool(address, tool_id, "batched", 8, BATCHED_SECONDS, processes=2, server_pid=proc.pid)
         finally:
             tp.stop_server(proc)
-        result = span(url, OURS, count)
     return {
         **result,
+        "batched_path_tasks_per_s": batched["tasks_per_s"],
         "setting": ["concurrency 128", "batched reports"],
         "enqueue_jobs_per_s": count / enqueue_s,
         "cpu_s_per_1000": _per_1000(cpu, count),
@@ -260,6 +280,11 @@ def best(runs: list[Json]) -> Json:
             "cpu_s_per_1000": {
                 k: statistics.median(r["cpu_s_per_1000"][k] for r in rs) for k in rs[0]["cpu_s_per_1000"]
             },
+            **(
+                {"batched_path_tasks_per_s": statistics.median(r["batched_path_tasks_per_s"] for r in rs)}
+                if "batched_path_tasks_per_s" in rs[0]
+                else {}
+            ),
         }
         for setting, rs in by_setting.items()
     }
@@ -267,9 +292,19 @@ def best(runs: list[Json]) -> Json:
     return {"setting": chosen, **summaries[chosen], "settings": summaries}
 
 
+def _progress(round_no: int, name: str, run: Json) -> None:
+    c = run["cpu_s_per_1000"]
+    print(
+        f"bench: peers round {round_no + 1}: {name} {' '.join(run['setting'])}: drain {run['drain_jobs_per_s']:,.0f}/s, "
+        f"enqueue {run['enqueue_jobs_per_s']:,.0f}/s, CPU/1000 {c['total']:.3f}, load {common.loadavg():.1f}",
+        file=sys.stderr,
+        flush=True,
+    )
+
+
 def run(server: str, quick: bool = False) -> Json:
     count = 1_000 if quick else 20_000
-    rounds = 1 if quick else 3
+    rounds = 1 if quick else ROUNDS
     envs: dict[str, tuple[str | None, str]] = {kind: peer_env(kind) for kind in REQUIREMENTS}
     result: Json = {"jobs": count, "rounds": rounds, "versions": {}, "unavailable": {}, "systems": {}}
     for kind, (python, _) in envs.items():
@@ -279,6 +314,7 @@ def run(server: str, quick: bool = False) -> Json:
     for round_no in range(rounds):
         # Interleaved: every system once per round, so all of them see the same machine load.
         runs[OURS].append(measure_ours(server, count))
+        _progress(round_no, OURS, runs[OURS][-1])
         for name, (_, kind, settings) in PEER_SETTINGS.items():
             python, why = envs[kind]
             if python is None:
@@ -287,6 +323,7 @@ def run(server: str, quick: bool = False) -> Json:
             for setting in settings[:1] if quick else settings:
                 print(f"bench: peers round {round_no + 1}: {name} {setting}", file=sys.stderr, flush=True)
                 runs.setdefault(name, []).append(measure_peer(server, name, python, setting, count))
+                _progress(round_no, name, runs[name][-1])
     for name, rs in runs.items():
         result["systems"][name] = best(rs)
     result["loadavg"] = common.loadavg()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -707,6 +708,10 @@ def update_readme(r: Json, readme: Path) -> None:
 
 def write(r: Json, out: Path) -> None:
     (out / "RESULTS.md").write_text(markdown(r))
-    plots(r, out)
+    try:
+        plots(r, out)
+    except ModuleNotFoundError as err:  # `make bench` installs it; a bare run.py may lack it
+        print(f"bench: no plots ({err.name} missing: pip install -r benchmarks/requirements.txt)", file=sys.stderr)
     if not r.get("quick"):
         update_readme(r, out / "README.md")
+        report_peers.update_readme(r, out.parent / "README.md")

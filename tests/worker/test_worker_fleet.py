@@ -101,9 +101,12 @@ async def test_failure_is_retried_then_failed(stub: Stub, tool: pb.Tool, fleets:
     assert running.fleet.stats.failed == 2 and running.fleet.stats.completed == 0
 
 
+@pytest.mark.parametrize("claimers", [1, 2])
 async def test_concurrency_lanes_and_fast_drain(
-    stub: Stub, tool: pb.Tool, fleets: Callable[..., Running], database_url: str
+    stub: Stub, tool: pb.Tool, fleets: Callable[..., Running], database_url: str, claimers: int
 ) -> None:
+    """Never more tasks held than slots, with one claim loop or two sharing them (two claims in
+    flight never ask for the same slot)."""
     release = asyncio.Event()
     active = 0
     peak = 0
@@ -117,7 +120,7 @@ async def test_concurrency_lanes_and_fast_drain(
         return None
 
     ids = [(await queue(stub, tool)).id for _ in range(7)]
-    running = fleets(tool, process, concurrency=3, poll_interval=30.0)
+    running = fleets(tool, process, concurrency=3, poll_interval=30.0, claimers=claimers)
     await wait_until(lambda: active == 3, what="three lanes busy")
     assert running.fleet.running == 3
     # At capacity the fleet backs off instead of claiming: the other four stay queued.

@@ -1,7 +1,7 @@
 """WorkerFleet: claim, heartbeat, complete or fail, with concurrency lanes and graceful drain.
 
 A fleet hosts one or more tools. Each tool is a *lane*: the user's `process(task, ctx)`, a
-concurrency limit, and a poll loop that
+concurrency limit, and a poll loop (claims.py) that
 
 1. clears the lane's wake event *before* each sweep, so a wake that lands mid-sweep is kept
    and triggers another sweep (no lost wakeup);
@@ -13,7 +13,10 @@ concurrency limit, and a poll loop that
 
 A claim asks for at most the lane's free slots and at most `claim_max_bytes` of answer (under
 the channel's 4 MiB receive limit), so the data plane never commits a claim that cannot reach
-this worker. Every claimed task runs with a background heartbeat at half the lease its claim took (the
+this worker. A claimed task's tool starts at once, in the poll loop: one that returns without
+awaiting costs no asyncio task (its result goes straight to the batcher, and a callback ends the
+attempt when the answer comes); one that awaits goes on in one task, from where it stopped
+(lanes.py `Resume`), in a context of its own. Every claimed task runs with a background heartbeat at half the lease its claim took (the
 claim's answer carries it: the task's own lease, else its tool's) or every `heartbeat_interval`
 (60 s) if sooner.
 A heartbeat the data plane rejects (the lease was lost: someone reclaimed the task, or the
@@ -48,16 +51,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import datetime
+import functools
 import json
 import logging
 import math
-import random
 import signal
 import time
-import uuid
-from collections.abc import Awaitable, Callable, Coroutine
-from dataclasses import dataclass, field
+from collections.abc import Awaitable, Coroutine
 from typing import TYPE_CHECKING, Any
 
 import grpc
@@ -67,9 +69,13 @@ from google.protobuf import duration_pb2
 
 from . import events as task_events
 from . import retry
+from .claims import claimers
+from .lanes import FleetStats, Held, Lane, Process, Resume, RetryAfter, Snooze, TaskContext, TaskResult, raised
 from .limits import DEFAULT_MESSAGE_BYTES, MessageLimits
 from .metrics import FleetObserver
 from .reports import LEASE_LOST, Outcome, ReportBatcher
+
+__all__ = ["FleetStats", "Process", "RetryAfter", "Snooze", "TaskContext", "TaskResult", "WorkerFleet"]
 
 log = logging.getLogger("taskworker.fleet")
 
@@ -78,132 +84,6 @@ if TYPE_CHECKING:
 
 #: Under gRPC's default 4 MiB receive limit, with room for the response's own framing.
 DEFAULT_CLAIM_MAX_BYTES = 4_000_000
-
-
-class RetryAfter(Exception):
-    """Raised by a tool: fail this attempt, claimable again after `seconds` (while retries remain)."""
-
-    def __init__(self, seconds: float, message: str = "") -> None:
-        super().__init__(message or f"retry in {seconds:g} s")
-        self.seconds = max(float(seconds), 0.0)
-
-
-class Snooze(Exception):
-    """Raised by a tool: back to the queue, claimable after `seconds`; not a failed attempt."""
-
-    def __init__(self, seconds: float) -> None:
-        super().__init__(f"snooze {seconds:g} s")
-        self.seconds = max(float(seconds), 0.0)
-
-
-@dataclass
-class TaskResult:
-    """What `process` may return to set the output and usage as JSON text directly."""
-
-    output: str | None = None
-    reported_usage: str | None = None
-
-
-class TaskContext:
-    """Handed to `process` with the task: usage reporting, live events and the lease state."""
-
-    def __init__(self, task: pb.Task, fleet: WorkerFleet) -> None:
-        self.task = task
-        self.fleet = fleet
-        self.usage: dict[str, Any] = {}
-        self.lease_lost = asyncio.Event()
-        # Set when the task was cancelled (CancelTask): stop soon; after the fleet's cancel_grace
-        # the coroutine is cancelled. Its result would be refused, so none is reported.
-        self.cancel_requested = asyncio.Event()
-        # Set when the attempt ran past its run-time limit (the heartbeat said so): the work is
-        # cancelled at once and the reaper fails the attempt.
-        self.runtime_exceeded = asyncio.Event()
-        self.claimed_at = time.monotonic()
-
-    def report_usage(self, **amounts: Any) -> None:
-        """Merged into the `reported_usage` JSON sent with CompleteTask (read to settle billing)."""
-        self.usage.update(amounts)
-
-    # Live events (docs/worker.md, "Live task events"): best effort, never block, never raise;
-    # False when the event was dropped (buffer full) or the fleet has no event emitter.
-    def emit_progress(self, fraction: float, message: str = "") -> bool:
-        """Progress in [0, 1] (clamped) with an optional human-readable message."""
-        return self.emit(task_events.PROGRESS, {"fraction": min(max(float(fraction), 0.0), 1.0), "message": message})
-
-    def emit_url(self, url: str, **extra: Any) -> bool:
-        """A URL the caller can open now, e.g. a streaming URL for the result."""
-        return self.emit(task_events.URL, {"url": url, **extra})
-
-    def emit_output(self, chunk: Any) -> bool:
-        """A chunk of partial output (any JSON value); the final output still goes with CompleteTask."""
-        return self.emit(task_events.OUTPUT, {"chunk": chunk})
-
-    def emit(self, kind: str, data: Any) -> bool:
-        """An event of any other kind (`terminal` is the fleet's own)."""
-        if self.fleet.events is None or kind == task_events.TERMINAL:
-            return False
-        return self.fleet.events.emit(self.task.id, kind, data)
-
-
-# `process` returns a JSON-serialisable output, or a TaskResult carrying JSON text.
-Process = Callable[[pb.Task, TaskContext], Coroutine[Any, Any, Any]]
-
-
-@dataclass
-class _Held:
-    """A claimed task while it runs and reports: what its heartbeat needs."""
-
-    task: pb.Task
-    ctx: TaskContext
-    work: asyncio.Task[Any]
-    due: float  # monotonic time of the next heartbeat
-    interval: float  # seconds between heartbeats: half the lease this claim took, at most
-    reporting: bool = False
-
-
-@dataclass
-class _Lane:
-    tool_id: str
-    process: Process
-    concurrency: int
-    heartbeat_interval: float
-    wake: asyncio.Event = field(default_factory=asyncio.Event)
-    running: dict[str, asyncio.Task[None]] = field(default_factory=dict)
-    held: dict[str, _Held] = field(default_factory=dict)
-    reporting: int = 0  # of `running`, those whose work is done and whose outcome is on its way
-    beat_tick: float = 1.0  # how often the heartbeat loop now checks due times
-    beat_wake: asyncio.Event = field(default_factory=asyncio.Event)  # a task needs a finer tick
-    # The request_id of a claim whose outcome is unknown (its answer was lost): the next claim
-    # sends it again, so the data plane returns the tasks that claim holds instead of new ones.
-    claim_request_id: str | None = None
-
-
-# A claim answered so may have committed: retried with the same request_id.
-_OUTCOME_UNKNOWN = frozenset(
-    {grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.CANCELLED, grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.UNKNOWN}
-)
-
-
-@dataclass
-class FleetStats:
-    claimed: int = 0
-    completed: int = 0
-    failed: int = 0
-    # Tasks whose terminal outcome is `lease_lost`: their result or failure did not land.
-    lease_lost: int = 0
-    # Of `completed` + `failed`: landed by a report whose answer was lost (a kill, a cut
-    # connection), found by GetTask when the resent batch left them out. A heartbeat refused
-    # meanwhile (the row took the outcome, which ends the lease) does not make them lost.
-    landed_after_lost_answer: int = 0
-    heartbeats_refused: int = 0  # the task is no longer `processing` under our token
-    abandoned: int = 0  # cancelled by a drain timeout: left for the lease to lapse
-    sweeps: int = 0
-    heartbeat_errors: int = 0  # transient: the lease may still hold, so the work goes on
-    cancelled: int = 0  # cancelled by CancelTask while running: stopped, not reported
-    runtime_exceeded: int = 0  # past their run-time limit: stopped, left to the reaper
-    snoozed: int = 0  # Snooze raised: back in the queue, no retry burnt
-    refused_too_large: int = 0  # of `failed`: a result too large to ever land, failed for good
-    claim_errors: int = 0
 
 
 class WorkerFleet:
@@ -221,6 +101,7 @@ class WorkerFleet:
         report_batch: int = 500,
         report_in_flight: int = 4,
         claim_max_bytes: int = DEFAULT_CLAIM_MAX_BYTES,
+        claimers: int = 1,
         server_receive_bytes: int = DEFAULT_MESSAGE_BYTES,
         server_send_bytes: int = DEFAULT_MESSAGE_BYTES,
         events: task_events.EventEmitter | None = None,
@@ -242,6 +123,9 @@ class WorkerFleet:
         self.drain_timeout = drain_timeout
         self.rpc_timeout = rpc_timeout
         self.claim_max_bytes = claim_max_bytes
+        # Claim loops per lane, sharing its slots (claims.py): more than one overlaps a claim's
+        # round trip with the previous claim's tasks, at the cost of smaller claims.
+        self.claimers = claimers
         self.cancel_grace = cancel_grace
         self.reports = ReportBatcher(
             stub,
@@ -252,10 +136,10 @@ class WorkerFleet:
             limits=MessageLimits(receive=server_receive_bytes, send=server_send_bytes),
             on_batch=None if observer is None else observer.batch,
         )
-        self.lanes: dict[str, _Lane] = {}
+        self.lanes: dict[str, Lane] = {}
         self.stats = FleetStats()
-        self._draining = False
-        self._stop = asyncio.Event()
+        self.draining = False
+        self.stopping = asyncio.Event()  # set by drain()
         self._loops: list[asyncio.Task[None]] = []
         self._background: list[asyncio.Task[Any]] = []
         self.started = asyncio.Event()
@@ -269,7 +153,7 @@ class WorkerFleet:
         if concurrency < 1:
             raise ValueError("concurrency must be >= 1")
         beat = min(lease_seconds / 2, self.heartbeat_interval) if lease_seconds else self.heartbeat_interval
-        self.lanes[tool_id] = _Lane(tool_id, process, concurrency, beat)
+        self.lanes[tool_id] = Lane(tool_id, process, concurrency, beat)
 
     def add_background(self, coro: Awaitable[Any]) -> None:
         """Run `coro` (a wake subscriber, say) for the fleet's lifetime."""
@@ -309,10 +193,10 @@ class WorkerFleet:
     # -- run ---------------------------------------------------------------------------------
     def drain(self) -> None:
         """Stop claiming; `run` returns once running tasks finish (or drain_timeout passes)."""
-        if not self._draining:
+        if not self.draining:
             log.info("draining: no new claims, %.1fs for %d running task(s)", self.drain_timeout, self.running)
-        self._draining = True
-        self._stop.set()
+        self.draining = True
+        self.stopping.set()
         self.wake(None)
 
     @property
@@ -329,13 +213,15 @@ class WorkerFleet:
             for lane in self.lanes.values()
         ]
         self._loops = [
-            asyncio.create_task(self._poll(lane), name=f"poll {lane.tool_id}") for lane in self.lanes.values()
+            asyncio.create_task(claimer.run(), name=f"poll {lane.tool_id}")
+            for lane in self.lanes.values()
+            for claimer in claimers(self, lane)
         ]
         self.started.set()
         try:
-            await self._stop.wait()
+            await self.stopping.wait()
         finally:
-            self._draining = True
+            self.draining = True
             for lane in self.lanes.values():
                 lane.wake.set()
             await asyncio.gather(*self._loops, return_exceptions=True)
@@ -351,89 +237,72 @@ class WorkerFleet:
             await asyncio.gather(*self._background, return_exceptions=True)
 
     async def _finish_running(self) -> None:
-        running = [t for lane in self.lanes.values() for t in lane.running.values()]
-        if not running:
+        """Wait for every held task's outcome, up to `drain_timeout`: a task's work, then its
+        report's answer (a finished work hands over to it), then cancel what is left."""
+        deadline = time.monotonic() + self.drain_timeout
+        while running := [t for lane in self.lanes.values() for t in lane.running.values()]:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                break
+            await asyncio.wait(running, timeout=left)
+        else:
             return
-        _, pending = await asyncio.wait(running, timeout=self.drain_timeout)
-        if pending:
-            log.warning("drain timeout: abandoning %d task(s); their leases will lapse", len(pending))
-            self.stats.abandoned += len(pending)
-            for t in pending:
-                t.cancel()
-            await asyncio.gather(*pending, return_exceptions=True)
-
-    async def _poll(self, lane: _Lane) -> None:
-        while not self._draining:
-            lane.wake.clear()  # before the sweep: a wake during it triggers another sweep
-            # A slot is busy while its work runs; an outcome waiting for its batch frees it, so
-            # claims overlap with reports. At most 3 x `concurrency` outcomes may wait on top
-            # (a few batches on the wire: measured, 2 x held the claims back behind the reports).
-            free = lane.concurrency - (len(lane.running) - lane.reporting)
-            free = min(free, 4 * lane.concurrency - len(lane.running))
-            if free <= 0:
-                timeout = self.capacity_backoff
-            else:
-                self.stats.sweeps += 1
-                # A fresh request id per claim attempt, the same one again when retrying an attempt
-                # whose answer was lost (it may have committed).
-                request_id = lane.claim_request_id or uuid.uuid4().hex
-                try:
-                    resp = await self.stub.ClaimTasks(
-                        pb.ClaimTasksRequest(
-                            tool_id=lane.tool_id, limit=free, max_bytes=self.claim_max_bytes, request_id=request_id
-                        ),
-                        timeout=self.rpc_timeout,
-                        wait_for_ready=True,
-                    )
-                    tasks = list(resp.tasks)
-                    lane.claim_request_id = None
-                except grpc.aio.AioRpcError as err:
-                    log.warning("claim for tool %s failed: %s %s", lane.tool_id, err.code().name, err.details())
-                    self.stats.claim_errors += 1
-                    if retry.record("claim", err) == "permanent":  # the same claim fails alike: back off
-                        with contextlib.suppress(TimeoutError):
-                            async with asyncio.timeout(self.poll_interval * 8):
-                                await self._stop.wait()
-                        continue
-                    tasks = []
-                    lane.claim_request_id = request_id if err.code() in _OUTCOME_UNKNOWN else None
-                if self.observer is not None:
-                    self.observer.count("claimed", lane.tool_id, len(tasks))
-                for task in tasks:
-                    if self._draining:  # claimed while a drain began: run it anyway, it is ours
-                        log.info("task %s claimed during drain; running it", task.id)
-                    self.stats.claimed += 1
-                    lane.running[task.id] = asyncio.create_task(self._work(lane, task), name=f"task {task.id}")
-                if tasks and len(tasks) == free:
-                    continue  # fast drain: every slot filled, there may be more
-                timeout = self.poll_interval * random.uniform(1 - self.poll_jitter, 1 + self.poll_jitter)
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(timeout):
-                    await lane.wake.wait()
+        log.warning("drain timeout: abandoning %d task(s); their leases will lapse", len(running))
+        self.stats.abandoned += len(running)
+        for t in running:
+            t.cancel()
+        await asyncio.gather(*running, return_exceptions=True)
 
     # -- one task ----------------------------------------------------------------------------
-    async def _work(self, lane: _Lane, task: pb.Task) -> None:
-        if self.observer is None:
-            return await self._attempt(lane, task)
-        with self.observer.task_span(task):  # the work's task (below) runs in its context
-            await self._attempt(lane, task)
-
-    async def _attempt(self, lane: _Lane, task: pb.Task) -> None:
+    def start_task(self, lane: Lane, task: pb.Task) -> None:
+        """Hold a claimed task and run the tool's first step now, in the claim loop, in a context
+        of its own. A tool that returns without awaiting costs no asyncio task: its outcome goes
+        straight to the report batcher. One that awaits goes on in a task (`_attempt`) from where
+        it stopped; so does a first step that raised, for its failure's report."""
+        self.stats.claimed += 1
         ctx = TaskContext(task, self)
-        work = asyncio.create_task(lane.process(task, ctx), name=f"process {task.id}")
         # Heartbeats go on until the outcome is reported, so a slow report keeps the lease.
         interval = self._beat_interval(lane, task)
-        held = _Held(task, ctx, work, time.monotonic() + interval, interval)
+        held = Held(task, ctx, time.monotonic() + interval, interval)
         lane.held[task.id] = held
         if interval / 4 < lane.beat_tick:  # a shorter lease than the loop's tick serves
             lane.beat_wake.set()
-        # The terminal event's data; every way out of this method sets it.
-        outcome: dict[str, Any] = {"outcome": "abandoned", "retrying": True}
+        context = contextvars.copy_context()
+        if self.observer is not None:  # the span holds the whole attempt, in its task's context
+            work: Coroutine[Any, Any, None] = self._observed(lane, held)
+        else:
+            coro = lane.process(task, ctx)
+            try:
+                step = context.run(coro.send, None)
+            except StopIteration as stop:
+                self._done(lane, held, stop.value)
+                return
+            except (Exception, asyncio.CancelledError) as err:  # the tool failed: _attempt reports it
+                work = self._attempt(lane, held, raised(err))
+            else:
+                work = self._attempt(lane, held, Resume(coro, step))
+        held.work = lane.running[task.id] = asyncio.create_task(work, name=f"task {task.id}", context=context)
+
+    async def _observed(self, lane: Lane, held: Held) -> None:
+        assert self.observer is not None
+        with self.observer.task_span(held.task):
+            await self._attempt(lane, held, lane.process(held.task, held.ctx))
+            landed = lane.running.get(held.task.id)
+            if landed is not None and landed is not held.work:  # the outcome on its way
+                with contextlib.suppress(asyncio.CancelledError):
+                    await asyncio.shield(landed)
+
+    async def _attempt(self, lane: Lane, held: Held, work: Awaitable[Any]) -> None:
+        """The rest of a tool that awaited (or raised), then its outcome: a result goes on to
+        `_done`; a failure is reported from here."""
+        task, ctx = held.task, held.ctx
+        # The terminal event's data; every way out of this method sets it (None: `_done` will).
+        outcome: dict[str, Any] | None = {"outcome": "abandoned", "retrying": True}
         try:
             try:
                 result = await work
             except asyncio.CancelledError:
-                if ctx.cancel_requested.is_set() or ctx.runtime_exceeded.is_set():
+                if ctx.stopped:
                     outcome = self._stopped(task, ctx)
                     return
                 if ctx.lease_lost.is_set():
@@ -449,7 +318,7 @@ class WorkerFleet:
                 error = f"{type(err).__name__}: {err}"
                 self._reporting(lane, held)
                 retry_after = err.seconds if isinstance(err, RetryAfter) else None
-                if ctx.cancel_requested.is_set() or ctx.runtime_exceeded.is_set():
+                if ctx.stopped:
                     outcome = self._stopped(task, ctx)
                 elif ctx.lease_lost.is_set():
                     outcome = {"outcome": "lease_lost", "retrying": True}
@@ -459,35 +328,67 @@ class WorkerFleet:
                 elif ctx.lease_lost.is_set():  # the report was refused: the lease is gone
                     outcome = {"outcome": "lease_lost", "retrying": True}
                 return
-            if ctx.cancel_requested.is_set() or ctx.runtime_exceeded.is_set():
-                outcome = self._stopped(task, ctx)
-                return
-            if ctx.lease_lost.is_set():
-                log.warning("task %s finished after its lease was lost; not reported", task.id)
-                outcome = {"outcome": "lease_lost", "retrying": True}
-                return
-            self._reporting(lane, held)
-            landed = await self._report_complete(task, ctx, result)
-            if landed is not None and landed.kind == "complete":
-                outcome = {"outcome": "completed", "retrying": False}
-            elif landed is not None:  # too large to ever land: failed for good instead
-                outcome = {"outcome": "failed", "error": landed.error, "retrying": False}
-            elif ctx.lease_lost.is_set():  # the report was refused: the lease is gone
-                outcome = {"outcome": "lease_lost", "retrying": True}
+            outcome = None
+            self._done(lane, held, result)
         finally:
-            if outcome["outcome"] == "lease_lost":
-                self.stats.lease_lost += 1
-            if self.observer is not None and outcome["outcome"] in ("completed", "failed", "lease_lost"):
-                self.observer.count(outcome["outcome"], lane.tool_id)
-            if self.events is not None:
-                self.events.emit(task.id, task_events.TERMINAL, outcome)
-            if not work.done():
-                work.cancel()
-            lane.held.pop(task.id, None)
-            if held.reporting:
-                lane.reporting -= 1
-            lane.running.pop(task.id, None)
-            lane.wake.set()  # a slot is free: end a capacity back-off early
+            if outcome is not None:
+                self._end(lane, held, outcome)
+
+    def _done(self, lane: Lane, held: Held, result: Any) -> None:
+        """The tool returned: its result goes to the batcher, and `_landed` ends the attempt
+        once the batch's answer says whether the row took it."""
+        task, ctx = held.task, held.ctx
+        if ctx.stopped:
+            self._end(lane, held, self._stopped(task, ctx))
+            return
+        if ctx.lease_lost.is_set():
+            log.warning("task %s finished after its lease was lost; not reported", task.id)
+            self._end(lane, held, {"outcome": "lease_lost", "retrying": True})
+            return
+        self._reporting(lane, held)
+        if isinstance(result, TaskResult):
+            output, usage = result.output, result.reported_usage
+        else:
+            output = "null" if result is None else json.dumps(result)
+            usage = None
+        if usage is None and ctx.usage:
+            usage = json.dumps(ctx.usage)
+        outcome = Outcome("complete", task, ctx.lease_lost, output=output or "null", reported_usage=usage or "")
+        landed = self.reports.submit(outcome)
+        lane.running[task.id] = landed  # the drain waits on the answer now, and may cancel it
+        landed.add_done_callback(functools.partial(self._landed, lane, held, outcome))
+
+    def _landed(self, lane: Lane, held: Held, outcome: Outcome, landed: asyncio.Future[bool]) -> None:
+        if landed.cancelled():  # the drain timeout: no report, the lease lapses
+            self._end(lane, held, {"outcome": "abandoned", "retrying": True})
+        elif not landed.result():  # refused: the lease is gone
+            held.ctx.lease_lost.set()
+            self._end(lane, held, {"outcome": "lease_lost", "retrying": True})
+        else:
+            if outcome.landed_unseen:
+                self.stats.landed_after_lost_answer += 1
+            if outcome.kind == "complete":
+                self.stats.completed += 1
+                self._end(lane, held, {"outcome": "completed", "retrying": False})
+            else:  # too large to ever land: failed for good instead
+                self.stats.failed += 1
+                self.stats.refused_too_large += 1
+                self._end(lane, held, {"outcome": "failed", "error": outcome.error, "retrying": False})
+
+    def _end(self, lane: Lane, held: Held, outcome: dict[str, Any]) -> None:
+        """The attempt is over: its terminal event, counters, and its slot freed."""
+        task_id = held.task.id
+        if outcome["outcome"] == "lease_lost":
+            self.stats.lease_lost += 1
+        if self.observer is not None and outcome["outcome"] in ("completed", "failed", "lease_lost"):
+            self.observer.count(outcome["outcome"], lane.tool_id)
+        if self.events is not None:
+            self.events.emit(task_id, task_events.TERMINAL, outcome)
+        lane.held.pop(task_id, None)
+        if held.reporting:
+            lane.reporting -= 1
+        lane.running.pop(task_id, None)
+        lane.wake.set()  # a slot is free: end a capacity back-off early
 
     def _stopped(self, task: pb.Task, ctx: TaskContext) -> dict[str, Any]:
         """The work ended after a cancellation or past its run-time limit: nothing to report."""
@@ -517,30 +418,30 @@ class WorkerFleet:
         self.stats.snoozed += 1
         return {"outcome": "snoozed", "retrying": True}
 
-    def _cancel_soon(self, held: _Held) -> None:
+    def _cancel_soon(self, held: Held) -> None:
         """CancelTask reached this task: tell the tool, cancel its coroutine after the grace."""
         if held.ctx.cancel_requested.is_set():
             return
         log.info("task %s: cancel requested; stopping it within %.1fs", held.task.id, self.cancel_grace)
         held.ctx.cancel_requested.set()
-        if not held.work.done():
-            asyncio.get_running_loop().call_later(self.cancel_grace, held.work.cancel)
+        if not held.reporting:
+            asyncio.get_running_loop().call_later(self.cancel_grace, held.cancel_work)
 
     @staticmethod
-    def _reporting(lane: _Lane, held: _Held) -> None:
+    def _reporting(lane: Lane, held: Held) -> None:
         """The work is done: its slot is free for a new claim while the outcome is reported."""
         held.reporting = True
         lane.reporting += 1
         lane.wake.set()
 
-    def _beat_interval(self, lane: _Lane, task: pb.Task) -> float:
+    def _beat_interval(self, lane: Lane, task: pb.Task) -> float:
         """Half the lease the claim took (its answer carries it: the task's own, else the tool's),
         or the lane's interval for an answer without it; never above `heartbeat_interval`."""
         if task.HasField("lease_seconds") and task.lease_seconds > 0:
             return min(task.lease_seconds / 2, self.heartbeat_interval)
         return lane.heartbeat_interval
 
-    async def _heartbeats(self, lane: _Lane) -> None:
+    async def _heartbeats(self, lane: Lane) -> None:
         """One loop per lane beats every held task when due (a task of its own per claim would cost
         more than a no-op task's whole work). Due times are checked every quarter interval, at
         most every second, so a beat comes at most that late: far inside the lease's other half.
@@ -564,7 +465,7 @@ class WorkerFleet:
             for beat in in_flight:
                 beat.cancel()
 
-    async def _beat(self, held: _Held) -> None:
+    async def _beat(self, held: Held) -> None:
         task, ctx = held.task, held.ctx
         try:
             beat = await self.stub.HeartbeatTask(
@@ -577,8 +478,7 @@ class WorkerFleet:
                 log.warning("task %s: heartbeat refused: past its run-time limit", task.id)
                 self.stats.heartbeats_refused += 1
                 ctx.runtime_exceeded.set()
-                if not held.reporting:
-                    held.work.cancel()
+                held.cancel_work()
                 return
             held.due = time.monotonic() + held.interval
         except grpc.aio.AioRpcError as err:
@@ -590,8 +490,7 @@ class WorkerFleet:
                 ctx.lease_lost.set()
                 # While its outcome is on the wire, the report's own answer decides (the row may
                 # have just taken it, which ends a lease too); before that, the work is moot.
-                if not held.reporting:
-                    held.work.cancel()
+                held.cancel_work()
                 return
             # Transient (data plane unreachable): retry sooner; the lease may still hold. Anything
             # else is logged as permanent by retry.py and retried at the normal pace: only the
@@ -603,24 +502,6 @@ class WorkerFleet:
                 return
             self.stats.heartbeat_errors += 1
             held.due = time.monotonic() + max(held.interval / 4, 0.05)
-
-    async def _report_complete(self, task: pb.Task, ctx: TaskContext, result: Any) -> Outcome | None:
-        """The outcome that landed (a completion, or the failure a result too large became)."""
-        if isinstance(result, TaskResult):
-            output, usage = result.output, result.reported_usage
-        else:
-            output, usage = json.dumps(result), None
-        if usage is None and ctx.usage:
-            usage = json.dumps(ctx.usage)
-        outcome = Outcome("complete", task, ctx.lease_lost, output=output or "null", reported_usage=usage or "")
-        if not await self._report(ctx, outcome):
-            return None
-        if outcome.kind == "complete":
-            self.stats.completed += 1
-        else:
-            self.stats.failed += 1
-            self.stats.refused_too_large += 1
-        return outcome
 
     async def _report_fail(self, task: pb.Task, ctx: TaskContext, error: str, retry_after: float | None) -> bool:
         if await self._report(ctx, Outcome("fail", task, ctx.lease_lost, error=error, retry_after=retry_after)):

@@ -158,9 +158,14 @@ class ReportBatcher:
         """Queue `outcome`; True once its row took it, False when its lease is certainly lost.
         A completion that could never fit is turned into the task's failure (`outcome.kind`
         says which landed)."""
+        return await self.submit(outcome)
+
+    def submit(self, outcome: Outcome) -> asyncio.Future[bool]:
+        """Queue `outcome` without waiting: its `landed` future, as `report` answers it
+        (cancelling it abandons the outcome: it is not sent, or its answer is ignored)."""
         self._check_size(outcome)
         self._put(outcome)
-        return await outcome.landed
+        return outcome.landed
 
     def _put(self, outcome: Outcome, *, front: bool = False) -> None:
         queue = self._waiting[outcome.kind]
