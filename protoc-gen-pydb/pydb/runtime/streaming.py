@@ -5,12 +5,13 @@ Streamed reads. The generated handler is an async generator: it DECLAREs a curso
 statement in a transaction of its own (psycopg's server-side cursor) and yields one response per
 `STREAM_BATCH_ROWS` rows FETCHed (`StreamCursor.batches`: the next FETCH is sent before the
 handler builds the batch it just got, so PostgreSQL reads ahead while Python builds and gRPC
-sends; one batch in flight at most). When every column has a binary form loaded the same way
+sends; one FETCH in flight at most). When every column has a binary form loaded the same way
 (numbers, bool, text, bytea, enums) or cheaper (timestamps as int8 microseconds, turned into a
 Timestamp by `timestamp_micros` with no datetime in between), the plugin reads the cursor in
-binary (`binary_loaders`): see docs/performance.md. `stream` drives the handler: each step waits for the handler's next
-batch within the caller's deadline, then for gRPC to take the response (an awaited write: a slow
-reader holds the cursor where it is, so the server keeps at most one batch per stream in memory).
+binary (`binary_loaders`; docs/performance.md). `stream` drives the handler: each step waits for
+the handler's next batch within the caller's deadline, then for gRPC to take the response (an
+awaited write: a slow reader holds the cursor where it is, so the server keeps at most two
+batches per stream in memory, the one being sent and the one FETCHed ahead).
 When the deadline passes during a FETCH, the FETCH is cancelled on the server and the stream
 ends with DEADLINE_EXCEEDED; when the caller cancels, gRPC cancels the servicer's task, the
 handler is closed and its transaction rolled back, which closes the cursor: the query stops.
