@@ -143,7 +143,7 @@ EXPORT_ITEMS_SQL = """\
 SELECT id, sku, kind, quantity, note, created_at FROM shapes.items
 WHERE quantity >= %(min_quantity)s ORDER BY id
 """
-EXPORT_ITEMS_LOADERS = rt.loaders(timestamps=("timestamptz",))
+EXPORT_ITEMS_LOADERS = rt.binary_loaders(timestamps=("timestamptz",))
 
 
 async def export_items(
@@ -153,15 +153,16 @@ async def export_items(
     stays flat however many rows there are, and the caller's cancellation or deadline stops the
     query.
 
-    Streamed: the rows are read from a server-side cursor, up to rt.STREAM_BATCH_ROWS at a time,
-    each batch one response (into `items`), in a transaction of its own.
+    Streamed: the rows are read from a server-side cursor in binary, up to
+    rt.STREAM_BATCH_ROWS at a time (the next FETCH in flight while a batch is built), each batch
+    one response (into `items`), in a transaction of its own.
     """
     params = {
         "min_quantity": request.min_quantity,
     }
     async with conn.transaction(), rt.server_cursor(conn, "export_items", EXPORT_ITEMS_LOADERS) as cur:
-        await cur.execute(EXPORT_ITEMS_SQL, params)
-        while rows := await cur.fetchmany(rt.STREAM_BATCH_ROWS):
+        await cur.execute(EXPORT_ITEMS_SQL, params, binary=True)
+        async for rows in cur.batches(rt.STREAM_BATCH_ROWS):
             batch = shapes_pb2.ItemBatch()
             add = batch.items.add
             for row in rows:
@@ -171,7 +172,7 @@ async def export_items(
                     kind=_ITEM_KIND_FROM_PG.get(row[2], shapes_pb2.ITEM_KIND_UNSPECIFIED),  # kind shapes.item_kind
                     quantity=row[3],  # quantity int4
                     note=row[4],  # note text (nullable)
-                    created_at=rt.timestamp_value(row[5]),  # created_at timestamptz
+                    created_at=rt.timestamp_micros(row[5]),  # created_at timestamptz
                 )
             yield batch
 

@@ -37,7 +37,15 @@ from .errors import (
 from .listen import listen
 from .nesting import table_rows
 from .paging import Keyset, next_page_token, page_after, page_size
-from .streaming import STREAM_BATCH_ROWS, requests, server_cursor, stream
+from .streaming import (
+    STREAM_BATCH_ROWS,
+    StreamCursor,
+    binary_loaders,
+    requests,
+    server_cursor,
+    stream,
+    timestamp_micros,
+)
 from .trace import traceparent
 
 __all__ = [
@@ -50,8 +58,10 @@ __all__ = [
     "NotFound",
     "OutOfRange",
     "RpcError",
+    "StreamCursor",
     "Unavailable",
     "array_text",
+    "binary_loaders",
     "copy_rows",
     "cursor",
     "duration_value",
@@ -72,6 +82,7 @@ __all__ = [
     "stream",
     "table_rows",
     "text_array",
+    "timestamp_micros",
     "timestamp_param",
     "timestamp_value",
     "traceparent",

@@ -3,9 +3,15 @@
 
 Streamed reads. The generated handler is an async generator: it DECLAREs a cursor for the
 statement in a transaction of its own (psycopg's server-side cursor) and yields one response per
-`STREAM_BATCH_ROWS` rows FETCHed. `stream` drives it: each step waits for the handler's next
-batch within the caller's deadline, then for gRPC to take the response (an awaited write: a slow
-reader holds the cursor where it is, so the server keeps at most one batch per stream in memory).
+`STREAM_BATCH_ROWS` rows FETCHed (`StreamCursor.batches`: the next FETCH is sent before the
+handler builds the batch it just got, so PostgreSQL reads ahead while Python builds and gRPC
+sends; one FETCH in flight at most). When every column has a binary form loaded the same way
+(numbers, bool, text, bytea, enums) or cheaper (timestamps as int8 microseconds, turned into a
+Timestamp by `timestamp_micros` with no datetime in between), the plugin reads the cursor in
+binary (`binary_loaders`; docs/performance.md). `stream` drives the handler: each step waits for
+the handler's next batch within the caller's deadline, then for gRPC to take the response (an
+awaited write: a slow reader holds the cursor where it is, so the server keeps at most two
+batches per stream in memory, the one being sent and the one FETCHed ahead).
 When the deadline passes during a FETCH, the FETCH is cancelled on the server and the stream
 ends with DEADLINE_EXCEEDED; when the caller cancels, gRPC cancels the servicer's task, the
 handler is closed and its transaction rolled back, which closes the cursor: the query stops.
@@ -25,9 +31,12 @@ from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterator
 from typing import Any, TypeVar
 
 import grpc
-from psycopg import AsyncConnection, AsyncServerCursor
+import psycopg
+from psycopg import AsyncConnection, AsyncServerCursor, postgres
 from psycopg.adapt import AdaptersMap
 from psycopg.rows import tuple_row
+from psycopg.types.numeric import Int8BinaryLoader
+from psycopg.types.string import TextBinaryLoader
 
 from .database import Database, outcome
 
@@ -41,27 +50,88 @@ STREAM_BATCH_ROWS = 1000
 StreamHandler = Callable[[AsyncConnection[Any], Req], AsyncIterator[Resp]]
 
 
-class _LoadingServerCursor(AsyncServerCursor[tuple[Any, ...]]):
-    """A named (server-side) tuple-row cursor adapting with a given AdaptersMap (see
-    convert.cursor)."""
+Row = tuple[Any, ...]
 
-    __slots__ = ("_loading",)
+
+class StreamCursor(AsyncServerCursor[Row]):
+    """A named (server-side) tuple-row cursor adapting with a given AdaptersMap (see
+    convert.cursor), read in batches with the next FETCH in flight (`batches`)."""
+
+    __slots__ = ("_ahead", "_loading")
 
     def __init__(self, conn: AsyncConnection[Any], name: str, adapters: AdaptersMap | None) -> None:
         self._loading = adapters if adapters is not None else conn.adapters
+        self._ahead: asyncio.Task[list[Row]] | None = None
         super().__init__(conn, name, row_factory=tuple_row)
 
     @property
     def adapters(self) -> AdaptersMap:
         return self._loading
 
+    async def batches(self, size: int = STREAM_BATCH_ROWS) -> AsyncIterator[list[Row]]:
+        """The cursor's rows, `size` at a time. Before a batch is handed over, the FETCH of the
+        next one is sent (a task, run once by the `sleep(0)`), so PostgreSQL produces it while
+        the caller builds and sends this one; the caller's cancellation cancels that FETCH
+        (psycopg cancels the query on the server), and `close` waits for it."""
+        rows = await self.fetchmany(size)
+        while rows:
+            ahead = self._ahead = asyncio.ensure_future(self.fetchmany(size))
+            await asyncio.sleep(0)
+            yield rows
+            rows = await ahead
+            self._ahead = None
 
-def server_cursor(
-    conn: AsyncConnection[Any], name: str, adapters: AdaptersMap | None = None
-) -> AsyncServerCursor[tuple[Any, ...]]:
+    async def close(self) -> None:
+        ahead, self._ahead = self._ahead, None
+        if ahead is not None and not ahead.done():
+            ahead.cancel()
+            with contextlib.suppress(asyncio.CancelledError, psycopg.Error):
+                await ahead
+        await super().close()
+
+
+def server_cursor(conn: AsyncConnection[Any], name: str, adapters: AdaptersMap | None = None) -> StreamCursor:
     """A server-side cursor `name` on `conn` returning tuples, loaded by `adapters` (from
-    `loaders`) or psycopg's own."""
-    return _LoadingServerCursor(conn, name, adapters)
+    `loaders` or `binary_loaders`) or psycopg's own."""
+    return StreamCursor(conn, name, adapters)
+
+
+#: The oid psycopg looks a type's loader up under when it has none for the type's own.
+_UNKNOWN_OID = 0
+
+
+def binary_loaders(timestamps: tuple[str, ...] = ()) -> AdaptersMap:
+    """psycopg's default adapters for a cursor read in binary: the `timestamps` types
+    (timestamp, timestamptz) as their int8 microseconds since 2000-01-01 (psycopg's C loader;
+    `timestamp_micros` makes the Timestamp), and a type psycopg does not know (an enum: the
+    plugin reads only enums that way) as text, its binary form being its label."""
+    adapters = AdaptersMap(psycopg.adapters)
+    for name in timestamps:
+        adapters.register_loader(postgres.types[name].oid, Int8BinaryLoader)
+    adapters.register_loader(_UNKNOWN_OID, TextBinaryLoader)
+    return adapters
+
+
+#: Seconds from 1970-01-01 to 2000-01-01, PostgreSQL's epoch.
+_PG_EPOCH_SECONDS = 946_684_800
+#: Timestamp's range (years 1 to 9999) in PostgreSQL's microseconds; `infinity` and `-infinity`
+#: are int8's max and min, beyond either end.
+_MAX_MICROS = (253_402_300_799 - _PG_EPOCH_SECONDS) * 1_000_000 + 999_999
+_MIN_MICROS = (-62_135_596_800 - _PG_EPOCH_SECONDS) * 1_000_000
+
+
+# Typed Any: the constructors take a dict for a message field, which their stubs do not list.
+def timestamp_micros(micros: int) -> Any:
+    """A timestamp(tz) read in binary (microseconds since 2000-01-01, UTC; `timestamp` taken as
+    UTC) as a Timestamp field's value in a message's constructor, as convert.timestamp_value
+    makes it from a datetime: `infinity` and years after 9999 are Timestamp's max, `-infinity`
+    and BC years its min."""
+    if micros > _MAX_MICROS:
+        micros = _MAX_MICROS
+    elif micros < _MIN_MICROS:
+        micros = _MIN_MICROS
+    seconds, us = divmod(micros, 1_000_000)
+    return {"seconds": seconds + _PG_EPOCH_SECONDS, "nanos": us * 1000}
 
 
 async def stream(

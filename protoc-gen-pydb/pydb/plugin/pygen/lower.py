@@ -20,6 +20,9 @@ _C = ir.Conversion
 
 #: Conversions whose Python value is the text PostgreSQL sends (a text loader for the type).
 _TEXT_LOADED = frozenset({_C.TEXT, _C.UUID})
+#: Types whose binary form psycopg loads (in C) as the same value as their text form: a streamed
+#: read of only these, enums and timestamps reads its cursor in binary (rt.binary_loaders).
+_BINARY_SAME = frozenset({"bool", "int2", "int4", "int8", "float4", "float8", "text", "varchar", "bpchar", "bytea"})
 _LISTEN_PARSERS = {
     ir.ListenFilter.TEXT: None,
     ir.ListenFilter.UUID: "rt.parse_uuids",
@@ -106,7 +109,8 @@ class _Module:
         return model.ParamBinding(p.name, expr)
 
     # -- results ---------------------------------------------------------------------------
-    def value(self, c: ir.Column) -> str:
+    def value(self, c: ir.Column, binary: bool = False) -> str:
+        """`c`'s value in `row`; `binary`: read from a binary cursor (timestamps as microseconds)."""
         v = f"row[{c.position}]"
         if c.conversion is _C.ENUM:
             assert c.enum is not None
@@ -116,6 +120,8 @@ class _Module:
             convert = "str({})"
         elif c.conversion is _C.NUMERIC_DOUBLE:
             convert = "float({})"
+        elif c.conversion is _C.TIMESTAMP and binary:
+            convert = "rt.timestamp_micros({})"  # int8 microseconds: no datetime in between
         elif c.conversion is _C.TIMESTAMP:
             convert = "rt.timestamp_value({})"  # seconds/nanos: 2x faster than protobuf converting
         elif c.conversion is _C.DURATION:
@@ -158,8 +164,9 @@ class _Module:
             self.converters[key] = replace(found, loads=(const, types, table))
         return found.function
 
-    def row_values(self, row: ir.Row) -> list[model.FieldValue]:
-        """A row as the keyword arguments of `row.message`'s constructor."""
+    def row_values(self, row: ir.Row, binary: bool = False) -> list[model.FieldValue]:
+        """A row as the keyword arguments of `row.message`'s constructor (`binary`: read from a
+        binary cursor, `binary_stream`)."""
         values = []
         for c in row.columns:
             if isinstance(c, ir.Embedded):
@@ -180,7 +187,7 @@ class _Module:
                 values.append(model.FieldValue(argument(c.field.name, expr), comment))
             else:
                 comment = f"{c.name} {c.pg_type}" + (" (nullable)" if c.nullable else "")
-                values.append(model.FieldValue(argument(c.field.name, self.value(c)), comment))
+                values.append(model.FieldValue(argument(c.field.name, self.value(c, binary)), comment))
         return values
 
 
@@ -327,7 +334,8 @@ def _rpc(m: _Module, rpc: ir.Rpc) -> model.Rpc:
     if rpc.traceparent is not None:
         name = rpc.traceparent.name
         traceparent = f"not request.HasField({py_str(name)})" if rpc.traceparent.presence else f"not request.{name}"
-    loaders_const = function.upper() + "_LOADERS" if text_types or timestamp_types or own_loaders else None
+    binary = binary_stream(rpc)
+    loaders_const = function.upper() + "_LOADERS" if text_types or timestamp_types or own_loaders or binary else None
     copy_types = copying.binary_types(rpc.params) if rpc.shape is ir.Shape.COPY else ()
     return model.Rpc(
         name=rpc.name,
@@ -344,6 +352,8 @@ def _rpc(m: _Module, rpc: ir.Rpc) -> model.Rpc:
         result_field=rpc.result_field,
         loaders_const=loaders_const,
         cursor=f"rt.cursor(conn, {loaders_const})" if loaders_const else "conn.cursor(row_factory=tuple_row)",
+        loaders_factory="rt.binary_loaders" if binary else "rt.loaders",
+        binary=binary,
         loaders_args=", ".join(
             f"{keyword}={py_tuple(types)}"
             for keyword, types in (("text", text_types), ("timestamps", timestamp_types))
@@ -369,11 +379,26 @@ def _rpc(m: _Module, rpc: ir.Rpc) -> model.Rpc:
     )
 
 
+def binary_stream(rpc: ir.Rpc) -> bool:
+    """A streamed read whose every column reads from a binary cursor as cheaply or cheaper than
+    from a text one (docs/performance.md: the loading of a timestamp is most of a row's): plain
+    columns of _BINARY_SAME types, enums (their label), timestamps (int8 microseconds)."""
+    if rpc.shape is not ir.Shape.SERVER_STREAM or rpc.row is None:
+        return False
+    for c in rpc.row.columns:
+        if not isinstance(c, ir.Column) or c.pg_type.is_array or c.field.repeated:
+            return False
+        plain = c.conversion is _C.IDENTITY and c.pg_type.name in _BINARY_SAME
+        if not (plain or c.conversion is _C.TIMESTAMP or (c.conversion is _C.ENUM and c.pg_type.is_enum)):
+            return False
+    return True
+
+
 def _stream_values(m: _Module, rpc: ir.Rpc) -> tuple[model.FieldValue, ...]:
     """A streamed read's row as the arguments of the message it fills (its converter's)."""
     if rpc.shape is not ir.Shape.SERVER_STREAM or rpc.row is None:
         return ()
-    return tuple(m.row_values(rpc.row))
+    return tuple(m.row_values(rpc.row, binary_stream(rpc)))
 
 
 def _copy_sql(rpc: ir.Rpc, binary_types: tuple[str, ...]) -> str:

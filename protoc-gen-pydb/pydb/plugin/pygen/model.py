@@ -125,6 +125,10 @@ class Rpc:
     #: place: building each message and then copying it into the batch costs three times as much).
     stream_values: tuple[FieldValue, ...] = ()
     stream_add: str = ""
+    #: A streamed read's cursor is read in binary (lower.binary_stream), its loaders made by
+    #: `loaders_factory` (rt.binary_loaders then, rt.loaders otherwise).
+    binary: bool = False
+    loaders_factory: str = "rt.loaders"
     copy_values: tuple[tuple[str, str], ...] = ()
     #: How a COPY reads the batch of rows each request carries (`request.items`); None when
     #: each request is one row.
