@@ -16,8 +16,9 @@ When the deadline passes during a FETCH, the FETCH is cancelled on the server an
 ends with DEADLINE_EXCEEDED; when the caller cancels, gRPC cancels the servicer's task, the
 handler is closed and its transaction rolled back, which closes the cursor: the query stops.
 
-COPY writes. The generated handler runs `COPY ... FROM STDIN` in a transaction and writes one row
-per request (`cursor.copy`, `write_row`); it runs under `Database.run` like any unary handler
+COPY writes. The generated handler runs `COPY ... FROM STDIN` in a transaction (in PostgreSQL's
+binary format where its columns allow, chosen at compile time) and writes each request's rows
+(`rt.copy_rows` in runtime/copying.py for a batch, `write_row` for one); it runs under `Database.run` like any unary handler
 (the deadline, cancellation, errors), the request stream being its request. An error at any row
 (a value PostgreSQL refuses, a constraint) rolls the whole COPY back: all or nothing.
 """
