@@ -12,127 +12,9 @@ import bench_schedule
 import bench_shapes
 import report_deploy
 import report_peers
+import report_plots
 from common import Json, spread
-
-TARGETS = {
-    "codegen_queue_s": 0.5,
-    "codegen_1000_s": 3.0,
-    "codegen_queue_speedup_vs_sqlc": 5.0,
-    "overhead_ratio": 1.05,
-    "single_ratio": 0.35,
-    "batched_tasks_per_s": 12_000,
-    "backlog_ratio": 1.5,
-    "fleet_ratio": 0.5,
-    "bulk_enqueue_tasks_per_s": 20_000,
-}
-
-
-def _met(ok: bool) -> str:
-    return "**met**" if ok else "**not met**"
-
-
-def _f(x: Any, digits: int = 3) -> str:
-    if x is None:
-        return "-"
-    if isinstance(x, float):
-        return f"{x:.{digits}g}" if abs(x) < 1000 else f"{x:,.0f}"
-    return str(x)
-
-
-def _ms(s: Json) -> str:
-    return f"{s['median'] * 1000:.0f} ({s['min'] * 1000:.0f}-{s['max'] * 1000:.0f})"
-
-
-def headline(r: Json) -> list[tuple[str, str, str, str]]:
-    """(what, measured, target, verdict) rows, for RESULTS.md and benchmarks/README.md."""
-    rows: list[tuple[str, str, str, str]] = []
-    cg = r.get("codegen")
-    if cg and not r.get("quick"):
-        q = next(c for name, c in cg["cases"].items() if name.startswith("queue"))
-        big = cg["cases"]["synthetic 1000 RPCs, 100 tables"]
-        rows.append(("Codegen, queue proto (`protoc --pydb_out`)", f"{q['pydb_s']['median']:.2f} s", "≤ 0.5 s",
-                     _met(q["pydb_s"]["median"] <= TARGETS["codegen_queue_s"])))  # fmt: skip
-        if "sqlc_s" in q:
-            speedup = 1 / q["pydb_over_sqlc"]
-            system = q.get("pydb_system_protoc_over_sqlc")
-            best = max(speedup, 1 / system) if system else speedup
-            rows.append(("Codegen, queue proto vs sqlc on the same statements, same run",
-                         f"{speedup:.1f}x faster ({q['pydb_s']['median'] * 1000:.0f} vs {q['sqlc_s']['median'] * 1000:.0f} ms)"
-                         + (f"; system `protoc`: {1 / system:.1f}x" if system else ""),
-                         "≥ 5x faster", _met(best >= TARGETS["codegen_queue_speedup_vs_sqlc"])))  # fmt: skip
-        sq = f" (sqlc: {big['sqlc_s']['median']:.2f} s)" if "sqlc_s" in big else ""
-        rows.append(("Codegen, 1,000 RPCs / 100 tables", f"{big['pydb_s']['median']:.2f} s{sq}", "≤ 3 s, linear",
-                     _met(big["pydb_s"]["median"] <= TARGETS["codegen_1000_s"])))  # fmt: skip
-    ov = r.get("overhead")
-    if ov:
-        ratio, pooled = ov["ratio_per_round"]["median"], ov["ratio_of_medians"]
-        oks = [x <= TARGETS["overhead_ratio"] for x in (ratio, pooled)]
-        verdict = _met(all(oks)) if all(oks) or not any(oks) else "**borderline** (within the noise)"
-        rows.append(("Handler overhead: generated ClaimNextTask / hand-written psycopg",
-                     f"{pooled:.3f}x by pooled medians (+{ov['added_us_median']:.0f} µs); {ratio:.3f}x by per-round median "
-                     f"(p25-p75 {ov['ratio_per_round']['p25']:.2f}-{ov['ratio_per_round']['p75']:.2f})",
-                     "≤ 1.05x", verdict))  # fmt: skip
-    tp = r.get("throughput")
-    if tp:
-        s = tp["single_best"]
-        rows.append(("Single path through gRPC vs pgbench, same SQL",
-                     f"{s['tool']['tasks_per_s']:,.0f} vs {s['pgbench']['tasks_per_s']:,.0f} cycles/s = {s['ratio']:.2f}x (N={s['clients']})",
-                     "≥ 0.35x", _met((s["ratio"] or 0) >= TARGETS["single_ratio"])))  # fmt: skip
-        b = tp["batched_best"]
-        rows.append(("Batched (ClaimTasks 100 + CompleteTasks) through gRPC",
-                     f"{b['tool']['tasks_per_s']:,.0f} tasks/s (pgbench {b['pgbench']['tasks_per_s']:,.0f}, N={b['clients']})",
-                     "≥ 12,000 tasks/s", _met(b["tool"]["tasks_per_s"] >= TARGETS["batched_tasks_per_s"])))  # fmt: skip
-    fl = r.get("fleet")
-    if fl:
-        f, b = fl["fleet_batched"], fl["batched_path"]
-        rows.append((f"Fleet end to end (no-op, {fl['tasks']:,} queued, concurrency {fl['concurrency']}, 1 process) vs batched path, same run",
-                     f"{f['tasks_per_s']:,.0f} vs {b['tasks_per_s']:,.0f} tasks/s = {fl['ratio_fleet_to_batched_path']:.2f}x "
-                     f"(one report per task: {fl['fleet_one_report_per_task']['tasks_per_s']:,.0f})",
-                     "≥ 0.5x", _met(fl["ratio_fleet_to_batched_path"] >= TARGETS["fleet_ratio"])))  # fmt: skip
-        e = fl["enqueue_bulk_500"]
-        rows.append(("Bulk enqueue through gRPC (QueueTasks, batches of 500)",
-                     f"{e['tasks_per_s']:,.0f} tasks/s (QueueTask one by one: {fl['enqueue_single']['tasks_per_s']:,.0f})",
-                     "≥ 20,000 tasks/s", _met(e["tasks_per_s"] >= TARGETS["bulk_enqueue_tasks_per_s"])))  # fmt: skip
-    dl = r.get("devloop")
-    if dl and not r.get("quick"):
-        inc = dl["incremental"]
-        rows.append((f"Re-check of one edited RPC in a {inc['rpcs']:,}-RPC proto (`check --watch`, LSP)",
-                     f"{inc['incremental_typo_ms']['median']:.1f} ms (p90 {inc['incremental_typo_ms']['p90']:.1f}; "
-                     f"full check {inc['full_check_warm_s']['median'] * 1000:.0f} ms)",
-                     "≤ 50 ms", _met(inc["incremental_typo_ms"]["p90"] <= 50)))  # fmt: skip
-        if "lsp" in dl:
-            ls = dl["lsp"]
-            rows.append((f"Language server: didChange to publishDiagnostics, {ls['rpcs']}-RPC proto",
-                         f"{ls['diagnostic_ms']['median']:.0f} ms (p90 {ls['diagnostic_ms']['p90']:.0f})", "≤ 300 ms",
-                         _met(ls["diagnostic_ms"]["p90"] <= 300)))  # fmt: skip
-    bl = r.get("backlog")
-    if bl:
-        sw = bl["sweep"]
-        first, last = min(sw, key=int), max(sw, key=int)
-        rows.append((f"Claim p50 at {int(last):,} vs {int(first):,} queued rows",
-                     f"{sw[last]['p50_ms']:.2f} vs {sw[first]['p50_ms']:.2f} ms = {bl['p50_ratio_deepest_vs_1k']:.2f}x",
-                     "≤ 1.5x", _met(bl["p50_ratio_deepest_vs_1k"] <= TARGETS["backlog_ratio"])))  # fmt: skip
-        for name, ratio in bl["p50_ratio_after_churn_vs_1k"].items():
-            after = bl["settings"][name]["after"]["p50_ms"]
-            rows.append((f"Claim p50 after {bl['churn_seconds']:.0f} s churn at {bl['churn_depth']:,} rows, {name}",
-                         f"{after:.2f} ms = {ratio:.2f}x of {int(first):,}", "≤ 1.5x", _met(ratio <= TARGETS["backlog_ratio"])))  # fmt: skip
-    if r.get("schedule") and not r.get("quick"):
-        rows += bench_schedule.headline(r["schedule"])
-    if r.get("peers") and not r.get("quick"):
-        rows += report_peers.headline(r["peers"])
-    if r.get("shapes") and not r.get("quick"):
-        rows += bench_shapes.headline(r["shapes"])
-    if r.get("claims") and not r.get("quick"):
-        rows += bench_claims.headline(r["claims"])
-    if r.get("bounds") and not r.get("quick"):
-        rows += bench_bounds.headline(r["bounds"])
-    return rows
-
-
-def headline_table(r: Json) -> str:
-    lines = ["| Measure | Result | Target | |", "|---|---|---|---|"]
-    lines += [f"| {a} | {b} | {c} | {d} |" for a, b, c, d in headline(r)]
-    return "\n".join(lines)
+from report_headline import TARGETS, fmt, headline_table, ms, update_readme
 
 
 def _machine(r: Json) -> list[str]:
@@ -183,15 +65,15 @@ def _codegen(r: Json) -> list[str]:
         "|---|---|---|---|---|---|---|",
     ]
     for name, c in cg["cases"].items():
-        sq = _ms(c["sqlc_s"]) if "sqlc_s" in c else ("failed: " + c["sqlc_error"][:80] if "sqlc_error" in c else "-")
+        sq = ms(c["sqlc_s"]) if "sqlc_s" in c else ("failed: " + c["sqlc_error"][:80] if "sqlc_error" in c else "-")
         ratio = f"{c['pydb_over_sqlc']:.2f}x" if "pydb_over_sqlc" in c else "-"
         sq_queue = cg.get("sqlc_queue", {})
         if name.startswith("queue") and sq_queue.get("rejected") and "sqlc_s" in c:
             sq += f" ({sq_queue['accepted']} of {sq_queue['statements']} statements¹)"
-        system = _ms(c["pydb_system_protoc_s"]) if "pydb_system_protoc_s" in c else "-"
+        system = ms(c["pydb_system_protoc_s"]) if "pydb_system_protoc_s" in c else "-"
         system_ratio = f"{c['pydb_system_protoc_over_sqlc']:.2f}x" if "pydb_system_protoc_over_sqlc" in c else "-"
         out.append(
-            f"| {name} | {_ms(c['pydb_s'])} | {sq} | {ratio} | {system} | {system_ratio} | {_ms(c['protoc_alone_s'])} |"
+            f"| {name} | {ms(c['pydb_s'])} | {sq} | {ratio} | {system} | {system_ratio} | {ms(c['protoc_alone_s'])} |"
         )
     if cg.get("sqlc_queue", {}).get("rejected"):
         out += ["", "¹ sqlc rejects some of the queue's statements, so its queue time is for the rest: "
@@ -273,13 +155,13 @@ def _throughput(r: Json) -> list[str]:
         best = tp["single"][str(fl["clients"])]["tool"]
         out += [
             "",
-            f"CPU per single-path cycle (2 RPCs) at N={fl['clients']}: server {_f(best['server_cpu_us_per_task'])} µs, "
-            f"clients {_f(best['client_cpu_us_per_task'])} µs. gRPC's own floor on the same server and clients, two "
+            f"CPU per single-path cycle (2 RPCs) at N={fl['clients']}: server {fmt(best['server_cpu_us_per_task'])} µs, "
+            f"clients {fmt(best['client_cpu_us_per_task'])} µs. gRPC's own floor on the same server and clients, two "
             f"empty RPCs (health Check) per cycle: {fl['tasks_per_s']:,.0f} cycles/s, server "
-            f"{_f(fl['server_cpu_us_per_task'])} µs and clients {_f(fl['client_cpu_us_per_task'])} µs of CPU per cycle. "
+            f"{fmt(fl['server_cpu_us_per_task'])} µs and clients {fmt(fl['client_cpu_us_per_task'])} µs of CPU per cycle. "
             "Batched, per task: server "
             + ", ".join(
-                f"{_f(r['tool']['server_cpu_us_per_task'])} µs (N={n})"
+                f"{fmt(r['tool']['server_cpu_us_per_task'])} µs (N={n})"
                 for n, r in sorted(tp["batched"].items(), key=lambda kv: int(kv[0]))
             )
             + ".",
@@ -301,9 +183,9 @@ def _single_path_note(tp: Json) -> list[str]:
         f"**Single path, target not met ({best['ratio']:.2f}x < 0.35x): what blocks it.** The machine's 2 cores run the "
         "server, the clients and PostgreSQL together, and the single path is CPU-bound in Python gRPC: two *empty* "
         f"RPCs per cycle on the same server and clients reach only {fl['tasks_per_s']:,.0f} cycles/s "
-        f"({fl['tasks_per_s'] / pg:.2f}x of pgbench at N={fl['clients']}), costing {_f(fl['server_cpu_us_per_task'])} µs "
-        f"of server and {_f(fl['client_cpu_us_per_task'])} µs of client CPU per cycle, while a real claim+complete cycle "
-        f"costs {_f(tool['server_cpu_us_per_task'])} µs + {_f(tool['client_cpu_us_per_task'])} µs and pgbench's C client "
+        f"({fl['tasks_per_s'] / pg:.2f}x of pgbench at N={fl['clients']}), costing {fmt(fl['server_cpu_us_per_task'])} µs "
+        f"of server and {fmt(fl['client_cpu_us_per_task'])} µs of client CPU per cycle, while a real claim+complete cycle "
+        f"costs {fmt(tool['server_cpu_us_per_task'])} µs + {fmt(tool['client_cpu_us_per_task'])} µs and pgbench's C client "
         "costs next to nothing. Measured in-process (docs/performance.md), the server's share above gRPC is psycopg's "
         "async I/O (~270 µs per cycle, the same as hand-written psycopg) and the runtime's `Database.run` (~120 µs per "
         "cycle: one task per call, for deadline cancellation); the generated handler code is ~10 µs. Tried: blocking "
@@ -345,7 +227,7 @@ def _backlog(r: Json) -> list[str]:
         st = s["stats_after"]
         out.append(
             f"| {name} | {s['before']['p50_ms']:.3f} / {s['before']['p99_ms']:.3f} | "
-            f"{_f(bl['median_churn_p50_ms'][name])}, {s['churn']['tasks_per_s']:,.0f} | "
+            f"{fmt(bl['median_churn_p50_ms'][name])}, {s['churn']['tasks_per_s']:,.0f} | "
             f"{s['after']['p50_ms']:.3f} / {s['after']['p99_ms']:.3f} | {st['dead']:,} | {s.get('autovacuums_during', '-')} | "
             f"{s.get('heap_bytes_before', 0) / 2**20:.0f} → {st['heap_bytes'] / 2**20:.0f} |"
         )
@@ -607,109 +489,10 @@ def markdown(r: Json) -> str:
     return "\n".join(out) + "\n"
 
 
-def plots(r: Json, out: Path) -> list[Path]:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    written = []
-    if "codegen" in r:
-        cg = r["codegen"]
-        synth = [(c["rpcs"], c) for name, c in cg["cases"].items() if name.startswith("synthetic")]
-        fig, ax = plt.subplots(figsize=(6, 4))
-        xs = [n for n, _ in synth]
-        ax.errorbar(xs, [c["pydb_s"]["median"] for _, c in synth],
-                    yerr=[[c["pydb_s"]["median"] - c["pydb_s"]["min"] for _, c in synth],
-                          [c["pydb_s"]["max"] - c["pydb_s"]["median"] for _, c in synth]],
-                    marker="o", capsize=3, label="protoc-gen-pydb")  # fmt: skip
-        with_sqlc = [(n, c) for n, c in synth if "sqlc_s" in c]
-        if with_sqlc:
-            ax.plot(
-                [n for n, _ in with_sqlc], [c["sqlc_s"]["median"] for _, c in with_sqlc], marker="s", label="sqlc (Go)"
-            )
-        ax.plot(xs, [c["protoc_alone_s"]["median"] for _, c in synth], marker=".", linestyle=":", label="protoc alone")
-        ax.axhline(3.0, color="grey", linestyle="--", linewidth=0.8, label="target for 1,000 RPCs")
-        ax.set_xlabel("annotated RPCs (100-table schema)")
-        ax.set_ylabel("wall time (s), median")
-        ax.set_title("Codegen time")
-        ax.legend()
-        ax.grid(alpha=0.3)
-        written.append(_save(fig, out / "codegen.png"))
-    if "throughput" in r:
-        tp = r["throughput"]
-        fig, axes = plt.subplots(1, 2, figsize=(10, 4))
-        for ax, mode in zip(axes, ("single", "batched"), strict=True):
-            rows = tp[mode]
-            ns = sorted(int(n) for n in rows)
-            ax.plot(ns, [rows[str(n)]["pgbench"]["tasks_per_s"] for n in ns], marker="s", label="pgbench, same SQL")
-            ax.plot(ns, [rows[str(n)]["tool"]["tasks_per_s"] for n in ns], marker="o", label="generated gRPC server")
-            if mode == "batched":
-                ax.axhline(12000, color="grey", linestyle="--", linewidth=0.8, label="target 12,000/s")
-            ax.set_xlabel("concurrent clients N")
-            ax.set_ylabel("tasks completed / s")
-            ax.set_title(f"{mode} path" + (" (batches of 100)" if mode == "batched" else ""))
-            ax.set_ylim(bottom=0)
-            ax.legend()
-            ax.grid(alpha=0.3)
-        written.append(_save(fig, out / "throughput.png"))
-    if "backlog" in r:
-        bl = r["backlog"]
-        fig, axes = plt.subplots(1, 2, figsize=(10, 4))
-        ds = sorted(int(d) for d in bl["sweep"])
-        for key, label in (("p50_ms", "p50"), ("p99_ms", "p99")):
-            axes[0].plot(ds, [bl["sweep"][str(d)][key] for d in ds], marker="o", label=label)
-        axes[0].set_xscale("log")
-        axes[0].set_xlabel("queued rows for the tool")
-        axes[0].set_ylabel("claim latency (ms)")
-        axes[0].set_title("Claim latency vs backlog depth")
-        axes[0].set_ylim(bottom=0)
-        axes[0].legend()
-        axes[0].grid(alpha=0.3)
-        for name, s in bl["settings"].items():
-            w = s["churn"]["windows"]
-            axes[1].plot([x["t"] for x in w], [x["p50_ms"] for x in w], marker="o", label=f"{name}: p50")
-        axes[1].set_xlabel("seconds of churn")
-        axes[1].set_ylabel("claim latency p50 (ms), per window")
-        axes[1].set_title(f"Under churn at {bl['churn_depth']:,} rows")
-        axes[1].set_ylim(bottom=0)
-        axes[1].legend()
-        axes[1].grid(alpha=0.3)
-        written.append(_save(fig, out / "backlog.png"))
-    if "peers" in r and r["peers"].get("systems"):
-        written.append(_save(report_peers.plot(r["peers"], plt), out / "peers.png"))
-    return written
-
-
-def _save(fig: Any, path: Path) -> Path:
-    fig.tight_layout()
-    fig.savefig(path, dpi=90, metadata={"Software": None})
-    import matplotlib.pyplot as plt
-
-    plt.close(fig)
-    return path
-
-
-START, END = "<!-- headline:start -->", "<!-- headline:end -->"
-
-
-def update_readme(r: Json, readme: Path) -> None:
-    """Replace the headline block of benchmarks/README.md (between the markers) with this run's."""
-    if not readme.exists():
-        return
-    text = readme.read_text()
-    if START not in text or END not in text:
-        return
-    when = r.get("machine", {}).get("when_utc", "?")
-    block = f"{START}\n{headline_table(r)}\n\nMeasured {when} by `make bench`; details in RESULTS.md.\n{END}"
-    head, rest = text.split(START, 1)
-    readme.write_text(head + block + rest.split(END, 1)[1])
-
-
 def write(r: Json, out: Path) -> None:
     (out / "RESULTS.md").write_text(markdown(r))
     try:
-        plots(r, out)
+        report_plots.plots(r, out)
     except ModuleNotFoundError as err:  # `make bench` installs it; a bare run.py may lack it
         print(f"bench: no plots ({err.name} missing: pip install -r benchmarks/requirements.txt)", file=sys.stderr)
     if not r.get("quick"):
