@@ -101,8 +101,24 @@ def timestamp_value(dt: datetime.datetime) -> Any:
     matters for every row with a few timestamp columns (see benchmarks/RESULTS.md). A dict, not
     a Timestamp: the constructor fills its field from a dict in place, while a Timestamp would be
     built first and then copied into the field (a third of the cost again)."""
+    hit = _timestamp_values.get(id(dt))
+    if hit is not None and hit[0] is dt:
+        return hit[1]
     d = dt - (_NAIVE_EPOCH if dt.tzinfo is None else _EPOCH)
-    return {"seconds": d.days * 86400 + d.seconds, "nanos": d.microseconds * 1000}
+    value = {"seconds": d.days * 86400 + d.seconds, "nanos": d.microseconds * 1000}
+    if len(_timestamp_values) >= _SEEN_MAX:
+        _timestamp_values.clear()
+    _timestamp_values[id(dt)] = (dt, value)
+    return value
+
+
+#: The values of the datetimes converted last, by identity (each kept alive beside its value, so
+#: its id is not reused): the timestamp loaders hand out one datetime per distinct text in a
+#: result (a claimed batch shares its lease's and claim's instants, an enqueued batch its
+#: created_at), so a batch's timestamps convert once. The values are only read (a message's
+#: constructor copies them).
+_timestamp_values: dict[int, tuple[datetime.datetime, Any]] = {}
+_SEEN_MAX = 256
 
 
 #: google.protobuf.Duration's range: +-10000 years.
@@ -184,14 +200,28 @@ def _clamping(name: str, high: datetime.datetime, low: datetime.datetime) -> typ
         def __init__(self, oid: int, context: AdaptContext | None = None) -> None:
             super().__init__(oid, context)
             self._base = base(oid, context)
+            # A result's values by their text: the rows of a batch share a few instants (the
+            # claim's now(), an enqueue's), each parsed once. One loader serves one cursor's
+            # result (a transformer per cursor), so this lives as long as a result's loading.
+            self._seen: dict[bytes, datetime.datetime] = {}
 
         def load(self, data: Buffer) -> datetime.datetime:
-            if len(data) in (8, 9) and bytes(data) in (b"infinity", b"-infinity"):
-                return high if bytes(data) == b"infinity" else low
+            text = bytes(data)
+            value = self._seen.get(text)
+            if value is None:
+                value = self._parse(text)
+                if len(self._seen) >= _SEEN_MAX:
+                    self._seen.clear()
+                self._seen[text] = value
+            return value
+
+        def _parse(self, text: bytes) -> datetime.datetime:
+            if text in (b"infinity", b"-infinity"):
+                return high if text == b"infinity" else low
             try:
-                value: datetime.datetime = self._base.load(data)
+                value: datetime.datetime = self._base.load(text)
             except DataError:  # "timestamp too large (after year 10K)" / "too small (before year 1)"
-                return low if bytes(data).endswith(b" BC") else high
+                return low if text.endswith(b" BC") else high
             return value
 
     ClampingLoader.__name__ = ClampingLoader.__qualname__ = f"Clamping{base.__name__}"

@@ -107,10 +107,19 @@ CREATE TABLE generation.tasks (
     claim_request_id text CHECK (char_length(claim_request_id) BETWEEN 1 AND 200)
 );
 
--- Makes the claim's `ORDER BY status DESC, priority DESC, fair_seq, created_at ASC LIMIT n`
+-- Makes the claim's `ORDER BY priority DESC, fair_seq, created_at ASC LIMIT n` over queued rows
 -- an index-ordered top-n, even under a deep mixed-priority backlog for one tool over many keys.
-CREATE INDEX idx_gen_tasks_queue ON generation.tasks (tool_id, status DESC, priority DESC, fair_seq, created_at ASC)
-    WHERE status IN ('queued', 'processing');
+-- Queued rows only: a claimed row leaves it (its entry dies, none is added), and the claim never
+-- walks the rows held under live leases to reach the queued ones.
+CREATE INDEX idx_gen_tasks_queue ON generation.tasks (tool_id, priority DESC, fair_seq, created_at ASC)
+    WHERE status = 'queued';
+
+-- The rows held (processing), by when their lease lapses: the claim's zombies (lease lapsed) are the
+-- range below now(), earliest lapsed first, then in claim order (a batch claimed together lapses at
+-- one instant); the reaper's run-time sweep (ReapOverdueTasks) and GetQueueStats read it whole (one
+-- entry per task a worker holds). A heartbeat moves the entry (it changes claim_expires_at).
+CREATE INDEX idx_gen_tasks_lapsing ON generation.tasks (tool_id, claim_expires_at, priority DESC, fair_seq, created_at)
+    WHERE status = 'processing';
 
 -- A key's last queued task of a priority (the enqueue's round-robin place for the next one) and the keys a
 -- per-key limit applies to (SetToolKeyConcurrency). Keyless rows are not in it.
@@ -127,18 +136,15 @@ CREATE INDEX idx_gen_tasks_claim_request ON generation.tasks (tool_id, claim_req
 CREATE INDEX idx_gen_tasks_scheduled_tool ON generation.tasks (tool_id, run_at) WHERE status = 'scheduled';
 CREATE INDEX idx_gen_tasks_scheduled ON generation.tasks (run_at) WHERE status = 'scheduled';
 
--- The reaper's scan for stale rows of every tool (ListStaleTasks): live rows older than its cutoff...
+-- The reaper's scan for stale rows of every tool (ListStaleTasks): never-claimed rows older than its
+-- cutoff (not processing ones: a claim adds no entry here)...
 CREATE INDEX idx_gen_tasks_stale ON generation.tasks (created_at)
-    WHERE status IN ('queued', 'dispatched', 'processing');
+    WHERE status IN ('queued', 'dispatched');
 
 -- ... and live rows no claim will take (retry_count >= max_retries), whatever their age: few
 -- (the reaper fails them), so the reaper finds them without reading the backlog.
 CREATE INDEX idx_gen_tasks_unclaimable ON generation.tasks (created_at)
     WHERE status IN ('scheduled', 'queued', 'dispatched', 'processing') AND retry_count >= max_retries;
-
--- The reaper's run-time limit sweep (ReapOverdueTasks): running attempts, oldest first. Few rows
--- (one per task a worker holds), so the sweep never reads the backlog.
-CREATE INDEX idx_gen_tasks_running ON generation.tasks (attempted_at) WHERE status = 'processing';
 
 -- Retention (PruneTasks): terminal rows oldest first, without scanning live work.
 CREATE INDEX idx_gen_tasks_terminal ON generation.tasks (completed_at)

@@ -443,7 +443,7 @@ class GenerationDataServiceServicer:
     def ReapOverdueTasks(self, request, context):
         """The reaper's run-time limit: fails running attempts past their limit (the task's, else its
         tool's) with a clear error, re-queued while retries remain. Reads only running rows
-        (idx_gen_tasks_running), skipping those a worker is reporting right now.
+        (idx_gen_tasks_lapsing: as many as workers hold), skipping those a worker is reporting right now.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -609,9 +609,10 @@ class GenerationDataServiceServicer:
 
     def GetQueueStats(self, request, context):
         """The live queue by tool and status, with the age of each one's oldest task: what the queue
-        gauges and the dashboard's queue page read. Costs the live rows (an index-only scan of
-        idx_gen_tasks_queue), not the finished ones: the finished are counted over a window
-        (ListToolOutcomes), since counting every row ever finished costs the table.
+        gauges and the dashboard's queue page read. Costs the live rows (index scans of
+        idx_gen_tasks_queue for the queued, idx_gen_tasks_lapsing for the processing), not the finished
+        ones: the finished are counted over a window (ListToolOutcomes), since counting every row ever
+        finished costs the table.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

@@ -139,7 +139,7 @@ class GenerationDataServiceStub:
     ReapOverdueTasks: _grpc.UnaryUnaryMultiCallable[_task_pb2.ReapOverdueTasksRequest, _task_pb2.ReapOverdueTasksResponse]
     """The reaper's run-time limit: fails running attempts past their limit (the task's, else its
     tool's) with a clear error, re-queued while retries remain. Reads only running rows
-    (idx_gen_tasks_running), skipping those a worker is reporting right now.
+    (idx_gen_tasks_lapsing: as many as workers hold), skipping those a worker is reporting right now.
     """
     RetryTask: _grpc.UnaryUnaryMultiCallable[_task_pb2.RetryTaskRequest, _task_pb2.RetryTaskResponse]
     """Redrive: a failed or cancelled task back to queued with a fresh attempt budget
@@ -230,9 +230,10 @@ class GenerationDataServiceStub:
     """
     GetQueueStats: _grpc.UnaryUnaryMultiCallable[_task_pb2.GetQueueStatsRequest, _task_pb2.GetQueueStatsResponse]
     """The live queue by tool and status, with the age of each one's oldest task: what the queue
-    gauges and the dashboard's queue page read. Costs the live rows (an index-only scan of
-    idx_gen_tasks_queue), not the finished ones: the finished are counted over a window
-    (ListToolOutcomes), since counting every row ever finished costs the table.
+    gauges and the dashboard's queue page read. Costs the live rows (index scans of
+    idx_gen_tasks_queue for the queued, idx_gen_tasks_lapsing for the processing), not the finished
+    ones: the finished are counted over a window (ListToolOutcomes), since counting every row ever
+    finished costs the table.
     """
     ListToolOutcomes: _grpc.UnaryUnaryMultiCallable[_task_pb2.ListToolOutcomesRequest, _task_pb2.ListToolOutcomesResponse]
     """Per tool, the tasks finished in the last window_seconds: completed, failed, and the failure
@@ -341,7 +342,7 @@ class GenerationDataServiceAsyncStub(GenerationDataServiceStub):
     ReapOverdueTasks: _aio.UnaryUnaryMultiCallable[_task_pb2.ReapOverdueTasksRequest, _task_pb2.ReapOverdueTasksResponse]  # type: ignore[assignment]
     """The reaper's run-time limit: fails running attempts past their limit (the task's, else its
     tool's) with a clear error, re-queued while retries remain. Reads only running rows
-    (idx_gen_tasks_running), skipping those a worker is reporting right now.
+    (idx_gen_tasks_lapsing: as many as workers hold), skipping those a worker is reporting right now.
     """
     RetryTask: _aio.UnaryUnaryMultiCallable[_task_pb2.RetryTaskRequest, _task_pb2.RetryTaskResponse]  # type: ignore[assignment]
     """Redrive: a failed or cancelled task back to queued with a fresh attempt budget
@@ -432,9 +433,10 @@ class GenerationDataServiceAsyncStub(GenerationDataServiceStub):
     """
     GetQueueStats: _aio.UnaryUnaryMultiCallable[_task_pb2.GetQueueStatsRequest, _task_pb2.GetQueueStatsResponse]  # type: ignore[assignment]
     """The live queue by tool and status, with the age of each one's oldest task: what the queue
-    gauges and the dashboard's queue page read. Costs the live rows (an index-only scan of
-    idx_gen_tasks_queue), not the finished ones: the finished are counted over a window
-    (ListToolOutcomes), since counting every row ever finished costs the table.
+    gauges and the dashboard's queue page read. Costs the live rows (index scans of
+    idx_gen_tasks_queue for the queued, idx_gen_tasks_lapsing for the processing), not the finished
+    ones: the finished are counted over a window (ListToolOutcomes), since counting every row ever
+    finished costs the table.
     """
     ListToolOutcomes: _aio.UnaryUnaryMultiCallable[_task_pb2.ListToolOutcomesRequest, _task_pb2.ListToolOutcomesResponse]  # type: ignore[assignment]
     """Per tool, the tasks finished in the last window_seconds: completed, failed, and the failure
@@ -678,7 +680,7 @@ class GenerationDataServiceServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_task_pb2.ReapOverdueTasksResponse, _abc.Awaitable[_task_pb2.ReapOverdueTasksResponse]]:
         """The reaper's run-time limit: fails running attempts past their limit (the task's, else its
         tool's) with a clear error, re-queued while retries remain. Reads only running rows
-        (idx_gen_tasks_running), skipping those a worker is reporting right now.
+        (idx_gen_tasks_lapsing: as many as workers hold), skipping those a worker is reporting right now.
         """
 
     @_abc_1.abstractmethod
@@ -877,9 +879,10 @@ class GenerationDataServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_task_pb2.GetQueueStatsResponse, _abc.Awaitable[_task_pb2.GetQueueStatsResponse]]:
         """The live queue by tool and status, with the age of each one's oldest task: what the queue
-        gauges and the dashboard's queue page read. Costs the live rows (an index-only scan of
-        idx_gen_tasks_queue), not the finished ones: the finished are counted over a window
-        (ListToolOutcomes), since counting every row ever finished costs the table.
+        gauges and the dashboard's queue page read. Costs the live rows (index scans of
+        idx_gen_tasks_queue for the queued, idx_gen_tasks_lapsing for the processing), not the finished
+        ones: the finished are counted over a window (ListToolOutcomes), since counting every row ever
+        finished costs the table.
         """
 
     @_abc_1.abstractmethod

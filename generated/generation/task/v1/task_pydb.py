@@ -445,6 +445,7 @@ WITH held AS MATERIALIZED (
 ), tool AS MATERIALIZED (
   SELECT paused, max_running, key_max_running FROM generation.tools WHERE id = %(tool_id)s
 ), picked AS MATERIALIZED (
+  -- The tool's queued rows in claim order: a range of idx_gen_tasks_queue (queued rows only).
   SELECT id, status, priority, fair_seq, created_at, concurrency_key,
          512 + octet_length(input::text) + COALESCE(octet_length(output::text), 0)
                + COALESCE(octet_length(error), 0) + COALESCE(octet_length(reported_usage::text), 0)
@@ -452,9 +453,8 @@ WITH held AS MATERIALIZED (
                + COALESCE(octet_length(concurrency_key), 0) + octet_length(errors::text)
            AS answer_bytes
   FROM generation.tasks
-  WHERE tool_id = %(tool_id)s
+  WHERE tool_id = %(tool_id)s AND status = 'queued'
     AND retry_count < max_retries
-    AND (status = 'queued' OR (status = 'processing' AND claim_expires_at < now()))
     -- A task larger than the whole budget is passed over (left queued), not claimed.
     AND 512 + octet_length(input::text) + COALESCE(octet_length(output::text), 0)
           + COALESCE(octet_length(error), 0) + COALESCE(octet_length(reported_usage::text), 0)
@@ -462,7 +462,29 @@ WITH held AS MATERIALIZED (
           + COALESCE(octet_length(concurrency_key), 0) + octet_length(errors::text)
         <= COALESCE(NULLIF(%(max_bytes)s, 0), 4000000)
     AND NOT (SELECT paused FROM tool) AND NOT EXISTS (SELECT FROM held)
-  ORDER BY status DESC, priority DESC, fair_seq, created_at ASC
+  ORDER BY priority DESC, fair_seq, created_at ASC
+  LIMIT 1
+  FOR UPDATE SKIP LOCKED
+), lapsed AS MATERIALIZED (
+  -- Zombies (processing, lease lapsed), earliest lapsed first: the range of
+  -- idx_gen_tasks_lapsing below now(), so the tasks held under live leases are never read.
+  SELECT id, status, priority, fair_seq, created_at, concurrency_key,
+         512 + octet_length(input::text) + COALESCE(octet_length(output::text), 0)
+               + COALESCE(octet_length(error), 0) + COALESCE(octet_length(reported_usage::text), 0)
+               + COALESCE(octet_length(billing_idempotency_key), 0) + COALESCE(octet_length(w3c_traceparent), 0)
+               + COALESCE(octet_length(concurrency_key), 0) + octet_length(errors::text)
+           AS answer_bytes
+  FROM generation.tasks
+  WHERE tool_id = %(tool_id)s AND status = 'processing' AND claim_expires_at < now()
+    AND retry_count < max_retries
+    -- A task larger than the whole budget is passed over (left queued), not claimed.
+    AND 512 + octet_length(input::text) + COALESCE(octet_length(output::text), 0)
+          + COALESCE(octet_length(error), 0) + COALESCE(octet_length(reported_usage::text), 0)
+          + COALESCE(octet_length(billing_idempotency_key), 0) + COALESCE(octet_length(w3c_traceparent), 0)
+          + COALESCE(octet_length(concurrency_key), 0) + octet_length(errors::text)
+        <= COALESCE(NULLIF(%(max_bytes)s, 0), 4000000)
+    AND NOT (SELECT paused FROM tool) AND NOT EXISTS (SELECT FROM held)
+  ORDER BY claim_expires_at, priority DESC, fair_seq, created_at ASC
   LIMIT 1
   FOR UPDATE SKIP LOCKED
 ), due AS MATERIALIZED (
@@ -488,7 +510,7 @@ WITH held AS MATERIALIZED (
 ), fitting AS MATERIALIZED (
   SELECT id, concurrency_key, rank FROM (
     SELECT id, concurrency_key, row_number() OVER w AS rank, sum(answer_bytes) OVER w AS running_bytes
-    FROM (SELECT * FROM picked UNION ALL SELECT * FROM due) AS c
+    FROM (SELECT * FROM lapsed UNION ALL SELECT * FROM picked UNION ALL SELECT * FROM due) AS c
     WINDOW w AS (ORDER BY status DESC, priority DESC, fair_seq, created_at ASC, id)
   ) AS r
   WHERE rank <= 1 AND running_bytes <= COALESCE(NULLIF(%(max_bytes)s, 0), 4000000)
@@ -611,6 +633,7 @@ WITH held AS MATERIALIZED (
 ), tool AS MATERIALIZED (
   SELECT paused, max_running, key_max_running FROM generation.tools WHERE id = %(tool_id)s
 ), picked AS MATERIALIZED (
+  -- The tool's queued rows in claim order: a range of idx_gen_tasks_queue (queued rows only).
   SELECT id, status, priority, fair_seq, created_at, concurrency_key,
          512 + octet_length(input::text) + COALESCE(octet_length(output::text), 0)
                + COALESCE(octet_length(error), 0) + COALESCE(octet_length(reported_usage::text), 0)
@@ -618,9 +641,8 @@ WITH held AS MATERIALIZED (
                + COALESCE(octet_length(concurrency_key), 0) + octet_length(errors::text)
            AS answer_bytes
   FROM generation.tasks
-  WHERE tool_id = %(tool_id)s
+  WHERE tool_id = %(tool_id)s AND status = 'queued'
     AND retry_count < max_retries
-    AND (status = 'queued' OR (status = 'processing' AND claim_expires_at < now()))
     -- A task larger than the whole budget is passed over (left queued), not claimed.
     AND 512 + octet_length(input::text) + COALESCE(octet_length(output::text), 0)
           + COALESCE(octet_length(error), 0) + COALESCE(octet_length(reported_usage::text), 0)
@@ -628,7 +650,29 @@ WITH held AS MATERIALIZED (
           + COALESCE(octet_length(concurrency_key), 0) + octet_length(errors::text)
         <= COALESCE(NULLIF(%(max_bytes)s, 0), 4000000)
     AND NOT (SELECT paused FROM tool) AND NOT EXISTS (SELECT FROM held)
-  ORDER BY status DESC, priority DESC, fair_seq, created_at ASC
+  ORDER BY priority DESC, fair_seq, created_at ASC
+  LIMIT %(limit)s
+  FOR UPDATE SKIP LOCKED
+), lapsed AS MATERIALIZED (
+  -- Zombies (processing, lease lapsed), earliest lapsed first: the range of
+  -- idx_gen_tasks_lapsing below now(), so the tasks held under live leases are never read.
+  SELECT id, status, priority, fair_seq, created_at, concurrency_key,
+         512 + octet_length(input::text) + COALESCE(octet_length(output::text), 0)
+               + COALESCE(octet_length(error), 0) + COALESCE(octet_length(reported_usage::text), 0)
+               + COALESCE(octet_length(billing_idempotency_key), 0) + COALESCE(octet_length(w3c_traceparent), 0)
+               + COALESCE(octet_length(concurrency_key), 0) + octet_length(errors::text)
+           AS answer_bytes
+  FROM generation.tasks
+  WHERE tool_id = %(tool_id)s AND status = 'processing' AND claim_expires_at < now()
+    AND retry_count < max_retries
+    -- A task larger than the whole budget is passed over (left queued), not claimed.
+    AND 512 + octet_length(input::text) + COALESCE(octet_length(output::text), 0)
+          + COALESCE(octet_length(error), 0) + COALESCE(octet_length(reported_usage::text), 0)
+          + COALESCE(octet_length(billing_idempotency_key), 0) + COALESCE(octet_length(w3c_traceparent), 0)
+          + COALESCE(octet_length(concurrency_key), 0) + octet_length(errors::text)
+        <= COALESCE(NULLIF(%(max_bytes)s, 0), 4000000)
+    AND NOT (SELECT paused FROM tool) AND NOT EXISTS (SELECT FROM held)
+  ORDER BY claim_expires_at, priority DESC, fair_seq, created_at ASC
   LIMIT %(limit)s
   FOR UPDATE SKIP LOCKED
 ), due AS MATERIALIZED (
@@ -654,7 +698,7 @@ WITH held AS MATERIALIZED (
 ), fitting AS MATERIALIZED (
   SELECT id, concurrency_key, rank FROM (
     SELECT id, concurrency_key, row_number() OVER w AS rank, sum(answer_bytes) OVER w AS running_bytes
-    FROM (SELECT * FROM picked UNION ALL SELECT * FROM due) AS c
+    FROM (SELECT * FROM lapsed UNION ALL SELECT * FROM picked UNION ALL SELECT * FROM due) AS c
     WINDOW w AS (ORDER BY status DESC, priority DESC, fair_seq, created_at ASC, id)
   ) AS r
   WHERE rank <= %(limit)s AND running_bytes <= COALESCE(NULLIF(%(max_bytes)s, 0), 4000000)
@@ -1569,7 +1613,8 @@ async def reap_overdue_tasks(
 ) -> task_pb2.ReapOverdueTasksResponse:
     """ReapOverdueTasks: The reaper's run-time limit: fails running attempts past their limit (the
     task's, else its tool's) with a clear error, re-queued while retries remain. Reads only running
-    rows (idx_gen_tasks_running), skipping those a worker is reporting right now.
+    rows (idx_gen_tasks_lapsing: as many as workers hold), skipping those a worker is reporting
+    right now.
 
     Exactly one row. No row: NOT_FOUND.
     """
@@ -2188,8 +2233,9 @@ async def list_tasks(
 GET_QUEUE_STATS_SQL = """\
 SELECT tool_id, status, count(*) AS tasks,
        COALESCE(EXTRACT(epoch FROM now() - min(created_at))::float8, 0) AS oldest_age_seconds
-FROM generation.tasks
-WHERE status IN ('queued', 'processing')
+FROM (SELECT tool_id, status, created_at FROM generation.tasks WHERE status = 'queued'
+      UNION ALL
+      SELECT tool_id, status, created_at FROM generation.tasks WHERE status = 'processing') AS live
 GROUP BY tool_id, status
 ORDER BY tool_id, status
 """
@@ -2200,9 +2246,10 @@ async def get_queue_stats(
     conn: AsyncConnection[Any], request: task_pb2.GetQueueStatsRequest
 ) -> task_pb2.GetQueueStatsResponse:
     """GetQueueStats: The live queue by tool and status, with the age of each one's oldest task:
-    what the queue gauges and the dashboard's queue page read. Costs the live rows (an index-only
-    scan of idx_gen_tasks_queue), not the finished ones: the finished are counted over a window
-    (ListToolOutcomes), since counting every row ever finished costs the table.
+    what the queue gauges and the dashboard's queue page read. Costs the live rows (index scans of
+    idx_gen_tasks_queue for the queued, idx_gen_tasks_lapsing for the processing), not the finished
+    ones: the finished are counted over a window (ListToolOutcomes), since counting every row ever
+    finished costs the table.
 
     Any number of rows, into `stats`.
     """
