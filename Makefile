@@ -66,11 +66,23 @@ lint: venv
 typecheck: venv
 	$(VENV)/bin/mypy protoc-gen-pydb/pydb generated worker dashboard tests
 
+# Tests in parallel (pytest-xdist): most of the suite waits on PostgreSQL, servers, leases and
+# deadlines rather than computing, so more workers than the 2 cores of a CI machine pay off. Each
+# worker is a pytest session of its own: its own throwaway cluster (or scratch database on
+# DATABASE_URL), server and Redis; a test module runs whole on one worker, the slowest first
+# (tests/support/xdist_schedule.py). TEST_WORKERS=0 runs them in this process, one by one.
+# Tests marked `serial` (a latency or deadline a loaded machine can miss) run after, one at a time.
+TEST_WORKERS ?= 4
+PYTEST := $(VENV)/bin/pytest -q -p no:cacheprovider
+PARALLEL := $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadscope)
+
 test: lint typecheck check-generated
-	$(VENV)/bin/pytest -q -p no:cacheprovider
+	$(PYTEST) $(PARALLEL) -m "not serial"
+	$(PYTEST) -m serial
 
 test-fast: venv
-	$(VENV)/bin/pytest -q -p no:cacheprovider -m "not slow"
+	$(PYTEST) $(PARALLEL) -m "not slow and not serial"
+	$(PYTEST) -m "serial and not slow"
 
 # The test corpus' expectations (tests/corpus/README.md) from what the plugin gives now.
 corpus-update: venv

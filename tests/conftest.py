@@ -10,6 +10,7 @@ import sys
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from typing import Any
 
 import grpc
 import psycopg
@@ -26,6 +27,27 @@ CORPUS_JOBS_SCHEMA = ROOT / "tests" / "corpus" / "_shared" / "jobs" / "schema.sq
 from generation.task.v1 import task_pb2, task_pb2_grpc, task_pydb_server  # noqa: E402
 from pydb.runtime import server as pydb_server  # noqa: E402
 from support.pg import Cluster, postgres_server, scratch_database, with_dbname  # noqa: E402
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """`make test`'s `-n 4 --dist loadscope`: a test module runs whole on one worker (a
+    module-scoped fixture is built once), the slowest first (support/xdist_schedule.py)."""
+    if config.getvalue("dist") != "loadscope":
+        return None
+    from support.xdist_schedule import ModuleScheduling
+
+    return ModuleScheduling(config, log)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """On an xdist worker, the slowest modules first (every worker sorts alike, as xdist
+    requires); a run in one process keeps pytest's order."""
+    if hasattr(config, "workerinput"):
+        from support.xdist_schedule import slowest_first
+
+        items[:] = slowest_first(items)
 
 
 @pytest.fixture(scope="session")

@@ -19,6 +19,7 @@ import bench_autofailover  # type: ignore[import-not-found]
 
 pytestmark = [
     pytest.mark.slow,
+    pytest.mark.serial,
     pytest.mark.skipif(pg_autoctl_binary() is None, reason="pg_auto_failover not installed (.ci/run installs it)"),
 ]
 

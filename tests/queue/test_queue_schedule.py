@@ -11,6 +11,7 @@ import datetime as dt
 import time
 
 import grpc
+import pytest
 from generation.task.v1 import task_pb2 as pb
 from google.protobuf.duration_pb2 import Duration
 from google.protobuf.timestamp_pb2 import Timestamp
@@ -47,6 +48,7 @@ async def fail(stub: Stub, task: pb.Task, retry_after: Duration | None = None) -
     return (await stub.FailTask(req)).task
 
 
+@pytest.mark.serial
 async def test_a_task_due_in_2s_is_not_claimed_early_and_is_claimed_by_the_first_claim_after(
     stub: Stub, database_url: str
 ) -> None:

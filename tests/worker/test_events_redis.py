@@ -17,7 +17,8 @@ from generation.task.v1 import task_pb2 as pb
 from generation.task.v1 import task_pb2_grpc
 from support.worker_support import RedisServer, redis_server, requires_redis, wait_until
 from taskworker import EventEmitter, RedisEventSource, RedisEventTransport, TaskContext, WorkerFleet, config
-from taskworker.events import _stream_entries, events_key
+from taskworker.events import events_key
+from taskworker.events_redis import _stream_entries
 from test_events_transports import collect, delete_env_keys, queue, status
 
 if TYPE_CHECKING:

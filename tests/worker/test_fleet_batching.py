@@ -200,6 +200,7 @@ class KeptEvents:
         pass
 
 
+@pytest.mark.serial
 async def test_a_result_that_landed_unseen_is_not_counted_as_a_lost_lease(
     stub: Stub, tool: pb.Tool, database_url: str
 ) -> None:

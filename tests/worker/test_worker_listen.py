@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import grpc
 import psycopg
+import pytest
 from generation.task.v1 import task_pb2 as pb
 from generation.task.v1 import task_pb2_grpc
 from google.protobuf.duration_pb2 import Duration
@@ -103,6 +104,7 @@ async def measure(stub: Stub, tool: pb.Tool, pickups: Pickups, n: int) -> list[f
     return out
 
 
+@pytest.mark.serial
 async def test_listen_wake_pickup_latency_and_reconnect(stub: Stub, database_url: str) -> None:
     tool = await new_tool(stub, "listen-latency")
     pickups = Pickups()

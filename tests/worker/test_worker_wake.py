@@ -63,6 +63,7 @@ def pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
+@pytest.mark.serial
 @requires_redis
 async def test_wake_pickup_latency(
     stub: Stub, tool: pb.Tool, redis_server: RedisServer, publisher: WakePublisher, env_name: str

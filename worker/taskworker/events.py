@@ -25,6 +25,11 @@ allowed size flow both ways. The terminal event's `dropped` is counted when it i
 emitted: it covers every event of the task lost before it (buffer full, a batch not stored, and
 on Redis the events a restart wiped, which the writer sees when the stream's newest entry is
 older than the last one it stored; numbering then goes on from there, so a reader never skips).
+
+Modules: this one holds the emitter and `watch_task_events` and re-exports the rest (import
+from here); `events_base.py` what every transport shares (kinds, limits, the event types, the
+protocols, a reader's progress), `events_redis.py` the Redis Streams writer and reader,
+`events_postgres.py` the PostgreSQL writer, purger and reader (through the data plane).
 """
 
 from __future__ import annotations
@@ -34,97 +39,61 @@ import collections
 import contextlib
 import json
 import logging
-import random
 import time
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncGenerator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any
 
 import grpc
-import redis.asyncio as aioredis
-from generation.task.v1 import task_pb2 as pb
-from redis.exceptions import RedisError
 
-from . import config, retry
-from .limits import DEFAULT_MESSAGE_BYTES, FRAMING_MARGIN
-from .redisconn import LazyRedis, close_quietly
+from . import retry
+from .events_base import (
+    DEFAULT_BATCH_BYTES,
+    DEFAULT_IDLE_TTL,
+    DEFAULT_MAX_EVENT_BYTES,
+    DEFAULT_MAXLEN,
+    DEFAULT_PAGE_BYTES,
+    DEFAULT_RETENTION,
+    OUTPUT,
+    PROGRESS,
+    TERMINAL,
+    URL,
+    EventSource,
+    EventTransport,
+    PendingEvent,
+    TaskEvent,
+    events_key,
+)
+from .events_postgres import EventPurger, PostgresEventSource, PostgresEventTransport
+from .events_redis import RedisEventSource, RedisEventTransport
 
-if TYPE_CHECKING:
-    from generation.task.v1 import task_pb2_grpc
-
-    Stub = task_pb2_grpc.GenerationDataServiceAsyncStub
+__all__ = [
+    "DEFAULT_BATCH_BYTES",
+    "DEFAULT_IDLE_TTL",
+    "DEFAULT_MAXLEN",
+    "DEFAULT_MAX_EVENT_BYTES",
+    "DEFAULT_PAGE_BYTES",
+    "DEFAULT_RETENTION",
+    "OUTPUT",
+    "PROGRESS",
+    "TERMINAL",
+    "URL",
+    "EmitterStats",
+    "EventEmitter",
+    "EventPurger",
+    "EventSource",
+    "EventTransport",
+    "PendingEvent",
+    "PostgresEventSource",
+    "PostgresEventTransport",
+    "RedisEventSource",
+    "RedisEventTransport",
+    "TaskEvent",
+    "events_key",
+    "watch_task_events",
+]
 
 log = logging.getLogger("taskworker.events")
-
-PROGRESS = "progress"
-URL = "url"
-OUTPUT = "output"
-TERMINAL = "terminal"
-
-DEFAULT_MAXLEN = 10_000  # Redis: entries kept per task stream (approximate trim)
-DEFAULT_RETENTION = 3600.0  # seconds a task's events are kept after its terminal event
-DEFAULT_IDLE_TTL = 86_400.0  # seconds a stream without a terminal event lives past its last event
-DEFAULT_MAX_EVENT_BYTES = 1024 * 1024  # an event's JSON data at most
-#: A batch of events written at once, at most (under the server's receive limit).
-DEFAULT_BATCH_BYTES = DEFAULT_MESSAGE_BYTES - FRAMING_MARGIN
-#: A page of events read at once, at most (under the server's send limit).
-DEFAULT_PAGE_BYTES = 4_000_000
-
-
-def events_key(task_id: str, environment_name: str | None = None) -> str:
-    """`{env}:common:task:{id}:events`, namespaced by the deploy environment."""
-    env = environment_name if environment_name is not None else config.environment()
-    return f"{env}:common:task:{task_id}:events"
-
-
-@dataclass(frozen=True)
-class TaskEvent:
-    """One stored event. `data` is the decoded JSON; `emitted_at` is the worker's clock (unix s)."""
-
-    task_id: str
-    seq: int
-    kind: str
-    data: Any
-    emitted_at: float
-
-    @property
-    def terminal(self) -> bool:
-        return self.kind == TERMINAL
-
-
-@dataclass
-class PendingEvent:
-    """An event in the emit buffer; it has no sequence number until stored."""
-
-    task_id: str
-    kind: str
-    data: str  # JSON text
-    emitted_at: float
-    # A terminal event whose data is an object: how many of its task's events were lost before
-    # it, filled in as its batch is written (the transport adds what the store itself lost, and
-    # sets `"dropped"` in the data when the total is not 0). -1: not such an event.
-    dropped: int = -1
-
-    @property
-    def size(self) -> int:
-        """Its share of a batch written or a page read."""
-        return 64 + len(self.task_id) + len(self.kind) + len(self.data.encode())
-
-    def data_with_dropped(self, lost: int = 0) -> str:
-        """`data`, with `"dropped"` set to this event's count plus `lost` when that is not 0."""
-        total = self.dropped + lost
-        if self.dropped < 0 or total <= 0:
-            return self.data
-        return json.dumps({**json.loads(self.data), "dropped": total})
-
-
-class EventTransport(Protocol):
-    async def append(self, batch: list[PendingEvent]) -> dict[str, int] | None:
-        """Store the batch, per task in order; raise on failure (the batch is then dropped).
-        Returns, per task, how many of its events stored earlier the store was found to have
-        lost (already added to a terminal event of this batch); None or {}: none."""
-
-    async def aclose(self) -> None: ...
 
 
 @dataclass
@@ -289,416 +258,6 @@ class EventEmitter:
             self.stats.dropped_failed += len(self._buffer)
             self._buffer.clear()
         await self.transport.aclose()
-
-
-# -- Redis Streams ---------------------------------------------------------------------------
-
-# KEYS[1] the stream; ARGV: maxlen, idle ttl (s), retention (s), the last seq this writer stored
-# on the stream (0: none), then (kind, data, ts, dropped) quadruples.
-# The next sequence number follows the newest entry's ID (`0-<seq>`); MAXLEN trimming never
-# removes the newest entry, so the numbering continues across batches, fleets and retries. A
-# newest entry older than the writer's last (a restart without persistence wiped the stream, or
-# kept only its start) means the events between were lost: counted (`lost`), added to a
-# terminal event's `dropped` (dropped >= 0: its data is an object), and numbering goes on after
-# the writer's last, so a reader resuming after it skips nothing.
-_APPEND_LUA = """
-local last = redis.call('XREVRANGE', KEYS[1], '+', '-', 'COUNT', 1)
-local seq = 0
-if #last > 0 then
-  seq = tonumber(string.match(last[1][1], '%-(%d+)$'))
-end
-local lost = 0
-local mine = tonumber(ARGV[4])
-if mine > seq then
-  lost = mine - seq
-  seq = mine
-end
-local terminal = false
-for i = 5, #ARGV, 4 do
-  seq = seq + 1
-  local data = ARGV[i + 1]
-  local dropped = tonumber(ARGV[i + 3])
-  if dropped >= 0 and dropped + lost > 0 then
-    local sep = ', '
-    if data == '{}' then sep = '' end
-    data = string.sub(data, 1, -2) .. sep .. '"dropped": ' .. (dropped + lost) .. '}'
-  end
-  redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[1], '0-' .. seq,
-             'kind', ARGV[i], 'data', data, 'ts', ARGV[i + 2])
-  if ARGV[i] == 'terminal' then terminal = true end
-end
-if terminal then
-  redis.call('EXPIRE', KEYS[1], ARGV[3])
-else
-  redis.call('EXPIRE', KEYS[1], ARGV[2])
-end
-return {seq, lost}
-"""
-
-#: Tasks whose last stored seq a Redis writer remembers (the oldest are forgotten first).
-_REMEMBERED_TASKS = 100_000
-
-
-class RedisEventTransport:
-    """XADD to `{env}:common:task:{id}:events` (MAXLEN ~ maxlen), one Lua call per task per batch."""
-
-    def __init__(
-        self,
-        url: str | None = None,
-        *,
-        environment: str | None = None,
-        maxlen: int = DEFAULT_MAXLEN,
-        retention: float = DEFAULT_RETENTION,
-        idle_ttl: float = DEFAULT_IDLE_TTL,
-        timeout: float = 0.5,
-    ) -> None:
-        self.url = url or config.redis_url()
-        self.environment = environment if environment is not None else config.environment()
-        self.maxlen = maxlen
-        self.retention = max(1, round(retention))
-        self.idle_ttl = max(1, round(idle_ttl))
-        self.timeout = timeout
-        self._redis = LazyRedis(self.url, timeout)
-        self._script: Any = None
-        # task id -> the last seq this writer stored for it (dropped once its terminal is stored).
-        self._last_seq: collections.OrderedDict[str, int] = collections.OrderedDict()
-
-    async def append(self, batch: list[PendingEvent]) -> dict[str, int]:
-        client = self._redis.get()
-        if self._script is None or self._script.registered_client is not client:
-            self._script = client.register_script(_APPEND_LUA)
-        per_task: dict[str, list[str | int]] = {}
-        ended: set[str] = set()
-        for ev in batch:
-            per_task.setdefault(ev.task_id, []).extend((ev.kind, ev.data, repr(ev.emitted_at), ev.dropped))
-            if ev.kind == TERMINAL:
-                ended.add(ev.task_id)
-        try:
-            async with asyncio.timeout(self.timeout * 2):
-                async with client.pipeline(transaction=False) as pipe:
-                    for task_id, quads in per_task.items():
-                        await self._script(
-                            keys=[events_key(task_id, self.environment)],
-                            args=[self.maxlen, self.idle_ttl, self.retention, self._last_seq.get(task_id, 0), *quads],
-                            client=pipe,
-                        )
-                    replies = await pipe.execute()
-        except (RedisError, OSError, TimeoutError):
-            await self._redis.drop()
-            raise
-        lost: dict[str, int] = {}
-        for task_id, (seq, task_lost) in zip(per_task, replies, strict=True):
-            if int(task_lost):
-                lost[task_id] = int(task_lost)
-            if task_id in ended:
-                self._last_seq.pop(task_id, None)
-            else:
-                self._last_seq[task_id] = int(seq)
-                self._last_seq.move_to_end(task_id)
-        while len(self._last_seq) > _REMEMBERED_TASKS:
-            self._last_seq.popitem(last=False)
-        if lost:
-            log.warning("Redis lost %d stored task event(s) (a restart without persistence?)", sum(lost.values()))
-        return lost
-
-    async def aclose(self) -> None:
-        await self._redis.drop()
-
-
-# -- PostgreSQL, through the data plane --------------------------------------------------------
-
-
-class PostgresEventTransport:
-    """Batched `AppendTaskEvents` calls: one INSERT per batch into generation.task_events.
-
-    For deployments without Redis. Workers still hold no database credentials; the data plane's
-    trigger NOTIFYs `task_events` with the task id, which `WatchTaskEvents` relays to readers.
-    """
-
-    def __init__(self, stub: Stub, *, timeout: float = 2.0) -> None:
-        self.stub = stub
-        self.timeout = timeout
-
-    async def append(self, batch: list[PendingEvent]) -> dict[str, int] | None:
-        req = pb.AppendTaskEventsRequest(
-            task_ids=[ev.task_id for ev in batch],
-            kinds=[ev.kind for ev in batch],
-            data=[ev.data_with_dropped() for ev in batch],
-            emitted_at_unix=[ev.emitted_at for ev in batch],
-        )
-        await self.stub.AppendTaskEvents(req, timeout=self.timeout)
-        return None
-
-    async def aclose(self) -> None:
-        return None
-
-
-class EventPurger:
-    """PostgreSQL retention (Redis expires keys by itself): `PurgeTaskEvents` every `interval`
-    seconds (jittered ±10 %), deleting a task's events `retention` seconds after its terminal
-    event, or `idle` seconds after its newest event when it has none (a crashed worker).
-    `run_reconciler` runs it when EVENTS=postgres; one replica is enough, several are harmless."""
-
-    def __init__(
-        self,
-        stub: Stub,
-        *,
-        retention: float = DEFAULT_RETENTION,
-        idle: float = DEFAULT_IDLE_TTL,
-        interval: float = 60.0,
-        rpc_timeout: float = 60.0,
-    ) -> None:
-        self.stub = stub
-        self.retention = max(1, round(retention))
-        self.idle = max(1, round(idle))
-        self.interval = interval
-        self.rpc_timeout = rpc_timeout
-        self.purges = 0
-
-    async def purge(self) -> None:
-        await self.stub.PurgeTaskEvents(
-            pb.PurgeTaskEventsRequest(retention_seconds=self.retention, idle_seconds=self.idle),
-            timeout=self.rpc_timeout,
-        )
-        self.purges += 1
-
-    async def run(self, stop: asyncio.Event) -> None:
-        while not stop.is_set():
-            try:
-                await self.purge()
-            except grpc.aio.AioRpcError as err:
-                retry.record("events purge", err)  # tried again next interval either way: counted
-                log.warning("event purge failed: %s %s", err.code().name, err.details())
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(self.interval * random.uniform(0.9, 1.1)):
-                    await stop.wait()
-
-
-# -- Reader side -----------------------------------------------------------------------------
-
-
-class EventSource(Protocol):
-    def watch(self, task_id: str, from_seq: int, idle_timeout: float | None) -> AsyncIterator[TaskEvent]: ...
-
-
-class RedisEventSource:
-    """XREAD BLOCK on the task's stream; reconnects after Redis errors and resumes by seq."""
-
-    def __init__(
-        self,
-        url: str | None = None,
-        *,
-        environment: str | None = None,
-        block: float = 1.0,
-        count: int = 1000,
-        page_bytes: int = DEFAULT_PAGE_BYTES,
-        reconnect_max: float = 2.0,
-        connect_timeout: float = 5.0,
-    ) -> None:
-        self.url = url or config.redis_url()
-        self.environment = environment if environment is not None else config.environment()
-        self.connect_timeout = connect_timeout
-        self.block_ms = max(1, round(block * 1000))
-        self.count = count
-        self.page_bytes = page_bytes
-        self.reconnect_max = reconnect_max
-
-    async def watch(self, task_id: str, from_seq: int, idle_timeout: float | None) -> AsyncIterator[TaskEvent]:
-        key = events_key(task_id, self.environment)
-        at = _Progress(task_id, from_seq, idle_timeout, self.reconnect_max)
-        while True:
-            client = aioredis.Redis.from_url(self.url, socket_connect_timeout=self.connect_timeout)
-            try:
-                while True:
-                    if at.remaining() == 0:
-                        raise at.timed_out()
-                    # Pages of about page_bytes: as many entries as the largest seen would fill.
-                    count = max(1, min(self.count, self.page_bytes // at.largest))
-                    reply = await client.xread({key: f"0-{at.after}"}, count=count, block=self.block_ms)
-                    at.connected()
-                    for entry_id, fields in _stream_entries(reply):
-                        at.largest = max(at.largest, 64 + sum(len(v) for v in fields.values()))
-                        event = at.seen(_redis_event(task_id, entry_id, fields))
-                        yield event
-                        if event.terminal:
-                            return
-            except (RedisError, OSError) as err:
-                log.warning("event reader for task %s lost Redis (%s); resuming after seq %d", task_id, err, at.after)
-            finally:
-                await close_quietly(client)
-            await at.back_off("redis")
-
-
-class _Progress:
-    """Where a reader of one task's events is: the last seq it yielded (a reconnect resumes after
-    it), the idle deadline (reset by every event, and kept while reconnecting: a reader of a
-    store that is away times out as one of a silent stream does), the reconnect back-off
-    (retry.py: doubling to a maximum, jittered, reset once a read succeeds)."""
-
-    def __init__(self, task_id: str, from_seq: int, idle_timeout: float | None, reconnect_max: float) -> None:
-        self.task_id = task_id
-        self.after = max(from_seq, 1) - 1
-        self.idle_timeout = idle_timeout
-        self.reconnect_max = reconnect_max
-        self.deadline = None if idle_timeout is None else time.monotonic() + idle_timeout
-        self.backoff = retry.Backoff("events read", cap=max(reconnect_max, 0.05))
-        self.largest = 1  # bytes of the largest event seen (Redis pages)
-
-    def seen(self, event: TaskEvent) -> TaskEvent:
-        self.after = event.seq
-        if self.idle_timeout is not None:
-            self.deadline = time.monotonic() + self.idle_timeout
-        return event
-
-    def remaining(self) -> float | None:
-        """Seconds left before the idle timeout (0 once passed), None without one."""
-        return None if self.deadline is None else max(0.0, self.deadline - time.monotonic())
-
-    def timed_out(self) -> TimeoutError:
-        return TimeoutError(f"no event for task {self.task_id} after seq {self.after} in {self.idle_timeout}s")
-
-    def connected(self) -> None:
-        self.backoff.reset()
-
-    def bounded(self, seconds: float) -> float:
-        """`seconds`, or less if the idle deadline comes first; TimeoutError once it passed."""
-        remaining = self.remaining()
-        if remaining is None:
-            return seconds
-        if remaining == 0:
-            raise self.timed_out()
-        return min(seconds, remaining)
-
-    async def back_off(self, why: grpc.aio.AioRpcError | str) -> None:
-        """Wait before reconnecting (never past the idle deadline: then TimeoutError)."""
-        delay = self.bounded(self.backoff.next_delay())
-        retry.COUNTS[(self.backoff.what, why if isinstance(why, str) else why.code().name, "transient")] += 1
-        await asyncio.sleep(delay)
-        self.bounded(0.0)
-
-
-def _stream_entries(reply: Any) -> list[tuple[bytes, dict[bytes, bytes]]]:
-    """The (entry id, fields) pairs of an XREAD reply on one stream, in whichever shape this
-    redis-py and protocol give it: `[[stream, entries]]` (RESP2, and RESP3 in redis-py's legacy
-    form) or `{stream: entries}`, where RESP3 may wrap the entries in one more list."""
-    if not reply:
-        return []
-    groups = reply.values() if isinstance(reply, dict) else [entries for _stream, entries in reply]
-    out: list[tuple[bytes, dict[bytes, bytes]]] = []
-    for entries in groups:
-        for entry in entries:
-            if entry and isinstance(entry[0], (list, tuple)):
-                out.extend(entry)
-            else:
-                out.append(entry)
-    return out
-
-
-def _redis_event(task_id: str, entry_id: bytes, fields: dict[bytes, bytes]) -> TaskEvent:
-    return TaskEvent(
-        task_id=task_id,
-        seq=int(entry_id.split(b"-", 1)[1]),
-        kind=fields[b"kind"].decode(),
-        data=json.loads(fields[b"data"]),
-        emitted_at=float(fields[b"ts"]),
-    )
-
-
-class PostgresEventSource:
-    """`WatchTaskEvents` (LISTEN task_events, filtered to the task) as the doorbell and
-    `ListTaskEvents(after_seq)` as the read: the stream is opened *before* the first read, so an
-    event committed in between rings the bell and is read; a missed NOTIFY (reconnect) costs
-    nothing because every read starts from the last seq seen."""
-
-    def __init__(
-        self,
-        stub: Stub,
-        *,
-        page: int = 1000,
-        page_bytes: int = DEFAULT_PAGE_BYTES,
-        max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES,
-        rpc_timeout: float = 10.0,
-        reconnect_max: float = 2.0,
-    ) -> None:
-        self.stub = stub
-        self.page = page
-        # ListTaskEvents' max_bytes: a page of at most this many bytes (the server caps it at its
-        # send limit); a page that may have been cut by it is followed by another read.
-        self.page_bytes = page_bytes
-        self.max_event_bytes = max_event_bytes
-        self.rpc_timeout = rpc_timeout
-        self.reconnect_max = reconnect_max
-
-    async def watch(self, task_id: str, from_seq: int, idle_timeout: float | None) -> AsyncIterator[TaskEvent]:
-        at = _Progress(task_id, from_seq, idle_timeout, self.reconnect_max)
-        while True:
-            call = self.stub.WatchTaskEvents(pb.WatchTaskEventsRequest(task_ids=[task_id]), wait_for_ready=True)
-            bell = call.__aiter__()
-            try:
-                # Sent once the data plane LISTENs; waited for (wait_for_ready) no longer than the
-                # idle timeout allows.
-                try:
-                    async with asyncio.timeout(at.remaining()):
-                        await call.initial_metadata()
-                except TimeoutError:
-                    raise at.timed_out() from None
-                while True:
-                    while True:  # read everything after `at.after`, page by page
-                        rows = (
-                            await self.stub.ListTaskEvents(
-                                pb.ListTaskEventsRequest(
-                                    task_id=task_id, after_seq=at.after, limit=self.page, max_bytes=self.page_bytes
-                                ),
-                                timeout=at.bounded(self.rpc_timeout),
-                            )
-                        ).events
-                        size = 0
-                        for row in rows:
-                            size += 64 + len(row.kind) + len(row.data.encode())
-                            event = at.seen(_pg_event(row))
-                            yield event
-                            if event.terminal:
-                                return
-                        at.connected()
-                        # Short by count, and short enough by bytes that one more event would
-                        # have fitted: that was everything.
-                        if len(rows) < self.page and size + self.max_event_bytes <= self.page_bytes:
-                            break
-                        if not rows:
-                            break
-                    remaining = at.remaining()
-                    if remaining == 0:
-                        raise at.timed_out()
-                    try:
-                        async with asyncio.timeout(remaining):
-                            await anext(bell)
-                    except StopAsyncIteration:
-                        break  # stream ended (server shutting down): reconnect
-                    except TimeoutError:
-                        raise at.timed_out() from None
-            except grpc.aio.AioRpcError as err:
-                if at.remaining() == 0:  # an RPC cut short by the idle deadline
-                    raise at.timed_out() from None
-                if not retry.transient(err):
-                    retry.record("events read", err)
-                    raise  # the same read would fail alike (a page over the limit, a bad id)
-                log.warning("event reader for task %s: %s; resuming after seq %d", task_id, err.code().name, at.after)
-                why: grpc.aio.AioRpcError | str = err
-            else:
-                why = "stream ended"
-            finally:
-                call.cancel()
-            await at.back_off(why)
-
-
-def _pg_event(row: pb.TaskEvent) -> TaskEvent:
-    return TaskEvent(
-        task_id=row.task_id,
-        seq=row.seq,
-        kind=row.kind,
-        data=json.loads(row.data),
-        emitted_at=row.emitted_at.ToMicroseconds() / 1e6,
-    )
 
 
 async def watch_task_events(
