@@ -31,7 +31,7 @@ def render(results: dict[str, Any], tmp_path: Path) -> str:
     report = bench("report")
     text: str = report.markdown({"quick": True, **results})
     if importlib.util.find_spec("matplotlib") is not None:
-        written = report.plots(results, tmp_path)
+        written = bench("report_plots").plots(results, tmp_path)
         assert all(p.stat().st_size > 0 for p in written)
     return text
 
@@ -135,7 +135,7 @@ def test_devloop() -> None:
     result = bench("bench_devloop").run(quick=True)
     assert result["incremental"]["incremental_typo_ms"]["n"] == 4
     assert result["lsp"]["diagnostic_ms"]["n"] == 3
-    rows = bench("report").headline({"devloop": result})
+    rows = bench("report_headline").headline({"devloop": result})
     assert [r[2] for r in rows] == ["≤ 50 ms", "≤ 300 ms"]
 
 
