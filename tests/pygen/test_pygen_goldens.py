@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from corpus.run import ANALYSIS, CORPUS, Corpus, case_names, proto_name, read_expected
+from corpus.run import CORPUS, Corpus, generating_cases, proto_name
 from corpus.run import ROOT as CORPUS_ROOT
 from goldens.harness import generate, python_out
 from support.plugin_harness import protoc
@@ -88,7 +88,7 @@ def mypy_strict(out: Path, modules: list[str], cache: Path, *extra: str) -> None
 
 
 #: The corpus cases that generate (tests/corpus/<case>/expected/analysis.txt).
-GENERATING = [case for case in case_names() if ANALYSIS in read_expected(case)]
+GENERATING = generating_cases()
 
 
 @pytest.fixture(scope="module")

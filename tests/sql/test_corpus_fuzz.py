@@ -26,7 +26,7 @@ from pathlib import Path
 
 import psycopg
 import pytest
-from corpus.run import KNOWN_GAPS, ROOT, Corpus, postgres_error, proto_name
+from corpus.run import KNOWN_GAPS, ROOT, Corpus, generating_cases, postgres_error, proto_name
 from google.protobuf import descriptor_pb2
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -38,7 +38,7 @@ from support.plugin_harness import Outcome, compile_protos, run_plugin
 
 REPO = ROOT.parent
 CORPUS = Corpus()
-GENERATING = [case for case in CORPUS.cases if not CORPUS.outcomes[case].error]
+GENERATING = generating_cases()
 
 
 @dataclass(frozen=True)

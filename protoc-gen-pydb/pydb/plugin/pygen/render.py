@@ -4,6 +4,7 @@ an escaping filter (text.py)."""
 
 from __future__ import annotations
 
+import functools
 from importlib import resources
 
 import jinja2
@@ -18,7 +19,11 @@ def _load_template(name: str) -> str:
     return resources.files("pydb.templates").joinpath(name).read_text(encoding="utf-8")
 
 
+@functools.cache
 def environment() -> jinja2.Environment:
+    """The templates' environment, made once per process: it keeps each template compiled (about a
+    tenth of a second each), so a process that renders again (the language server, watch mode, the
+    tests) compiles them once."""
     env = jinja2.Environment(
         loader=jinja2.FunctionLoader(_load_template),
         undefined=jinja2.StrictUndefined,
