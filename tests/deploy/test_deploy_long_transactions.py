@@ -59,6 +59,16 @@ async def _churn(stub: Stub, tool_id: str) -> None:
         done += len(claimed)
 
 
+def _wait_gone(url: str, pid: int, why: str) -> None:
+    """Until backend `pid` has exited: a closed client's backend, or one PostgreSQL ends, leaves a
+    moment later, and until then its transaction still holds the horizon."""
+    deadline = time.monotonic() + 30
+    with psycopg.connect(url, autocommit=True) as admin:
+        while admin.execute("SELECT 1 FROM pg_stat_activity WHERE pid = %s", (pid,)).fetchone() is not None:
+            assert time.monotonic() < deadline, why
+            time.sleep(0.05)  # polling for the backend to exit, bounded
+
+
 def _dead_after_vacuum(url: str) -> int:
     """Dead tuples VACUUM could not remove (it sets n_dead_tup to what it left)."""
     with psycopg.connect(url, autocommit=True) as admin:
@@ -86,7 +96,9 @@ async def test_a_held_snapshot_keeps_dead_rows_and_the_session_timeout_frees_the
             await _churn(stub, tool.id)
             held = _dead_after_vacuum(url)
             assert held >= TASKS, held
+            pid = holder.info.backend_pid
             holder.close()  # the transaction ends: the horizon moves on
+            _wait_gone(url, pid, "the closed session's backend never exited")
             assert _dead_after_vacuum(url) == 0
 
             # Mitigated: the reporter's role ends its own idle transactions after 1 s.
@@ -95,11 +107,7 @@ async def test_a_held_snapshot_keeps_dead_rows_and_the_session_timeout_frees_the
             holder = _hold(url)
             pid = holder.info.backend_pid
             await _churn(stub, tool.id)
-            deadline = time.monotonic() + 30
-            with psycopg.connect(url, autocommit=True) as admin:
-                while admin.execute("SELECT 1 FROM pg_stat_activity WHERE pid = %s", (pid,)).fetchone() is not None:
-                    assert time.monotonic() < deadline, "the idle transaction was never ended"
-                    time.sleep(0.05)  # polling for PostgreSQL to end the session, bounded
+            _wait_gone(url, pid, "the idle transaction was never ended")
             assert _dead_after_vacuum(url) == 0
             with pytest.raises(psycopg.errors.IdleInTransactionSessionTimeout):  # the reporter learns it next
                 holder.execute("SELECT 1")

@@ -23,7 +23,8 @@ pytestmark = pytest.mark.slow
 @pytest.fixture(scope="module")
 def backlog(pg_server: tuple[str, Cluster | None]) -> Iterator[tuple[str, str]]:
     """A database of its own: 100,000 queued rows (priority 0-9) for one tool, 20,000 more rows of
-    other tools, 5,000 finished rows of the same tool; analyzed. (url, tool id)."""
+    other tools, 5,000 finished rows and 512 held ones of the same tool; vacuumed and analyzed.
+    (url, tool id)."""
     with scratch_database(pg_server[0]) as url, psycopg.connect(url, autocommit=True) as conn:
         tool = conn.execute("INSERT INTO generation.tools (name) VALUES ('deep') RETURNING id::text").fetchone()
         assert tool is not None
@@ -49,7 +50,21 @@ def backlog(pg_server: tuple[str, Cluster | None]) -> Iterator[tuple[str, str]]:
             """,
             (tool[0],),
         )
-        conn.execute("ANALYZE generation.tasks")
+        # Held under live leases, as a working queue has them: the lapsing index's range the claim
+        # must not sort (its zombies are the part below now(), none here).
+        conn.execute(
+            """
+            INSERT INTO generation.tasks (tool_id, status, priority, lease_token, claim_expires_at, started_at)
+            SELECT %s, 'processing', i %% 10, gen_random_uuid(), now() + interval '10 minutes', now()
+            FROM generate_series(1, 512) i
+            """,
+            (tool[0],),
+        )
+        # Statistics from every row (a sample of 300 x 1000 rows covers the table), and the
+        # table vacuumed: the plans do not depend on which rows ANALYZE happened to sample or
+        # on whether autovacuum has come by yet.
+        conn.execute("SET default_statistics_target = 1000")
+        conn.execute("VACUUM ANALYZE generation.tasks")
         yield url, tool[0]
 
 

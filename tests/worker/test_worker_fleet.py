@@ -157,11 +157,19 @@ async def test_lease_lost_cancels_work_and_never_completes(
     running = fleets(tool, process, heartbeat_interval=0.1)
     await started.wait()
     # Someone else takes the task over: the lease lapses (driven through SQL) and another
-    # claimant reclaims it, getting a fresh lease token.
-    await sql(
-        database_url, "UPDATE generation.tasks SET claim_expires_at = now() - interval '1 minute' WHERE id = %s", t.id
-    )
-    thief = (await stub.ClaimNextTask(pb.ClaimNextTaskRequest(tool_id=tool.id))).task
+    # claimant reclaims it, getting a fresh lease token. A heartbeat of the holder landing between
+    # the two renews the lease, as it should (it still holds it): then lapse it again, bounded.
+    deadline = time.monotonic() + 10
+    while True:
+        await sql(
+            database_url,
+            "UPDATE generation.tasks SET claim_expires_at = now() - interval '1 minute' WHERE id = %s",
+            t.id,
+        )
+        thief = (await stub.ClaimNextTask(pb.ClaimNextTaskRequest(tool_id=tool.id))).task
+        if thief.id:
+            break
+        assert time.monotonic() < deadline, "the lapsed task was never reclaimed"
     assert thief.id == t.id and thief.retry_count == 1
     await asyncio.wait_for(cancelled.wait(), 10)
     await wait_until(lambda: running.fleet.running == 0, what="task slot released")
