@@ -21,9 +21,9 @@ def _load_template(name: str) -> str:
 
 @functools.cache
 def environment() -> jinja2.Environment:
-    """The templates' environment, made once per process: it keeps each template compiled (about a
-    tenth of a second each), so a process that renders again (the language server, watch mode, the
-    tests) compiles them once."""
+    """The templates' environment, made once per process: it keeps each template compiled (the
+    handlers template takes ~60 ms), so a process that renders again (the language server, watch
+    mode, the tests) compiles them once."""
     env = jinja2.Environment(
         loader=jinja2.FunctionLoader(_load_template),
         undefined=jinja2.StrictUndefined,
