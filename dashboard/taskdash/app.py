@@ -195,14 +195,20 @@ class Dashboard:
         return JSONResponse([_event_json(e) for e in events])
 
     async def events_stream(self, request: Request) -> Response:
-        """Server-sent events: one `ring` per WatchTaskEvents answer for this task; the page then
-        asks events_json for what is new. A comment every 15 s keeps proxies from closing it."""
+        """Server-sent events: `ready` once the data plane listens, then one `ring` per
+        WatchTaskEvents answer for this task; on each the page asks events_json for what is new.
+        A comment every 15 s keeps proxies from closing it."""
         task_id = request.path_params["task_id"]
         call = self.stub.WatchTaskEvents(pb.WatchTaskEventsRequest(task_ids=[task_id]))
 
         async def rings() -> AsyncIterator[str]:
             try:
-                yield ": listening\n\n"
+                yield ": connecting\n\n"
+                # The data plane sends initial metadata once it LISTENs: an event committed after
+                # this rings, so the page catches up on `ready` (not on the connection opening,
+                # which would leave a gap where an event neither rings nor is caught up).
+                await call.initial_metadata()
+                yield "event: ready\ndata: {}\n\n"
                 iterator = call.__aiter__()
                 while True:
                     try:

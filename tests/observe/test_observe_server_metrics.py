@@ -13,6 +13,8 @@ import pytest
 from conftest import RunningServer, private_service
 from generation.task.v1 import task_pb2 as pb
 from generation.task.v1 import task_pb2_grpc
+from psycopg_pool import AsyncConnectionPool, PoolTimeout
+from pydb.runtime.metrics import callers_waiting
 from support.observe_support import free_port, scrape, value
 from support.pg import Cluster
 from support.queue_support import claim_one, enqueue, new_tool, rpc_error
@@ -23,7 +25,18 @@ METRICS_PORT = free_port()
 
 @pytest.fixture(scope="module")
 async def private(pg_server: tuple[str, Cluster | None]) -> AsyncIterator[tuple[str, RunningServer]]:
-    async with private_service(pg_server[0], metrics_addr=f"127.0.0.1:{METRICS_PORT}", pool_max=2) as found:
+    # The calls test_pool_in_use_and_waiting blocks (two on a row lock, one on the pool) must
+    # still be blocked when the metrics are scraped, however slow the machine: no lock timeout, a
+    # pool timeout longer than any wait here (the defaults, 1 s and 5 s, made that a race), and the
+    # health probe, another caller of the pool, made once at start only.
+    async with private_service(
+        pg_server[0],
+        metrics_addr=f"127.0.0.1:{METRICS_PORT}",
+        pool_max=2,
+        lock_timeout=0.0,
+        pool_timeout=60.0,
+        health_interval=3600.0,
+    ) as found:
         yield found
 
 
@@ -116,3 +129,24 @@ async def test_pool_in_use_and_waiting(
         )
 
     await wait_until(released, timeout=20, what="the pool idle again")
+
+
+async def test_a_caller_that_gave_up_waiting_is_not_counted(private: tuple[str, RunningServer]) -> None:
+    """pydb_pool_requests_waiting counts callers still waiting: psycopg_pool's own count keeps a
+    caller whose wait timed out until a connection is returned (metrics.callers_waiting)."""
+    async with AsyncConnectionPool(private[0], min_size=1, max_size=1, open=False) as pool:
+        await pool.wait()
+        held = await pool.getconn()
+        with pytest.raises(PoolTimeout):
+            await pool.getconn(timeout=0.05)
+        assert pool.get_stats()["requests_waiting"] == 1  # psycopg_pool's count: the caller that left
+        assert callers_waiting(pool) == 0
+        waiter = asyncio.create_task(pool.getconn(timeout=60))
+
+        async def one_waiting() -> bool:
+            return callers_waiting(pool) == 1
+
+        await wait_until(one_waiting, timeout=20, what="the new caller queued")
+        await pool.putconn(held)
+        await pool.putconn(await waiter)
+        assert callers_waiting(pool) == 0

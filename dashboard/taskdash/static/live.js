@@ -37,7 +37,10 @@
   }
 
   const source = new EventSource(`/tasks/${table.dataset.task}/events/stream`);
-  source.onopen = () => { state.textContent = "(live)"; catchUp(); };
+  // `ready` comes once the data plane listens (on every reconnection too): catching up then
+  // misses nothing, since whatever commits later rings.
+  source.onopen = () => { state.textContent = "(connecting)"; };
+  source.addEventListener("ready", () => { state.textContent = "(live)"; catchUp(); });
   source.addEventListener("ring", catchUp);
   source.onerror = () => { state.textContent = "(reconnecting)"; };
 })();

@@ -120,9 +120,22 @@ class PoolCollector:
             opened, available = stats.get("pool_size", 0), stats.get("pool_available", 0)
             in_use.add_metric([pool.name], opened - available)
             idle.add_metric([pool.name], available)
-            waiting.add_metric([pool.name], stats.get("requests_waiting", 0))
+            waiting.add_metric([pool.name], callers_waiting(pool))
             size.add_metric([pool.name], pool.max_size)
         yield from (in_use, idle, waiting, size)
+
+
+def callers_waiting(pool: AsyncConnectionPool[Any]) -> int:
+    """Callers waiting for one of `pool`'s connections now.
+
+    Not psycopg_pool's `requests_waiting`: a caller whose wait timed out keeps its place in the
+    pool's queue until a connection is next returned, and is counted until then — so under
+    saturation, when an operator looks, that count only grows while every connection stays held.
+    A place holding neither a connection nor an error is a caller still waiting."""
+    queue = getattr(pool, "_waiting", None)
+    if queue is None:  # a psycopg_pool laid out otherwise: its own count
+        return int(pool.get_stats().get("requests_waiting", 0))
+    return sum(1 for place in list(queue) if place.conn is None and place.error is None)
 
 
 def start_metrics_server(
