@@ -48,11 +48,12 @@ generate: venv
 	rm -rf generated; mv $$tmp/generated generated; \
 	echo "generated/ regenerated from $(PROTO_ROOT)/"
 
+# Bytecode caches (from importing generated/ with bytecode writing on) are not output: ignored.
 check-generated: venv
 	@tmp=$$(mktemp -d); trap 'rm -rf $$tmp' EXIT; \
 	$(call run_protoc,$$tmp/generated,$$tmp/opts) || exit 1; \
 	status=0; \
-	diff -ru generated $$tmp/generated || status=1; \
+	diff -ru -x __pycache__ generated $$tmp/generated || status=1; \
 	for f in options_pb2.py options_pb2.pyi; do \
 	  diff -u protoc-gen-pydb/pydb/v1/$$f $$tmp/opts/pydb/v1/$$f || status=1; done; \
 	if [ $$status -ne 0 ]; then echo "generated code is stale: run 'make generate' and commit the result"; exit 1; fi; \

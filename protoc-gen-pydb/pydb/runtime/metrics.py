@@ -135,6 +135,7 @@ def callers_waiting(pool: AsyncConnectionPool[Any]) -> int:
     queue = getattr(pool, "_waiting", None)
     if queue is None:  # a psycopg_pool laid out otherwise: its own count
         return int(pool.get_stats().get("requests_waiting", 0))
+    # Copied in one step first: scrapes run on the metrics server's thread, beside the event loop.
     return sum(1 for place in list(queue) if place.conn is None and place.error is None)
 
 
