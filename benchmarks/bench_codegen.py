@@ -35,6 +35,9 @@ PROTO_ROOT = common.ROOT / "example_protos"
 PLUGIN_ROOT = common.ROOT / "protoc-gen-pydb"
 QUEUE_PROTO = "generation/task/v1/task.proto"
 _CARD = {1: ":one", 2: ":one", 3: ":many", 4: ":exec"}
+#: What the plugin imports from other distributions: protoc's plugin protocol, PostgreSQL's grammar
+#: (pglast), the typed tree (sqlglot), the templates (jinja2).
+DEPENDENCIES = ("google.protobuf.compiler.plugin_pb2", "pglast.parser", "pglast.ast", "sqlglot", "jinja2")
 
 
 def protoc_argv(include: Path, proto: str, out: Path, *extra: str, protoc: str | None = None) -> list[str]:
@@ -129,6 +132,9 @@ def import_breakdown() -> Json:
     """Interpreter start and the plugin's import cost (cumulative microseconds per package)."""
     env = _env()
     bare = [timed([common.PYTHON, "-c", "pass"]) for _ in range(5)]
+    # The plugin's dependencies alone, imported as its own modules import them: the floor of any
+    # run of this design (two parsers, templates), before a line of the plugin runs.
+    deps = [timed([common.PYTHON, "-c", f"import {', '.join(DEPENDENCIES)}"]) for _ in range(5)]
     plugin = [timed([common.PYTHON, "-c", "import pydb.plugin.main"]) for _ in range(5)]
     proc = common.run_quiet([common.PYTHON, "-X", "importtime", "-c", "import pydb.plugin.main"], env=env)
     cumulative: dict[str, int] = {}
@@ -140,6 +146,7 @@ def import_breakdown() -> Json:
     wanted = ("sqlglot", "jinja2", "google.protobuf.descriptor_pool", "pydb.v1.options_pb2", "pydb.plugin.main")
     return {
         "python_start_s": common.summary(bare),
+        "python_start_plus_dependencies_s": common.summary(deps),
         "python_start_plus_plugin_import_s": common.summary(plugin),
         "importtime_us": {k: cumulative.get(k, 0) for k in wanted},
     }
@@ -240,6 +247,7 @@ def run(quick: bool = False, repeats: int | None = None) -> Json:
         system_times: dict[str, list[float]] = defaultdict(list)
         sqlc_times: dict[str, list[float]] = defaultdict(list)
         protoc_times: dict[str, list[float]] = defaultdict(list)
+        system_alone_times: dict[str, list[float]] = defaultdict(list)
         sqlc_errors: dict[str, str] = {}
         for include, proto, _ in cases.values():  # warm-up: bytecode caches, page cache
             timed(protoc_argv(include, proto, out))
@@ -248,6 +256,17 @@ def run(quick: bool = False, repeats: int | None = None) -> Json:
                 pydb_times[name].append(timed(protoc_argv(include, proto, out)))
                 if protoc_bin is not None:
                     system_times[name].append(timed(protoc_argv(include, proto, out, protoc=protoc_bin)))
+                    system_alone_times[name].append(
+                        timed(
+                            [
+                                protoc_bin,
+                                f"-I{include}",
+                                f"-I{PLUGIN_ROOT}",
+                                f"--descriptor_set_out={tmp / 'only.pb'}",
+                                proto,
+                            ]
+                        )
+                    )
                 protoc_times[name].append(
                     timed([common.PYTHON, "-m", "grpc_tools.protoc", f"-I{include}", f"-I{PLUGIN_ROOT}",
                            f"--descriptor_set_out={tmp / 'only.pb'}", proto])
@@ -267,6 +286,7 @@ def run(quick: bool = False, repeats: int | None = None) -> Json:
             }
             if system_times.get(name):
                 case["pydb_system_protoc_s"] = common.summary(system_times[name])
+                case["system_protoc_alone_s"] = common.summary(system_alone_times[name])
             if sqlc_times.get(name):
                 case["sqlc_s"] = common.summary(sqlc_times[name])
                 case["pydb_over_sqlc"] = case["pydb_s"]["median"] / case["sqlc_s"]["median"]

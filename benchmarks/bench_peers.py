@@ -16,6 +16,10 @@ benchmarks/requirements-peers.txt (and requirements-peers-oban.txt with a Python
 oban-py 0.7 requires; it is left out, and said so, where none is found). Each peer is measured at
 every setting listed in PEER_SETTINGS (documented tuning knobs) and reported at its best; ours at
 its defaults (WorkerFleet concurrency 128, batched reports, QueueTasks of 500).
+
+Each round also measures the floors under the fleet's figures (bench_floor.py: the gRPC hop without
+a database, PostgreSQL's cost of the row lifecycle in three forms) and the run reports what they
+bound: the least CPU per job and the fastest drain and enqueue this design allows on this machine.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import bench_floor
 import bench_throughput as tp
 import common
 from common import Json
@@ -311,10 +316,12 @@ def run(server: str, quick: bool = False) -> Json:
         if python is not None:
             result["versions"].update(versions(python, kind))
     runs: dict[str, list[Json]] = {OURS: []}
+    floors: list[Json] = []
     for round_no in range(rounds):
         # Interleaved: every system once per round, so all of them see the same machine load.
         runs[OURS].append(measure_ours(server, count))
         _progress(round_no, OURS, runs[OURS][-1])
+        floors.append(bench_floor.measure(server, count, child_env(ours=True)))
         for name, (_, kind, settings) in PEER_SETTINGS.items():
             python, why = envs[kind]
             if python is None:
@@ -326,6 +333,12 @@ def run(server: str, quick: bool = False) -> Json:
                 _progress(round_no, name, runs[name][-1])
     for name, rs in runs.items():
         result["systems"][name] = best(rs)
+    peers = {n: s for n, s in result["systems"].items() if n != OURS}
+    result["floor"] = bench_floor.bounds(
+        floors,
+        peers.get("PgQueuer + asyncpg"),
+        max((s["enqueue_jobs_per_s"] for s in peers.values()), default=None),
+    )
     result["loadavg"] = common.loadavg()
     return result
 

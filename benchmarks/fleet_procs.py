@@ -38,6 +38,7 @@ def worker_main(address: str, tool_id: str, count: int, concurrency: int, report
             async def noop(task: pb.Task, ctx: object) -> None:
                 if not first:
                     first.append(time.perf_counter())
+                    first.append(time.process_time())
 
             batched = report_batch > 1
             knobs = {"claimers": int(os.environ["PYDB_FLEET_CLAIMERS"])} if "PYDB_FLEET_CLAIMERS" in os.environ else {}
@@ -54,7 +55,7 @@ def worker_main(address: str, tool_id: str, count: int, concurrency: int, report
             deadline = time.monotonic() + 600
             while fleet.stats.completed < count and time.monotonic() < deadline and not run.done():
                 await asyncio.sleep(0.005)  # sampling the counter, not synchronisation
-            done_at = time.perf_counter()
+            done_at, done_cpu = time.perf_counter(), time.process_time()
             fleet.drain()
             await run
             elapsed = done_at - first[0] if first else float("nan")
@@ -64,6 +65,8 @@ def worker_main(address: str, tool_id: str, count: int, concurrency: int, report
                 "tasks_per_s": fleet.stats.completed / elapsed if first else 0.0,
                 "report_batches": fleet.reports.stats.batches,
                 "claims": fleet.stats.sweeps,
+                # From the first task to the last: the drain's own CPU, start-up and claim set-up left out.
+                "cpu_seconds": done_cpu - first[1] if first else float("nan"),
             }
 
     return asyncio.run(main())
@@ -91,10 +94,16 @@ def enqueue_main(address: str, tool_id: str, mode: str, count: int) -> Json:
                     await stub.QueueTask(pb.QueueTaskRequest(tool_id=tool_id, billing_idempotency_key=f"{run_id}-{i}"))
                     return 1
 
-            t0 = time.perf_counter()
+            t0, cpu0 = time.perf_counter(), time.process_time()
             queued = sum(await asyncio.gather(*(one(i) for i in range(calls))))
-            elapsed = time.perf_counter() - t0
-            return {"queued": queued, "seconds": elapsed, "tasks_per_s": queued / elapsed, "batch": batch}
+            elapsed, cpu = time.perf_counter() - t0, time.process_time() - cpu0
+            return {
+                "queued": queued,
+                "seconds": elapsed,
+                "tasks_per_s": queued / elapsed,
+                "batch": batch,
+                "cpu_seconds": cpu,
+            }
 
     return asyncio.run(main())
 

@@ -147,7 +147,66 @@ def section(r: Json) -> list[str]:
         out += ["Settings tried (median drain): " + " — ".join(tried) + ".", ""]
     for name, why in pe.get("unavailable", {}).items():
         out += [f"Not measured: {name} ({why}).", ""]
-    return [*out, "![peers](peers.png)", ""]
+    return [*out, "![peers](peers.png)", "", *floor_section(pe)]
+
+
+def floor_section(pe: Json) -> list[str]:
+    """The floors under the fleet's figures (bench_floor.py) and the bars they bound."""
+    fl = pe.get("floor")
+    if not fl:
+        return []
+    hop, forms = fl["hop"], fl["rows"]
+    out = [
+        "### The floors under the fleet's figures",
+        "",
+        f"Each part measured with the others taken away, in the same rounds (bench_floor.py, medians of {fl['rounds']}). "
+        "**The gRPC hop alone**: the fleet's worker process against a data plane without a database "
+        f"(floor_server.py): {hop['drain_jobs_per_s']:,.0f} jobs/s drained; CPU per 1,000 jobs: worker "
+        f"{hop['cpu_s_per_1000']['worker']:.3f} s (start-up included; {hop['worker_steady_cpu_s_per_1000']:.3f} s "
+        f"from its first task to its last), server {hop['cpu_s_per_1000']['server']:.3f} s. Bulk enqueue through it: "
+        f"{hop['enqueue_jobs_per_s']:,.0f} jobs/s, client {hop['enqueue_cpu_s_per_1000']['client']:.4f} s and server "
+        f"{hop['enqueue_cpu_s_per_1000']['server']:.4f} s per 1,000. **The row lifecycle alone**: PostgreSQL's CPU "
+        "per 1,000 jobs, one connection, no server, enqueued 500 a statement, claimed and completed 100 at a time:",
+        "",
+        "| statements | enqueue | claim + complete |",
+        "|---|---|---|",
+        *(
+            f"| {label} | {forms[form]['enqueue_postgres_cpu_s_per_1000']:.4f} s "
+            f"| {forms[form]['postgres_cpu_s_per_1000']:.4f} s |"
+            for form, label in (
+                ("served", "served (the generated QueueTasks, ClaimTasks, CompleteTasks)"),
+                ("fenced", "fenced (the leanest that keep the key, the claim order and the lease fence), same schema"),
+                ("bare", "bare (the fenced ones; only the claim path's indexes, no trigger, no key arbiter)"),
+            )
+        ),
+        "",
+        f"What they bound on this machine ({fl['cores']} cores): the fleet's CPU per 1,000 jobs can be no lower than "
+        f"the hop's plus PostgreSQL's on the fenced statements, **{fl['least_cpu_s_per_1000']:.3f} s**"
+        + (
+            f" (PgQueuer + asyncpg, whole: {fl['pgqueuer_cpu_s_per_1000']:.3f} s)"
+            if "pgqueuer_cpu_s_per_1000" in fl
+            else ""
+        )
+        + f"; with every core busy all the time at the floor's steady cost, no drain beats "
+        f"**{fl['drain_ceiling_jobs_per_s']:,.0f} jobs/s**"
+        + (
+            f" (1.2x PgQueuer + asyncpg: {1.2 * fl['pgqueuer_drain_jobs_per_s']:,.0f})"
+            if "pgqueuer_drain_jobs_per_s" in fl
+            else ""
+        )
+        + f" and no enqueue **{fl['enqueue_ceiling_jobs_per_s']:,.0f} jobs/s**"
+        + (
+            f" (1.2x the fastest peer: {1.2 * fl['fastest_peer_enqueue_jobs_per_s']:,.0f})"
+            if "fastest_peer_enqueue_jobs_per_s" in fl
+            else ""
+        )
+        + ". The served statements' PostgreSQL cost above the fenced ones is what the queue's features "
+        "(fair claims, limits, byte bounds, retried claims, zombies and due tasks in one claim, a completion that "
+        "never waits on a hot row) cost per job; the fenced ones' above the bare ones is what the other indexes cost "
+        "(the task list's four, the billing key's, the reaper's).",
+        "",
+    ]
+    return out
 
 
 def plot(pe: Json, plt: Any) -> Any:

@@ -45,6 +45,11 @@ def test_codegen(tmp_path: Path) -> None:
     assert calls["SQL analysis (sqlglot parse + checks)"] == 10
     assert calls["schema parse (catalog)"] == 1 and calls["render (jinja2)"] == 1
     assert result["phases"]["phases_s"]["schema parse (catalog)"] > 0
+    deps, plugin = (
+        result["imports"]["python_start_plus_dependencies_s"],
+        result["imports"]["python_start_plus_plugin_import_s"],
+    )
+    assert 0 < deps["median"] < plugin["median"]
     assert "## 1. Codegen speed" in render({"codegen": result}, tmp_path)
 
 
@@ -188,6 +193,31 @@ def test_peers_our_side(pg_server: tuple[str, Cluster | None], tmp_path: Path) -
     result["systems"] = {peers.OURS: peers.best([run])}
     text = render({"peers": result}, tmp_path)
     assert "## 15. The fleet beside the other Python queues" in text and "Not measured: oban-py" in text
+
+
+def test_floor(pg_server: tuple[str, Cluster | None], tmp_path: Path) -> None:
+    """bench_floor's parts (the hop without a database, the row lifecycle in three forms) and the
+    bounds the peers section renders from them."""
+    floor, peers = bench("bench_floor"), bench("bench_peers")
+    measured = floor.measure(pg_server[0], 1000, peers.child_env(ours=True))
+    hop = measured["hop"]
+    assert hop["drain_jobs_per_s"] > 0 and hop["enqueue_jobs_per_s"] > 0
+    assert hop["cpu_s_per_1000"]["worker"] > hop["worker_steady_cpu_s_per_1000"] > 0
+    assert set(measured["rows"]) == {"served", "fenced", "bare"}
+    for form in measured["rows"].values():
+        assert form["postgres_cpu_s_per_1000"] >= 0 and form["enqueue_postgres_cpu_s_per_1000"] >= 0
+    pgq = {"cpu_s_per_1000": {"total": 0.07}, "drain_jobs_per_s": 20_000.0}
+    bounds = floor.bounds([measured], pgq, 80_000.0)
+    assert bounds["least_cpu_s_per_1000"] == pytest.approx(
+        hop["cpu_s_per_1000"]["worker"]
+        + hop["cpu_s_per_1000"]["server"]
+        + bounds["rows"]["fenced"]["postgres_cpu_s_per_1000"]
+    )
+    assert bounds["drain_ceiling_jobs_per_s"] > 0 and bounds["enqueue_ceiling_jobs_per_s"] > 0
+    result = {"jobs": 1000, "rounds": 1, "versions": {}, "unavailable": {}, "floor": bounds}
+    result["systems"] = {peers.OURS: peers.best([peers.measure_ours(pg_server[0], 1000)])}
+    text = render({"peers": result}, tmp_path)
+    assert "### The floors under the fleet's figures" in text and "1.2x the fastest peer: 96,000" in text
 
 
 def test_shapes(pg_server: tuple[str, Cluster | None], tmp_path: Path) -> None:
