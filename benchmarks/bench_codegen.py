@@ -257,16 +257,8 @@ def run(quick: bool = False, repeats: int | None = None) -> Json:
                 if protoc_bin is not None:
                     system_times[name].append(timed(protoc_argv(include, proto, out, protoc=protoc_bin)))
                     system_alone_times[name].append(
-                        timed(
-                            [
-                                protoc_bin,
-                                f"-I{include}",
-                                f"-I{PLUGIN_ROOT}",
-                                f"--descriptor_set_out={tmp / 'only.pb'}",
-                                proto,
-                            ]
-                        )
-                    )
+                        timed([protoc_bin, f"-I{include}", f"-I{PLUGIN_ROOT}", f"--descriptor_set_out={tmp / 'only.pb'}", proto])
+                    )  # fmt: skip
                 protoc_times[name].append(
                     timed([common.PYTHON, "-m", "grpc_tools.protoc", f"-I{include}", f"-I{PLUGIN_ROOT}",
                            f"--descriptor_set_out={tmp / 'only.pb'}", proto])

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import json
 import os
+import statistics
 import subprocess
 import uuid
 from typing import TYPE_CHECKING, Any
@@ -41,6 +42,9 @@ if TYPE_CHECKING:
 FLOOR_SERVER = common.BENCH / "floor_server.py"
 FLEET = common.BENCH / "fleet_procs.py"
 ENQUEUE_BATCH, CLAIM_BATCH = 500, 100
+#: The fleet worker's settings (fleet_procs.py worker CONCURRENCY REPORT_BATCH): its defaults, the
+#: same for the fleet bench_peers measures and for the hop measured here.
+FLEET_WORKER_SETTINGS = ("128", "500")
 
 #: The claim path's indexes: what `bare` keeps of generation.tasks.
 CLAIM_PATH_INDEXES = ("tasks_pkey", "idx_gen_tasks_queue", "idx_gen_tasks_lapsing", "idx_gen_tasks_terminal")
@@ -68,6 +72,12 @@ FROM unnest(%(task_ids)s::uuid[], %(lease_tokens)s::uuid[]) AS d (id, lease_toke
 WHERE t.id = d.id AND t.lease_token = d.lease_token AND t.status = 'processing'
 RETURNING t.id"""
 
+#: The lean forms' statements (enqueue, claim, complete).
+LEAN = {
+    "fenced": (FENCED_ENQUEUE, FENCED_CLAIM, FENCED_COMPLETE),
+    "bare": (BARE_ENQUEUE, FENCED_CLAIM, FENCED_COMPLETE),
+}
+
 
 def _served_statements() -> tuple[str, str, str]:
     from generation.task.v1 import task_pydb
@@ -89,7 +99,9 @@ def hop(count: int, env: dict[str, str]) -> Json:
         server0, client0 = tp.cpu_seconds(server.pid), tp.children_cpu_seconds()
         enqueued = _run_json([common.PYTHON, str(FLEET), "enqueue", ready[1], tool_id, "bulk", str(count)], env)
         server1, client1 = tp.cpu_seconds(server.pid), tp.children_cpu_seconds()
-        drained = _run_json([common.PYTHON, str(FLEET), "worker", ready[1], tool_id, str(count), "128", "500"], env)
+        drained = _run_json(
+            [common.PYTHON, str(FLEET), "worker", ready[1], tool_id, str(count), *FLEET_WORKER_SETTINGS], env
+        )
         server2, client2 = tp.cpu_seconds(server.pid), tp.children_cpu_seconds()
     finally:
         server.kill()
@@ -118,11 +130,7 @@ def rows(server: str, count: int, form: str) -> Json:
     """PostgreSQL's CPU per 1,000 jobs for the row lifecycle in `form` (served, fenced, bare)."""
     import psycopg
 
-    queue_sql, claim_sql, complete_sql = {
-        "served": _served_statements,
-        "fenced": lambda: (FENCED_ENQUEUE, FENCED_CLAIM, FENCED_COMPLETE),
-        "bare": lambda: (BARE_ENQUEUE, FENCED_CLAIM, FENCED_COMPLETE),
-    }[form]()
+    queue_sql, claim_sql, complete_sql = _served_statements() if form == "served" else LEAN[form]
     with common.queue_database(server) as url, psycopg.connect(url, autocommit=True) as conn:
         if form == "bare":
             for (name,) in conn.execute(
@@ -145,8 +153,7 @@ def rows(server: str, count: int, form: str) -> Json:
             keys = [f"{run}-{start + i}" for i in range(min(ENQUEUE_BATCH, count - start))]
             conn.execute(queue_sql, _enqueue_params(form, tool_id, keys), prepare=True).fetchall()
         enqueue_cpu = tp.cpu_seconds(backend) - cpu0
-        conn.execute("VACUUM ANALYZE")
-        conn.execute("CHECKPOINT")
+        common.settle(url)
         done, cpu0 = 0, tp.cpu_seconds(backend)
         while True:
             cur = conn.execute(
@@ -202,7 +209,6 @@ def bounds(floors: list[Json], pgqueuer: Json | None, fastest_enqueue: float | N
     """The medians over rounds, and what they bound: the fleet's least CPU per 1,000 jobs (the hop
     plus PostgreSQL on the fenced statements), and the fastest drain and enqueue at the floor's
     steady cost with every core busy."""
-    import statistics
 
     def med(values: list[float]) -> float:
         return float(statistics.median(values))

@@ -183,14 +183,6 @@ def span(url: str, system: str, count: int) -> Json:
     return {"done": done, "drain_seconds": seconds, "drain_jobs_per_s": count / seconds}
 
 
-def settle(url: str) -> None:
-    import psycopg
-
-    with psycopg.connect(url, autocommit=True) as conn:
-        conn.execute("VACUUM ANALYZE")
-        conn.execute("CHECKPOINT")
-
-
 def as_uri(url: str) -> str:
     """A conninfo as a postgresql:// URI (asyncpg takes no key=value form)."""
     from urllib.parse import quote
@@ -212,7 +204,7 @@ def measure_peer(server: str, name: str, python: str, setting: list[str], count:
         base, url = [python, driver], as_uri(url)
         run_process([*base, "setup", url, "0", *setting])
         enqueue_s = run_process([*base, "enqueue", url, str(count), *setting])["seconds"]
-        settle(url)
+        common.settle(url)
         pg0, cpu0 = postgres_cpu_seconds(url), _children_cpu()
         run_process([*base, "drain", url, str(count), *setting])
         worker_cpu, pg_cpu = _children_cpu() - cpu0, postgres_cpu_seconds(url) - pg0
@@ -240,10 +232,10 @@ def measure_ours(server: str, count: int) -> Json:
             queued, enqueue_s = answer["queued"], answer["seconds"]
             if queued != count:
                 raise RuntimeError(f"{OURS}: {queued} of {count} tasks queued")
-            settle(url)
+            common.settle(url)
             pg0, cpu0, server0 = postgres_cpu_seconds(url), _children_cpu(), tp.cpu_seconds(proc.pid)
             subprocess.run(
-                [common.PYTHON, str(FLEET), "worker", address, tool_id, str(count), "128", "500"],
+                [common.PYTHON, str(FLEET), "worker", address, tool_id, str(count), *bench_floor.FLEET_WORKER_SETTINGS],
                 env=env, capture_output=True, check=True,
             )  # fmt: skip
             cpu = {

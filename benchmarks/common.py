@@ -132,6 +132,15 @@ def queue_database(server: str, schema: Path | None = SCHEMA) -> Iterator[str]:
         yield url
 
 
+def settle(url: str) -> None:
+    """The same start for every system measured: statistics taken, dirty pages written."""
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("VACUUM ANALYZE")
+        conn.execute("CHECKPOINT")
+
+
 def pg_bin(name: str) -> str:
     return _pg_bin(name)
 
