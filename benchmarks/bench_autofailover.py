@@ -5,8 +5,8 @@ The generated server runs on the two nodes' multi-host URL (`target_session_attr
 Load as in tests/replication/test_replication_failover.py: 8 enqueuers (a QueueTask then a QueueTasks of 24
 rows per round, every row with its own idempotency key, retried on UNAVAILABLE with the same
 keys) and a WorkerFleet (32 lanes, 2 s leases) completing the tasks as they come; a client
-interceptor (`CallLedger`) keeps the books of every call. Mid-run the primary's keeper and
-PostgreSQL are killed together (SIGKILL to its process group: a lost machine). Nobody promotes
+interceptor (`CallLedger`) keeps the books of every call. Mid-run (the enqueuers holding their
+second half until then) the primary's keeper and PostgreSQL are killed together (SIGKILL to its process group: a lost machine). Nobody promotes
 by hand: the monitor notices, waits out its timeouts and promotes the secondary. Measured:
 crash → the monitor's goal state for the survivor is primary, crash → health SERVING again,
 crash → first enqueue and first completion answered OK; and, on the new primary, that every task
@@ -73,8 +73,15 @@ async def _round(tasks: int) -> Json:
                     ).tool
                     await stub.SetToolLease(task_pb2.SetToolLeaseRequest(tool_id=tool.id, lease_seconds=2))
 
+                    # The second half of every enqueuer's rounds waits for the kill, so enqueues
+                    # meet the outage whatever the machine's speed (a fast run had sent its last
+                    # enqueue before the kill, leaving no enqueue to recover).
+                    half, killed = rounds // 2, asyncio.Event()
+
                     async def enqueue() -> None:
-                        for _ in range(rounds):
+                        for n in range(rounds):
+                            if n == half:
+                                await killed.wait()
                             single = task_pb2.QueueTaskRequest(
                                 tool_id=tool.id, billing_idempotency_key=uuid.uuid4().hex
                             )
@@ -89,11 +96,12 @@ async def _round(tasks: int) -> Json:
                     fleet = WorkerFleet(stub, poll_interval=0.2, heartbeat_interval=0.5)
                     fleet.add_tool(tool.id, noop, concurrency=32, lease_seconds=2)
                     fleet_run = asyncio.create_task(fleet.run())
-                    while not (len(ledger.enqueued) >= total // 2 and ledger.completed):
+                    while not (len(ledger.enqueued) >= ENQUEUERS * half * (1 + BATCH) and ledger.completed):
                         await asyncio.sleep(0.01)  # watching the run's progress
                     at_kill = {"enqueued": len(ledger.enqueued), "completed": len(ledger.completed)}
                     crash_at = time.monotonic()
                     crashed = await asyncio.to_thread(paf.crash_primary)
+                    killed.set()
                     survivor = next(n for n in paf.ports if n != crashed)
                     promoted_at = None
                     while promoted_at is None:
